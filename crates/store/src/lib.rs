@@ -1,0 +1,186 @@
+//! Carrel's revisioned object store.
+//!
+//! Every Carrel API server stands on a [`Store`]: a key-value map of serialized objects with one
+//! monotonically increasing [`Revision`] per store, which the API exposes as `resourceVersion`.
+//! Every write is acknowledged only once it is on disk; every change is also an [`Event`] in a
+//! history log, so a [`Watch`] can resume from any revision inside the history window.
+//!
+//! | concept | where |
+//! |---|---|
+//! | the trait every backend implements | [`Store`] |
+//! | the embedded backend: one sled database per tenant | [`SledStore`] |
+//! | watches: ordered, resumable, bounded | [`Watch`] |
+//! | paginated lists and their continue tokens | [`ListOptions`], [`ListPage`] |
+//! | errors, each one the API can map to a Kubernetes `Status` | [`Error`] |
+//!
+//! The store knows nothing of Kubernetes objects: keys are strings chosen by the API layer
+//! (group, resource, namespace and name), values are opaque bytes.
+
+mod codec;
+mod commit;
+mod continue_token;
+mod error;
+mod history;
+mod hub;
+mod sled_store;
+mod sync;
+mod watch;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use error::{Error, Result};
+pub use history::HistoryWindow;
+pub use sled_store::{Options, SledStore};
+pub use watch::Watch;
+
+/// A store revision. Every acknowledged write gets the next one; `0` means "before any write".
+pub type Revision = u64;
+
+/// An object as stored, with the revisions the API turns into metadata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Object {
+    /// The key the object is stored under.
+    pub key: String,
+    /// The serialized object, exactly as written.
+    pub value: Bytes,
+    /// The revision of the write that created the object.
+    pub create_revision: Revision,
+    /// The revision of the last write to the object (its `resourceVersion`).
+    pub mod_revision: Revision,
+}
+
+/// What a write did to a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// The key did not exist before this write.
+    Created,
+    /// The key existed and got a new value.
+    Modified,
+    /// The key was removed.
+    Deleted,
+}
+
+/// One change, as watchers see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// What happened.
+    pub kind: EventKind,
+    /// The revision of the write.
+    pub revision: Revision,
+    /// The key written.
+    pub key: String,
+    /// The value after the write; for [`EventKind::Deleted`], the last value the object had.
+    pub value: Bytes,
+    /// The value before the write, for [`EventKind::Modified`].
+    pub prev_value: Option<Bytes>,
+    /// The revision that created the object.
+    pub create_revision: Revision,
+}
+
+impl Event {
+    /// The object this event leaves behind (for a deletion: the object as it was deleted, at the
+    /// deletion's revision, as Kubernetes reports deleted objects).
+    pub fn object(&self) -> Object {
+        Object {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            create_revision: self.create_revision,
+            mod_revision: self.revision,
+        }
+    }
+}
+
+/// How much of a prefix to list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// The most objects to return in this page; `None` returns them all.
+    pub limit: Option<usize>,
+    /// The token from the previous page's [`ListPage::continue_token`].
+    pub continue_token: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListPage {
+    /// Objects in key order.
+    pub items: Vec<Object>,
+    /// The revision the list was read at: a watch from this revision misses no later change.
+    /// Every page of one paginated list reports the revision of its first page.
+    pub revision: Revision,
+    /// Present when more objects follow; pass it back to get the next page.
+    pub continue_token: Option<String>,
+}
+
+/// A revisioned object store.
+///
+/// Implementations are shared between threads; every method may block on disk IO, so async callers
+/// run them on a blocking pool. Writes return only once they are durable.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// The object under `key`, if any.
+    fn get(&self, key: &str) -> Result<Option<Object>>;
+
+    /// Objects whose key starts with `prefix`, in key order, one page at a time.
+    ///
+    /// An object that exists for the whole of a paginated listing is returned exactly once, even
+    /// while other writes happen. A continue token expires with the history window: once its
+    /// revision is compacted, the next page is [`Error::Expired`].
+    fn list(&self, prefix: &str, options: &ListOptions) -> Result<ListPage>;
+
+    /// Store a new object; [`Error::AlreadyExists`] if the key exists.
+    fn create(&self, key: &str, value: Bytes) -> Result<Object>;
+
+    /// Replace an existing object; [`Error::NotFound`] if it does not exist, [`Error::Conflict`]
+    /// if `expected` is given and is not the object's current `mod_revision`.
+    fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object>;
+
+    /// Remove an object and return it as it was deleted (its `mod_revision` is the deletion's
+    /// revision); errors as for [`Store::update`].
+    fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object>;
+
+    /// Every change to keys under `prefix` with a revision greater than `after`, in revision
+    /// order, with no gaps and no duplicates. [`Error::Expired`] if `after` is older than the
+    /// history window.
+    fn watch(&self, prefix: &str, after: Revision) -> Result<Watch>;
+
+    /// The newest acknowledged revision.
+    fn current_revision(&self) -> Revision;
+
+    /// The newest revision whose history has been discarded; watches must start at or after it.
+    fn compacted_revision(&self) -> Revision;
+
+    /// Discard history up to and including `revision`. Compacting to an already compacted
+    /// revision does nothing; a revision newer than [`Store::current_revision`] is an error.
+    fn compact(&self, revision: Revision) -> Result<()>;
+}
+
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn get(&self, key: &str) -> Result<Option<Object>> {
+        (**self).get(key)
+    }
+    fn list(&self, prefix: &str, options: &ListOptions) -> Result<ListPage> {
+        (**self).list(prefix, options)
+    }
+    fn create(&self, key: &str, value: Bytes) -> Result<Object> {
+        (**self).create(key, value)
+    }
+    fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
+        (**self).update(key, value, expected)
+    }
+    fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
+        (**self).delete(key, expected)
+    }
+    fn watch(&self, prefix: &str, after: Revision) -> Result<Watch> {
+        (**self).watch(prefix, after)
+    }
+    fn current_revision(&self) -> Revision {
+        (**self).current_revision()
+    }
+    fn compacted_revision(&self) -> Revision {
+        (**self).compacted_revision()
+    }
+    fn compact(&self, revision: Revision) -> Result<()> {
+        (**self).compact(revision)
+    }
+}
