@@ -28,7 +28,10 @@ struct State {
 /// What the committer should do next.
 pub(crate) enum Work {
     /// Sync everything up to `through`, then publish `events`.
-    Sync { through: Revision, events: Vec<Arc<Event>> },
+    Sync {
+        through: Revision,
+        events: Vec<Arc<Event>>,
+    },
     /// Nothing to sync now; time for housekeeping.
     Idle,
     /// The store is closing and everything is durable.
@@ -46,7 +49,10 @@ pub(crate) struct Commit {
 impl Commit {
     pub(crate) fn new(revision: Revision) -> Commit {
         Commit {
-            state: Mutex::new(State { applied: revision, ..State::default() }),
+            state: Mutex::new(State {
+                applied: revision,
+                ..State::default()
+            }),
             work: Condvar::new(),
             durable_cv: Condvar::new(),
             durable: AtomicU64::new(revision),
@@ -106,7 +112,10 @@ impl Commit {
         }
         if ready(&state) {
             let events = std::mem::take(&mut state.pending);
-            return Work::Sync { through: state.applied, events };
+            return Work::Sync {
+                through: state.applied,
+                events,
+            };
         }
         if state.shutdown {
             Work::Stop

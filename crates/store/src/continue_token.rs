@@ -22,7 +22,9 @@ impl ContinueToken {
     /// Decode a token for a listing of `prefix`.
     pub(crate) fn decode(token: &str, prefix: &str) -> Result<ContinueToken> {
         let invalid = |reason| Error::InvalidContinue { reason };
-        let raw = URL_SAFE_NO_PAD.decode(token).map_err(|_| invalid("not base64"))?;
+        let raw = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| invalid("not base64"))?;
         let raw = String::from_utf8(raw).map_err(|_| invalid("not UTF-8"))?;
         let mut parts = raw.splitn(3, ':');
         if parts.next() != Some(VERSION) {
@@ -46,16 +48,34 @@ mod tests {
 
     #[test]
     fn round_trips_keys_with_colons() {
-        let token = ContinueToken { revision: 17, last_key: "/a/b:c/d".into() };
-        assert_eq!(ContinueToken::decode(&token.encode(), "/a/").unwrap(), token);
+        let token = ContinueToken {
+            revision: 17,
+            last_key: "/a/b:c/d".into(),
+        };
+        assert_eq!(
+            ContinueToken::decode(&token.encode(), "/a/").unwrap(),
+            token
+        );
     }
 
     #[test]
     fn refuses_garbage_and_foreign_tokens() {
-        let token = ContinueToken { revision: 17, last_key: "/a/x".into() }.encode();
-        for bad in ["", "!!!", "YWJj", &URL_SAFE_NO_PAD.encode("c1:notanumber:/a/x")] {
+        let token = ContinueToken {
+            revision: 17,
+            last_key: "/a/x".into(),
+        }
+        .encode();
+        for bad in [
+            "",
+            "!!!",
+            "YWJj",
+            &URL_SAFE_NO_PAD.encode("c1:notanumber:/a/x"),
+        ] {
             assert!(
-                matches!(ContinueToken::decode(bad, "/a/"), Err(Error::InvalidContinue { .. })),
+                matches!(
+                    ContinueToken::decode(bad, "/a/"),
+                    Err(Error::InvalidContinue { .. })
+                ),
                 "{bad:?} accepted"
             );
         }

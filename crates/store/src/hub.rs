@@ -23,7 +23,9 @@ const CLOSED: u8 = 2;
 
 impl EndSignal {
     fn set(&self, why: u8) {
-        let _ = self.0.compare_exchange(OPEN, why, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self
+            .0
+            .compare_exchange(OPEN, why, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// The error a watcher reports once its live queue is drained.
@@ -66,7 +68,13 @@ pub(crate) struct Hub {
 
 impl Hub {
     pub(crate) fn new(published: Revision, capacity: usize) -> Hub {
-        Hub { state: Mutex::new(State { published, ..State::default() }), capacity: capacity.max(1) }
+        Hub {
+            state: Mutex::new(State {
+                published,
+                ..State::default()
+            }),
+            capacity: capacity.max(1),
+        }
     }
 
     pub(crate) fn subscribe(&self, prefix: &str) -> Result<Subscription> {
@@ -76,8 +84,16 @@ impl Hub {
         }
         let (tx, rx) = mpsc::channel(self.capacity);
         let end = Arc::new(EndSignal::default());
-        state.subscribers.push(Subscriber { prefix: prefix.to_owned(), tx, end: end.clone() });
-        Ok(Subscription { published: state.published, rx, end })
+        state.subscribers.push(Subscriber {
+            prefix: prefix.to_owned(),
+            tx,
+            end: end.clone(),
+        });
+        Ok(Subscription {
+            published: state.published,
+            rx,
+            end,
+        })
     }
 
     /// Offer durable events, in revision order, up to and including `through`.
@@ -114,5 +130,58 @@ impl Hub {
     #[cfg(test)]
     pub(crate) fn subscriber_count(&self) -> usize {
         self.state.lock().subscribers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::EventKind;
+
+    fn event(revision: Revision, key: &str) -> Arc<Event> {
+        Arc::new(Event {
+            kind: EventKind::Created,
+            revision,
+            key: key.into(),
+            value: Bytes::new(),
+            prev_value: None,
+            create_revision: revision,
+        })
+    }
+
+    #[test]
+    fn a_full_queue_ends_only_its_own_watcher() {
+        let hub = Hub::new(0, 2);
+        let mut slow = hub.subscribe("/").unwrap();
+        let mut fast = hub.subscribe("/").unwrap();
+        let mut elsewhere = hub.subscribe("/other/").unwrap();
+        for revision in 1..=3 {
+            hub.publish(&[event(revision, "/a")], revision);
+            assert_eq!(fast.rx.try_recv().unwrap().revision, revision);
+        }
+        // `slow` overflowed at revision 3 and is gone; the other two remain.
+        assert_eq!(hub.subscriber_count(), 2);
+        assert_eq!(slow.rx.try_recv().unwrap().revision, 1);
+        assert_eq!(slow.rx.try_recv().unwrap().revision, 2);
+        assert!(slow.rx.try_recv().is_err());
+        assert!(matches!(slow.end.error(2), Error::WatcherTooSlow { last_delivered: 2 }));
+        assert!(elsewhere.rx.try_recv().is_err(), "prefix filtering");
+    }
+
+    #[test]
+    fn dropped_watchers_are_forgotten_and_close_ends_the_rest() {
+        let hub = Hub::new(5, 4);
+        let gone = hub.subscribe("/").unwrap();
+        let kept = hub.subscribe("/").unwrap();
+        assert_eq!(kept.published, 5);
+        drop(gone);
+        hub.publish(&[event(6, "/a")], 6);
+        assert_eq!(hub.subscriber_count(), 1);
+        assert_eq!(hub.subscribe("/").unwrap().published, 6);
+        hub.close();
+        assert!(matches!(kept.end.error(6), Error::Closed));
+        assert!(matches!(hub.subscribe("/"), Err(Error::Closed)));
     }
 }

@@ -72,7 +72,10 @@ impl Default for Options {
 impl Options {
     /// The defaults, creating the directory when it is missing.
     pub fn create() -> Options {
-        Options { create_if_missing: true, ..Options::default() }
+        Options {
+            create_if_missing: true,
+            ..Options::default()
+        }
     }
 }
 
@@ -117,11 +120,17 @@ impl SledStore {
             Ok(Ok(db)) => db,
             Ok(Err(e)) => return Err(open_error(&path, e)),
             Err(panic) => {
-                return Err(Error::Corrupt { path, detail: panic_message(panic.as_ref()) });
+                return Err(Error::Corrupt {
+                    path,
+                    detail: panic_message(panic.as_ref()),
+                });
             }
         };
 
-        let corrupt = |detail: String| Error::Corrupt { path: path.clone(), detail };
+        let corrupt = |detail: String| Error::Corrupt {
+            path: path.clone(),
+            detail,
+        };
         let (revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
         let disk = DiskSync::open(&path, &db)?;
         tracing::debug!(path = %path.display(), revision, compacted, "opened store");
@@ -144,7 +153,10 @@ impl SledStore {
                 .name("carrel-store-commit".into())
                 .spawn(move || inner.run_committer())?
         };
-        Ok(SledStore { inner, committer: Some(committer) })
+        Ok(SledStore {
+            inner,
+            committer: Some(committer),
+        })
     }
 
     /// The directory this store lives in.
@@ -172,7 +184,10 @@ impl Drop for SledStore {
 fn prepare_dir(path: &Path, create: bool) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(Error::Corrupt { path: path.into(), detail: "not a directory".into() }),
+        Ok(_) => Err(Error::Corrupt {
+            path: path.into(),
+            detail: "not a directory".into(),
+        }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if !create {
                 return Err(Error::Missing { path: path.into() });
@@ -203,9 +218,10 @@ fn lock_dir(path: &Path) -> Result<File> {
 
 fn open_error(path: &Path, e: sled::Error) -> Error {
     match e {
-        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => {
-            Error::Corrupt { path: path.into(), detail: e.to_string() }
-        }
+        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => Error::Corrupt {
+            path: path.into(),
+            detail: e.to_string(),
+        },
         sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
             Error::Locked { path: path.into() }
         }
@@ -272,7 +288,9 @@ enum RecoverError {
 }
 
 fn unix_millis() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A write's intent, checked against the current object under the write lock.
@@ -284,11 +302,17 @@ enum Op {
 
 impl Inner {
     fn corrupt(&self, e: impl std::fmt::Display) -> Error {
-        Error::Corrupt { path: self.path.clone(), detail: e.to_string() }
+        Error::Corrupt {
+            path: self.path.clone(),
+            detail: e.to_string(),
+        }
     }
 
     fn check_key(&self, key: &str) -> Result<()> {
-        let invalid = |reason| Error::InvalidKey { key: key.to_owned(), reason };
+        let invalid = |reason| Error::InvalidKey {
+            key: key.to_owned(),
+            reason,
+        };
         if key.is_empty() {
             return Err(invalid("empty"));
         }
@@ -301,7 +325,10 @@ impl Inner {
     fn check_value(&self, value: &[u8]) -> Result<()> {
         let limit = self.options.max_value_bytes;
         if value.len() > limit {
-            return Err(Error::TooLarge { size: value.len(), limit });
+            return Err(Error::TooLarge {
+                size: value.len(),
+                limit,
+            });
         }
         Ok(())
     }
@@ -325,7 +352,9 @@ impl Inner {
         let current = self.read_object(key)?;
         let revision = *writer + 1;
         let check = |expected: Option<Revision>| -> Result<Object> {
-            let current = current.clone().ok_or_else(|| Error::NotFound { key: key.to_owned() })?;
+            let current = current.clone().ok_or_else(|| Error::NotFound {
+                key: key.to_owned(),
+            })?;
             match expected {
                 Some(expected) if expected != current.mod_revision => Err(Error::Conflict {
                     key: key.to_owned(),
@@ -338,7 +367,9 @@ impl Inner {
         let event = match op {
             Op::Create(value) => {
                 if current.is_some() {
-                    return Err(Error::AlreadyExists { key: key.to_owned() });
+                    return Err(Error::AlreadyExists {
+                        key: key.to_owned(),
+                    });
                 }
                 Event {
                     kind: EventKind::Created,
@@ -382,7 +413,10 @@ impl Inner {
                 codec::encode_object(&event.value, event.create_revision, revision),
             ),
         }
-        batch.insert(&codec::log_key(revision), codec::encode_event(&event, unix_millis()));
+        batch.insert(
+            &codec::log_key(revision),
+            codec::encode_event(&event, unix_millis()),
+        );
         batch.insert(codec::META_REVISION, &codec::encode_u64(revision));
         self.db.apply_batch(batch)?;
         *writer = revision;
@@ -407,7 +441,10 @@ impl Inner {
             Some(token) => {
                 let oldest_available = self.compacted.load(Ordering::Acquire);
                 if token.revision < oldest_available {
-                    return Err(Error::Expired { requested: token.revision, oldest_available });
+                    return Err(Error::Expired {
+                        requested: token.revision,
+                        oldest_available,
+                    });
                 }
                 token.revision
             }
@@ -430,25 +467,38 @@ impl Inner {
                 more = true;
                 break;
             }
-            let key = std::str::from_utf8(&k[1..]).map_err(|e| self.corrupt(e))?.to_owned();
+            let key = std::str::from_utf8(&k[1..])
+                .map_err(|e| self.corrupt(e))?
+                .to_owned();
             items.push(codec::decode_object(key, &v).map_err(|e| self.corrupt(e))?);
         }
         drop(reader);
 
         self.commit.wait_durable(read_at)?;
         let continue_token = match (more, items.last()) {
-            (true, Some(last)) => {
-                Some(ContinueToken { revision, last_key: last.key.clone() }.encode())
-            }
+            (true, Some(last)) => Some(
+                ContinueToken {
+                    revision,
+                    last_key: last.key.clone(),
+                }
+                .encode(),
+            ),
             _ => None,
         };
-        Ok(ListPage { items, revision, continue_token })
+        Ok(ListPage {
+            items,
+            revision,
+            continue_token,
+        })
     }
 
     fn watch(self: &Arc<Self>, prefix: &str, after: Revision) -> Result<Watch> {
         let oldest_available = self.compacted.load(Ordering::Acquire);
         if after < oldest_available {
-            return Err(Error::Expired { requested: after, oldest_available });
+            return Err(Error::Expired {
+                requested: after,
+                oldest_available,
+            });
         }
         let live = self.hub.subscribe(prefix)?;
         let backlog = Replay {
@@ -464,7 +514,10 @@ impl Inner {
     fn compact(&self, revision: Revision) -> Result<()> {
         let current = self.commit.durable();
         if revision > current {
-            return Err(Error::FutureRevision { requested: revision, current });
+            return Err(Error::FutureRevision {
+                requested: revision,
+                current,
+            });
         }
         self.compact_to(revision)
     }
@@ -563,7 +616,10 @@ impl Replay {
                 // Revisions are dense, so a hole is history compacted under us.
                 let oldest_available = store.compacted.load(Ordering::Acquire);
                 if self.next <= oldest_available {
-                    return Err(Error::Expired { requested: self.next - 1, oldest_available });
+                    return Err(Error::Expired {
+                        requested: self.next - 1,
+                        oldest_available,
+                    });
                 }
             }
             self.next = revision + 1;
@@ -577,7 +633,10 @@ impl Replay {
             // Nothing left in the range at all: it was compacted away entirely.
             let oldest_available = store.compacted.load(Ordering::Acquire);
             if self.next <= oldest_available {
-                return Err(Error::Expired { requested: self.next - 1, oldest_available });
+                return Err(Error::Expired {
+                    requested: self.next - 1,
+                    oldest_available,
+                });
             }
             self.next = self.through + 1;
         }
