@@ -124,8 +124,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Objects whose key starts with `prefix`, in key order, one page at a time.
     ///
     /// An object that exists for the whole of a paginated listing is returned exactly once, even
-    /// while other writes happen. A continue token expires with the history window: once its
-    /// revision is compacted, the next page is [`Error::Expired`].
+    /// while other writes happen. A continue token expires with the history window: once
+    /// [`Store::compacted_revision`] has passed the token's revision, the next page is
+    /// [`Error::Expired`].
     fn list(&self, prefix: &str, options: &ListOptions) -> Result<ListPage>;
 
     /// Store a new object; [`Error::AlreadyExists`] if the key exists.

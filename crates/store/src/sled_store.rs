@@ -116,16 +116,7 @@ impl SledStore {
             .path(&path)
             .cache_capacity(options.cache_capacity)
             .flush_every_ms(None);
-        let db = match catch_unwind(AssertUnwindSafe(|| config.open())) {
-            Ok(Ok(db)) => db,
-            Ok(Err(e)) => return Err(open_error(&path, e)),
-            Err(panic) => {
-                return Err(Error::Corrupt {
-                    path,
-                    detail: panic_message(panic.as_ref()),
-                });
-            }
-        };
+        let db = open_sled(&path, &config)?;
 
         let corrupt = |detail: String| Error::Corrupt {
             path: path.clone(),
@@ -213,6 +204,34 @@ fn lock_dir(path: &Path) -> Result<File> {
         Ok(()) => Ok(lock),
         Err(TryLockError::WouldBlock) => Err(Error::Locked { path: path.into() }),
         Err(TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+/// How long to wait for sled's own lock, which its background IO threads can keep for a moment
+/// after the previous handle on the directory was dropped.
+const SLED_LOCK_GRACE: Duration = Duration::from_secs(2);
+
+/// Open sled's database. Holding our lock file, we know no other handle is live, so sled's lock
+/// being taken can only be the previous handle's threads finishing: retry for a bounded time.
+fn open_sled(path: &Path, config: &sled::Config) -> Result<sled::Db> {
+    let deadline = Instant::now() + SLED_LOCK_GRACE;
+    loop {
+        let error = match catch_unwind(AssertUnwindSafe(|| config.open())) {
+            Ok(Ok(db)) => return Ok(db),
+            Ok(Err(e)) => open_error(path, e),
+            Err(panic) => {
+                return Err(Error::Corrupt {
+                    path: path.into(),
+                    detail: panic_message(panic.as_ref()),
+                });
+            }
+        };
+        match error {
+            Error::Locked { .. } if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            other => return Err(other),
+        }
     }
 }
 
