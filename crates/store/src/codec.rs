@@ -52,10 +52,7 @@ pub(crate) fn revision_of_log_key(key: &[u8]) -> Result<Revision, DecodeError> {
         .get(1..9)
         .and_then(|b| b.try_into().ok())
         .filter(|_| key.len() == 9 && key[0] == LOG_PREFIX)
-        .ok_or(DecodeError {
-            what: "log key",
-            why: "not 9 bytes",
-        })?;
+        .ok_or(DecodeError { what: "log key", why: "not 9 bytes" })?;
     Ok(Revision::from_be_bytes(bytes))
 }
 
@@ -64,10 +61,8 @@ pub(crate) fn encode_u64(v: u64) -> [u8; 8] {
 }
 
 pub(crate) fn decode_u64(bytes: &[u8]) -> Result<u64, DecodeError> {
-    let b: [u8; 8] = bytes.try_into().map_err(|_| DecodeError {
-        what: "metadata",
-        why: "not 8 bytes",
-    })?;
+    let b: [u8; 8] =
+        bytes.try_into().map_err(|_| DecodeError { what: "metadata", why: "not 8 bytes" })?;
     Ok(u64::from_be_bytes(b))
 }
 
@@ -89,10 +84,7 @@ pub(crate) struct ObjectHeader {
 const OBJECT_HEADER_LEN: usize = 17;
 
 pub(crate) fn decode_object_header(record: &[u8]) -> Result<ObjectHeader, DecodeError> {
-    let bad = |why| DecodeError {
-        what: "object",
-        why,
-    };
+    let bad = |why| DecodeError { what: "object", why };
     if record.len() < OBJECT_HEADER_LEN {
         return Err(bad("shorter than its header"));
     }
@@ -105,11 +97,12 @@ pub(crate) fn decode_object_header(record: &[u8]) -> Result<ObjectHeader, Decode
     })
 }
 
-pub(crate) fn decode_object(key: String, record: &[u8]) -> Result<Object, DecodeError> {
-    let header = decode_object_header(record)?;
+/// Decode an object record without copying its value: the returned value shares `record`.
+pub(crate) fn decode_object(key: String, record: sled::IVec) -> Result<Object, DecodeError> {
+    let header = decode_object_header(&record)?;
     Ok(Object {
         key,
-        value: Bytes::copy_from_slice(&record[OBJECT_HEADER_LEN..]),
+        value: Bytes::from_owner(record).slice(OBJECT_HEADER_LEN..),
         create_revision: header.create_revision,
         mod_revision: header.mod_revision,
     })
@@ -161,10 +154,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.buf.len() < n {
-            return Err(DecodeError {
-                what: "log",
-                why: "truncated",
-            });
+            return Err(DecodeError { what: "log", why: "truncated" });
         }
         let (head, rest) = self.buf.split_at(n);
         self.buf = rest;
@@ -174,14 +164,10 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u32(&mut self) -> Result<u32, DecodeError> {
-        Ok(u32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))
     }
     fn u64(&mut self) -> Result<u64, DecodeError> {
-        Ok(u64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")))
     }
 }
 
@@ -200,23 +186,15 @@ pub(crate) fn decode_event(revision: Revision, record: &[u8]) -> Result<LogRecor
     let unix_millis = r.u64()?;
     let create_revision = r.u64()?;
     let key_len = r.u32()? as usize;
-    let key = std::str::from_utf8(r.take(key_len)?)
-        .map_err(|_| bad("key is not UTF-8"))?
-        .to_owned();
+    let key =
+        std::str::from_utf8(r.take(key_len)?).map_err(|_| bad("key is not UTF-8"))?.to_owned();
     let prev_value = match r.u32()? {
         NO_PREV => None,
         n => Some(Bytes::copy_from_slice(r.take(n as usize)?)),
     };
     let value = Bytes::copy_from_slice(r.buf);
     Ok(LogRecord {
-        event: Event {
-            kind,
-            revision,
-            key,
-            value,
-            prev_value,
-            create_revision,
-        },
+        event: Event { kind, revision, key, value, prev_value, create_revision },
         unix_millis,
     })
 }
@@ -227,11 +205,7 @@ mod tests {
 
     #[test]
     fn events_round_trip() {
-        for prev in [
-            None,
-            Some(Bytes::from_static(b"")),
-            Some(Bytes::from_static(b"old")),
-        ] {
+        for prev in [None, Some(Bytes::from_static(b"")), Some(Bytes::from_static(b"old"))] {
             let event = Event {
                 kind: EventKind::Modified,
                 revision: 42,
@@ -259,28 +233,19 @@ mod tests {
         let record = encode_event(&event, 0);
         // Every strict prefix that cuts into the fixed fields must fail cleanly.
         for len in 0..(record.len() - 1) {
-            assert!(
-                decode_event(1, &record[..len]).is_err(),
-                "prefix of {len} bytes decoded"
-            );
+            assert!(decode_event(1, &record[..len]).is_err(), "prefix of {len} bytes decoded");
         }
         let object = encode_object(b"v", 1, 2);
         for len in 0..OBJECT_HEADER_LEN {
-            assert!(decode_object("k".into(), &object[..len]).is_err());
+            assert!(decode_object("k".into(), object[..len].into()).is_err());
         }
     }
 
     #[test]
     fn log_keys_sort_by_revision() {
-        let mut keys: Vec<_> = [300u64, 2, 1 << 40, 255, 256]
-            .iter()
-            .map(|r| log_key(*r))
-            .collect();
+        let mut keys: Vec<_> = [300u64, 2, 1 << 40, 255, 256].iter().map(|r| log_key(*r)).collect();
         keys.sort();
-        let revs: Vec<_> = keys
-            .iter()
-            .map(|k| revision_of_log_key(k).unwrap())
-            .collect();
+        let revs: Vec<_> = keys.iter().map(|k| revision_of_log_key(k).unwrap()).collect();
         assert_eq!(revs, vec![2, 255, 256, 300, 1 << 40]);
     }
 }

@@ -28,10 +28,7 @@ struct State {
 /// What the committer should do next.
 pub(crate) enum Work {
     /// Sync everything up to `through`, then publish `events`.
-    Sync {
-        through: Revision,
-        events: Vec<Arc<Event>>,
-    },
+    Sync { through: Revision, events: Vec<Arc<Event>> },
     /// Nothing to sync now; time for housekeeping.
     Idle,
     /// The store is closing and everything is durable.
@@ -49,10 +46,7 @@ pub(crate) struct Commit {
 impl Commit {
     pub(crate) fn new(revision: Revision) -> Commit {
         Commit {
-            state: Mutex::new(State {
-                applied: revision,
-                ..State::default()
-            }),
+            state: Mutex::new(State { applied: revision, ..State::default() }),
             work: Condvar::new(),
             durable_cv: Condvar::new(),
             durable: AtomicU64::new(revision),
@@ -112,10 +106,7 @@ impl Commit {
         }
         if ready(&state) {
             let events = std::mem::take(&mut state.pending);
-            return Work::Sync {
-                through: state.applied,
-                events,
-            };
+            return Work::Sync { through: state.applied, events };
         }
         if state.shutdown {
             Work::Stop

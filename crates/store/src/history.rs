@@ -15,10 +15,7 @@ pub struct HistoryWindow {
 impl Default for HistoryWindow {
     /// The larger of 5 minutes and 10,000 events.
     fn default() -> Self {
-        HistoryWindow {
-            min_age: Duration::from_secs(5 * 60),
-            min_events: 10_000,
-        }
+        HistoryWindow { min_age: Duration::from_secs(5 * 60), min_events: 10_000 }
     }
 }
 

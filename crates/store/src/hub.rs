@@ -23,9 +23,7 @@ const CLOSED: u8 = 2;
 
 impl EndSignal {
     fn set(&self, why: u8) {
-        let _ = self
-            .0
-            .compare_exchange(OPEN, why, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self.0.compare_exchange(OPEN, why, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// The error a watcher reports once its live queue is drained.
@@ -69,10 +67,7 @@ pub(crate) struct Hub {
 impl Hub {
     pub(crate) fn new(published: Revision, capacity: usize) -> Hub {
         Hub {
-            state: Mutex::new(State {
-                published,
-                ..State::default()
-            }),
+            state: Mutex::new(State { published, ..State::default() }),
             capacity: capacity.max(1),
         }
     }
@@ -84,16 +79,8 @@ impl Hub {
         }
         let (tx, rx) = mpsc::channel(self.capacity);
         let end = Arc::new(EndSignal::default());
-        state.subscribers.push(Subscriber {
-            prefix: prefix.to_owned(),
-            tx,
-            end: end.clone(),
-        });
-        Ok(Subscription {
-            published: state.published,
-            rx,
-            end,
-        })
+        state.subscribers.push(Subscriber { prefix: prefix.to_owned(), tx, end: end.clone() });
+        Ok(Subscription { published: state.published, rx, end })
     }
 
     /// Offer durable events, in revision order, up to and including `through`.

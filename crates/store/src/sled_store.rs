@@ -72,10 +72,7 @@ impl Default for Options {
 impl Options {
     /// The defaults, creating the directory when it is missing.
     pub fn create() -> Options {
-        Options {
-            create_if_missing: true,
-            ..Options::default()
-        }
+        Options { create_if_missing: true, ..Options::default() }
     }
 }
 
@@ -87,6 +84,7 @@ impl Options {
 pub struct SledStore {
     inner: Arc<Inner>,
     committer: Option<JoinHandle<()>>,
+    publisher: Option<JoinHandle<()>>,
 }
 
 #[derive(Debug)]
@@ -118,10 +116,7 @@ impl SledStore {
             .flush_every_ms(None);
         let db = open_sled(&path, &config)?;
 
-        let corrupt = |detail: String| Error::Corrupt {
-            path: path.clone(),
-            detail,
-        };
+        let corrupt = |detail: String| Error::Corrupt { path: path.clone(), detail };
         let (revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
         let disk = DiskSync::open(&path, &db)?;
         tracing::debug!(path = %path.display(), revision, compacted, "opened store");
@@ -138,16 +133,24 @@ impl SledStore {
             disk: Mutex::new(disk),
             options,
         });
+        // Fan-out to watchers runs on its own thread, so that a thousand watchers never delay
+        // the next sync; the channel keeps the committer's order.
+        let (to_publisher, published) = std::sync::mpsc::channel::<Published>();
+        let publisher = {
+            let inner = inner.clone();
+            std::thread::Builder::new().name("carrel-store-publish".into()).spawn(move || {
+                for (events, through) in published {
+                    inner.hub.publish(&events, through);
+                }
+            })?
+        };
         let committer = {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name("carrel-store-commit".into())
-                .spawn(move || inner.run_committer())?
+                .spawn(move || inner.run_committer(to_publisher))?
         };
-        Ok(SledStore {
-            inner,
-            committer: Some(committer),
-        })
+        Ok(SledStore { inner, committer: Some(committer), publisher: Some(publisher) })
     }
 
     /// The directory this store lives in.
@@ -163,9 +166,11 @@ impl Drop for SledStore {
             let _writer = self.inner.writer.write();
             self.inner.commit.shut_down();
         }
-        if let Some(committer) = self.committer.take() {
-            if committer.join().is_err() {
-                tracing::error!(path = %self.inner.path.display(), "store committer panicked");
+        // The committer stops once everything is durable; the publisher once it has passed on
+        // everything the committer sent.
+        for thread in [self.committer.take(), self.publisher.take()].into_iter().flatten() {
+            if thread.join().is_err() {
+                tracing::error!(path = %self.inner.path.display(), "a store thread panicked");
             }
         }
         self.inner.hub.close();
@@ -175,10 +180,7 @@ impl Drop for SledStore {
 fn prepare_dir(path: &Path, create: bool) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(Error::Corrupt {
-            path: path.into(),
-            detail: "not a directory".into(),
-        }),
+        Ok(_) => Err(Error::Corrupt { path: path.into(), detail: "not a directory".into() }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if !create {
                 return Err(Error::Missing { path: path.into() });
@@ -237,10 +239,9 @@ fn open_sled(path: &Path, config: &sled::Config) -> Result<sled::Db> {
 
 fn open_error(path: &Path, e: sled::Error) -> Error {
     match e {
-        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => Error::Corrupt {
-            path: path.into(),
-            detail: e.to_string(),
-        },
+        sled::Error::Corruption { .. } | sled::Error::Unsupported(_) => {
+            Error::Corrupt { path: path.into(), detail: e.to_string() }
+        }
         sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
             Error::Locked { path: path.into() }
         }
@@ -307,10 +308,11 @@ enum RecoverError {
 }
 
 fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
+
+/// Durable events on their way to watchers, and the revision they bring the hub up to.
+type Published = (Vec<Arc<Event>>, Revision);
 
 /// A write's intent, checked against the current object under the write lock.
 enum Op {
@@ -321,17 +323,11 @@ enum Op {
 
 impl Inner {
     fn corrupt(&self, e: impl std::fmt::Display) -> Error {
-        Error::Corrupt {
-            path: self.path.clone(),
-            detail: e.to_string(),
-        }
+        Error::Corrupt { path: self.path.clone(), detail: e.to_string() }
     }
 
     fn check_key(&self, key: &str) -> Result<()> {
-        let invalid = |reason| Error::InvalidKey {
-            key: key.to_owned(),
-            reason,
-        };
+        let invalid = |reason| Error::InvalidKey { key: key.to_owned(), reason };
         if key.is_empty() {
             return Err(invalid("empty"));
         }
@@ -344,19 +340,16 @@ impl Inner {
     fn check_value(&self, value: &[u8]) -> Result<()> {
         let limit = self.options.max_value_bytes;
         if value.len() > limit {
-            return Err(Error::TooLarge {
-                size: value.len(),
-                limit,
-            });
+            return Err(Error::TooLarge { size: value.len(), limit });
         }
         Ok(())
     }
 
     fn read_object(&self, key: &str) -> Result<Option<Object>> {
         match self.db.get(codec::object_key(key))? {
-            Some(record) => Ok(Some(
-                codec::decode_object(key.to_owned(), &record).map_err(|e| self.corrupt(e))?,
-            )),
+            Some(record) => {
+                Ok(Some(codec::decode_object(key.to_owned(), record).map_err(|e| self.corrupt(e))?))
+            }
             None => Ok(None),
         }
     }
@@ -371,9 +364,7 @@ impl Inner {
         let current = self.read_object(key)?;
         let revision = *writer + 1;
         let check = |expected: Option<Revision>| -> Result<Object> {
-            let current = current.clone().ok_or_else(|| Error::NotFound {
-                key: key.to_owned(),
-            })?;
+            let current = current.clone().ok_or_else(|| Error::NotFound { key: key.to_owned() })?;
             match expected {
                 Some(expected) if expected != current.mod_revision => Err(Error::Conflict {
                     key: key.to_owned(),
@@ -386,9 +377,7 @@ impl Inner {
         let event = match op {
             Op::Create(value) => {
                 if current.is_some() {
-                    return Err(Error::AlreadyExists {
-                        key: key.to_owned(),
-                    });
+                    return Err(Error::AlreadyExists { key: key.to_owned() });
                 }
                 Event {
                     kind: EventKind::Created,
@@ -432,10 +421,7 @@ impl Inner {
                 codec::encode_object(&event.value, event.create_revision, revision),
             ),
         }
-        batch.insert(
-            &codec::log_key(revision),
-            codec::encode_event(&event, unix_millis()),
-        );
+        batch.insert(&codec::log_key(revision), codec::encode_event(&event, unix_millis()));
         batch.insert(codec::META_REVISION, &codec::encode_u64(revision));
         self.db.apply_batch(batch)?;
         *writer = revision;
@@ -460,10 +446,7 @@ impl Inner {
             Some(token) => {
                 let oldest_available = self.compacted.load(Ordering::Acquire);
                 if token.revision < oldest_available {
-                    return Err(Error::Expired {
-                        requested: token.revision,
-                        oldest_available,
-                    });
+                    return Err(Error::Expired { requested: token.revision, oldest_available });
                 }
                 token.revision
             }
@@ -486,38 +469,25 @@ impl Inner {
                 more = true;
                 break;
             }
-            let key = std::str::from_utf8(&k[1..])
-                .map_err(|e| self.corrupt(e))?
-                .to_owned();
-            items.push(codec::decode_object(key, &v).map_err(|e| self.corrupt(e))?);
+            let key = std::str::from_utf8(&k[1..]).map_err(|e| self.corrupt(e))?.to_owned();
+            items.push(codec::decode_object(key, v).map_err(|e| self.corrupt(e))?);
         }
         drop(reader);
 
         self.commit.wait_durable(read_at)?;
         let continue_token = match (more, items.last()) {
-            (true, Some(last)) => Some(
-                ContinueToken {
-                    revision,
-                    last_key: last.key.clone(),
-                }
-                .encode(),
-            ),
+            (true, Some(last)) => {
+                Some(ContinueToken { revision, last_key: last.key.clone() }.encode())
+            }
             _ => None,
         };
-        Ok(ListPage {
-            items,
-            revision,
-            continue_token,
-        })
+        Ok(ListPage { items, revision, continue_token })
     }
 
     fn watch(self: &Arc<Self>, prefix: &str, after: Revision) -> Result<Watch> {
         let oldest_available = self.compacted.load(Ordering::Acquire);
         if after < oldest_available {
-            return Err(Error::Expired {
-                requested: after,
-                oldest_available,
-            });
+            return Err(Error::Expired { requested: after, oldest_available });
         }
         let live = self.hub.subscribe(prefix)?;
         let backlog = Replay {
@@ -533,10 +503,7 @@ impl Inner {
     fn compact(&self, revision: Revision) -> Result<()> {
         let current = self.commit.durable();
         if revision > current {
-            return Err(Error::FutureRevision {
-                requested: revision,
-                current,
-            });
+            return Err(Error::FutureRevision { requested: revision, current });
         }
         self.compact_to(revision)
     }
@@ -589,7 +556,7 @@ impl Inner {
         self.compact_to(boundary)
     }
 
-    fn run_committer(self: Arc<Self>) {
+    fn run_committer(self: Arc<Self>, publisher: std::sync::mpsc::Sender<Published>) {
         let interval = self.options.compaction_interval;
         let mut last_housekeeping = Instant::now();
         loop {
@@ -597,8 +564,8 @@ impl Inner {
                 Work::Sync { through, events } => {
                     let outcome = self.disk.lock().sync(&self.db);
                     self.commit.finish(through, &outcome);
-                    if outcome.is_ok() {
-                        self.hub.publish(&events, through);
+                    if outcome.is_ok() && publisher.send((events, through)).is_err() {
+                        tracing::error!(path = %self.path.display(), "store publisher is gone");
                     }
                 }
                 Work::Idle => {}
@@ -635,10 +602,7 @@ impl Replay {
                 // Revisions are dense, so a hole is history compacted under us.
                 let oldest_available = store.compacted.load(Ordering::Acquire);
                 if self.next <= oldest_available {
-                    return Err(Error::Expired {
-                        requested: self.next - 1,
-                        oldest_available,
-                    });
+                    return Err(Error::Expired { requested: self.next - 1, oldest_available });
                 }
             }
             self.next = revision + 1;
@@ -652,10 +616,7 @@ impl Replay {
             // Nothing left in the range at all: it was compacted away entirely.
             let oldest_available = store.compacted.load(Ordering::Acquire);
             if self.next <= oldest_available {
-                return Err(Error::Expired {
-                    requested: self.next - 1,
-                    oldest_available,
-                });
+                return Err(Error::Expired { requested: self.next - 1, oldest_available });
             }
             self.next = self.through + 1;
         }

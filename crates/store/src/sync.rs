@@ -35,11 +35,7 @@ impl DiskSync {
         let log = File::open(dir.join(LOG_FILE))?;
         log.sync_all()?;
         File::open(dir.join(CONF_FILE))?.sync_all()?;
-        let mut sync = DiskSync {
-            log,
-            blob_dir: dir.join(BLOB_DIR),
-            synced_blobs: HashSet::new(),
-        };
+        let mut sync = DiskSync { log, blob_dir: dir.join(BLOB_DIR), synced_blobs: HashSet::new() };
         sync.sync_blobs()?;
         sync_dir(dir)?;
         if let Some(parent) = dir.parent() {

@@ -43,13 +43,7 @@ enum Step {
 
 impl Watch {
     pub(crate) fn new(after: Revision, backlog: Backlog, live: Subscription) -> Watch {
-        Watch {
-            last: after,
-            backlog: Some(backlog),
-            live: live.rx,
-            end: live.end,
-            done: false,
-        }
+        Watch { last: after, backlog: Some(backlog), live: live.rx, end: live.end, done: false }
     }
 
     /// The revision of the last event delivered (or the watch's start).

@@ -35,22 +35,10 @@ use rand::{Rng, SeedableRng};
 enum Fail {
     NotFound(String),
     AlreadyExists(String),
-    Conflict {
-        key: String,
-        expected: Revision,
-        actual: Revision,
-    },
-    Expired {
-        requested: Revision,
-        oldest_available: Revision,
-    },
-    TooSlow {
-        last_delivered: Revision,
-    },
-    Future {
-        requested: Revision,
-        current: Revision,
-    },
+    Conflict { key: String, expected: Revision, actual: Revision },
+    Expired { requested: Revision, oldest_available: Revision },
+    TooSlow { last_delivered: Revision },
+    Future { requested: Revision, current: Revision },
     InvalidContinue,
     Closed,
     Other(String),
@@ -60,22 +48,10 @@ fn fail(e: Error) -> Fail {
     match e {
         Error::NotFound { key } => Fail::NotFound(key),
         Error::AlreadyExists { key } => Fail::AlreadyExists(key),
-        Error::Conflict {
-            key,
-            expected,
-            actual,
-        } => Fail::Conflict {
-            key,
-            expected,
-            actual,
-        },
-        Error::Expired {
-            requested,
-            oldest_available,
-        } => Fail::Expired {
-            requested,
-            oldest_available,
-        },
+        Error::Conflict { key, expected, actual } => Fail::Conflict { key, expected, actual },
+        Error::Expired { requested, oldest_available } => {
+            Fail::Expired { requested, oldest_available }
+        }
         Error::WatcherTooSlow { last_delivered } => Fail::TooSlow { last_delivered },
         Error::FutureRevision { requested, current } => Fail::Future { requested, current },
         Error::InvalidContinue { .. } => Fail::InvalidContinue,
@@ -130,9 +106,7 @@ fn take_events(watch: &mut Watch, n: usize) -> Result<Vec<Event>, String> {
     }
     match watch.try_next() {
         None => Ok(events),
-        Some(extra) => Err(format!(
-            "after the {n} events wanted, also {extra:?}: {events:?}"
-        )),
+        Some(extra) => Err(format!("after the {n} events wanted, also {extra:?}: {events:?}")),
     }
 }
 
@@ -248,16 +222,11 @@ impl Model {
 
     /// The object a precondition is checked against.
     fn current(&self, key: &str, expected: Option<Revision>) -> Result<Entry, Fail> {
-        let entry = self
-            .objects
-            .get(key)
-            .ok_or_else(|| Fail::NotFound(key.to_owned()))?;
+        let entry = self.objects.get(key).ok_or_else(|| Fail::NotFound(key.to_owned()))?;
         match expected {
-            Some(expected) if expected != entry.mod_revision => Err(Fail::Conflict {
-                key: key.to_owned(),
-                expected,
-                actual: entry.mod_revision,
-            }),
+            Some(expected) if expected != entry.mod_revision => {
+                Err(Fail::Conflict { key: key.to_owned(), expected, actual: entry.mod_revision })
+            }
             _ => Ok(entry.clone()),
         }
     }
@@ -340,10 +309,7 @@ impl Model {
     /// What a watch of `prefix` from `after` yields.
     fn watch(&self, prefix: &str, after: Revision) -> Result<Vec<Event>, Fail> {
         if after < self.compacted {
-            return Err(Fail::Expired {
-                requested: after,
-                oldest_available: self.compacted,
-            });
+            return Err(Fail::Expired { requested: after, oldest_available: self.compacted });
         }
         Ok(self
             .log
@@ -362,17 +328,11 @@ impl Model {
             Pre::Stale(seed) => {
                 let (m, c) =
                     entry.map_or((self.revision, 0), |e| (e.mod_revision, e.create_revision));
-                let candidates: Vec<Revision> = [
-                    0,
-                    m.saturating_sub(1),
-                    m + 1,
-                    c,
-                    self.revision + 7,
-                    u64::MAX,
-                ]
-                .into_iter()
-                .filter(|r| *r != m || entry.is_none())
-                .collect();
+                let candidates: Vec<Revision> =
+                    [0, m.saturating_sub(1), m + 1, c, self.revision + 7, u64::MAX]
+                        .into_iter()
+                        .filter(|r| *r != m || entry.is_none())
+                        .collect();
                 Some(candidates[*seed as usize % candidates.len()])
             }
         }
@@ -391,12 +351,7 @@ impl Harness {
     fn new() -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = open_new(&dir.path().join("store"), Options::create());
-        let mut h = Harness {
-            dir,
-            store: Some(store),
-            model: Model::default(),
-            live: Vec::new(),
-        };
+        let mut h = Harness { dir, store: Some(store), model: Model::default(), live: Vec::new() };
         h.open_live();
         h
     }
@@ -408,21 +363,16 @@ impl Harness {
     fn open_live(&mut self) {
         let from = self.model.revision;
         let store = self.store.as_ref().expect("store open");
-        self.live = LIVE_PREFIXES
-            .iter()
-            .map(|p| (*p, store.watch(p, from).expect("live watch")))
-            .collect();
+        self.live =
+            LIVE_PREFIXES.iter().map(|p| (*p, store.watch(p, from).expect("live watch"))).collect();
     }
 
     /// After a successful write: each live watch on a matching prefix delivers exactly its event.
     fn check_live(&mut self) -> Result<(), TestCaseError> {
         let event = self.model.log.last().expect("a write happened").clone();
         for (prefix, watch) in &mut self.live {
-            let want: Vec<Event> = if event.key.starts_with(*prefix) {
-                vec![event.clone()]
-            } else {
-                Vec::new()
-            };
+            let want: Vec<Event> =
+                if event.key.starts_with(*prefix) { vec![event.clone()] } else { Vec::new() };
             let got = take_events(watch, want.len());
             prop_assert_eq!(got, Ok(want), "live watch on {:?}", prefix);
         }
@@ -469,9 +419,7 @@ impl Harness {
         self.model.compacted = self.model.compacted.max(to);
         let end = loop {
             if got.len() == want.len() {
-                break watch
-                    .try_next()
-                    .map(|x| x.map(|e| e.revision).map_err(fail));
+                break watch.try_next().map(|x| x.map(|e| e.revision).map_err(fail));
             }
             match poll_next(&mut watch, deadline) {
                 Polled::Event(e) => got.push(e),
@@ -484,17 +432,10 @@ impl Harness {
         prop_assert_eq!(&got[..], &want[..got.len()], "{}", context);
         match end {
             None => prop_assert_eq!(got.len(), want.len(), "{}", context),
-            Some(Err(Fail::Expired {
-                requested,
-                oldest_available,
-            })) => {
+            Some(Err(Fail::Expired { requested, oldest_available })) => {
                 prop_assert_eq!(oldest_available, self.model.compacted, "{}", context);
                 prop_assert!(requested < oldest_available, "{}: {}", context, requested);
-                prop_assert!(
-                    watch.try_next().is_none(),
-                    "{}: more after the end",
-                    context
-                );
+                prop_assert!(watch.try_next().is_none(), "{}: more after the end", context);
             }
             Some(other) => prop_assert!(false, "{}: then {:?}", context, other),
         }
@@ -510,10 +451,7 @@ impl Harness {
         };
         let mut token = None;
         for (i, page_want) in pages.iter().enumerate() {
-            let options = ListOptions {
-                limit,
-                continue_token: token.take(),
-            };
+            let options = ListOptions { limit, continue_token: token.take() };
             let page = self.store().list(prefix, &options).map_err(|e| {
                 TestCaseError::fail(format!("list {prefix:?} {options:?}: {:?}", fail(e)))
             })?;
@@ -525,12 +463,7 @@ impl Harness {
                 limit,
                 i
             );
-            prop_assert_eq!(
-                page.revision,
-                self.model.revision,
-                "list revision, page {}",
-                i
-            );
+            prop_assert_eq!(page.revision, self.model.revision, "list revision, page {}", i);
             let last = i + 1 == pages.len();
             prop_assert_eq!(
                 page.continue_token.is_none(),
@@ -551,22 +484,11 @@ impl Harness {
         // Closing ends every watch with `Closed`, after which it yields nothing.
         for (prefix, mut watch) in std::mem::take(&mut self.live) {
             let first = poll_next(&mut watch, Instant::now() + Duration::from_secs(10));
-            prop_assert_eq!(
-                first,
-                Polled::Err(Fail::Closed),
-                "live watch {:?} at close",
-                prefix
-            );
+            prop_assert_eq!(first, Polled::Err(Fail::Closed), "live watch {:?} at close", prefix);
             prop_assert!(watch.try_next().is_none(), "a closed watch yielded more");
-            prop_assert!(
-                watch.blocking_next().is_none(),
-                "a closed watch yielded more"
-            );
+            prop_assert!(watch.blocking_next().is_none(), "a closed watch yielded more");
         }
-        let options = Options {
-            create_if_missing: false,
-            ..Options::default()
-        };
+        let options = Options { create_if_missing: false, ..Options::default() };
         let store = SledStore::open(self.dir.path().join("store"), options).map_err(|e| {
             // Dropping a store releases its directory, so nothing may hold it now.
             TestCaseError::fail(format!("reopen right after dropping the only handle: {e}"))
@@ -596,10 +518,7 @@ impl Harness {
             Op::Update(k, v, pre) => {
                 let (key, value) = (KEYS[*k], Bytes::from(v.clone()));
                 let expected = self.model.expected(key, pre);
-                let got = self
-                    .store()
-                    .update(key, value.clone(), expected)
-                    .map_err(fail);
+                let got = self.store().update(key, value.clone(), expected).map_err(fail);
                 let want = self.model.update(key, value, expected);
                 write(self, got, want)?;
             }
@@ -624,10 +543,7 @@ impl Harness {
             Op::CompactFuture => {
                 let to = self.model.revision + 1;
                 let got = self.store().compact(to).map_err(fail);
-                let want = Err(Fail::Future {
-                    requested: to,
-                    current: self.model.revision,
-                });
+                let want = Err(Fail::Future { requested: to, current: self.model.revision });
                 prop_assert_eq!(got, want, "op {}: {:?}", i, op);
             }
             Op::Watch(p, seed) => {
@@ -637,12 +553,7 @@ impl Harness {
                 };
                 self.check_watch(PREFIXES[*p], after)?;
             }
-            Op::WatchAcrossCompaction {
-                prefix,
-                after,
-                to,
-                read_first,
-            } => {
+            Op::WatchAcrossCompaction { prefix, after, to, read_first } => {
                 let (compacted, current) = (self.model.compacted, self.model.revision);
                 let after = compacted + Revision::from(*after) % (current - compacted + 1);
                 // Mostly past the watch's start: somewhere in `after..=current`.
@@ -651,18 +562,8 @@ impl Harness {
             }
             Op::Reopen => self.reopen()?,
         }
-        prop_assert_eq!(
-            self.store().current_revision(),
-            self.model.revision,
-            "after op {}",
-            i
-        );
-        prop_assert_eq!(
-            self.store().compacted_revision(),
-            self.model.compacted,
-            "after op {}",
-            i
-        );
+        prop_assert_eq!(self.store().current_revision(), self.model.revision, "after op {}", i);
+        prop_assert_eq!(self.store().compacted_revision(), self.model.compacted, "after op {}", i);
         Ok(())
     }
 
@@ -679,10 +580,7 @@ impl Harness {
 
 /// `PROPTEST_CASES` from the environment, for longer runs; `default` otherwise.
 fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(default)
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(default)
 }
 
 fn run_sequence(ops: &[Op]) -> Result<(), TestCaseError> {
@@ -719,9 +617,8 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 
 /// Overlapping keys for the writers; "/c/x" and "/c/xy/0" are outside the sub-prefix "/c/x/".
-const CONCURRENT_KEYS: [&str; 8] = [
-    "/c/x/0", "/c/x/1", "/c/x/2", "/c/x", "/c/xy/0", "/c/y/0", "/c/y/1", "/d/0",
-];
+const CONCURRENT_KEYS: [&str; 8] =
+    ["/c/x/0", "/c/x/1", "/c/x/2", "/c/x", "/c/xy/0", "/c/y/0", "/c/y/1", "/d/0"];
 const SUB_PREFIX: &str = "/c/x/";
 const WRITERS: u64 = 4;
 const OPS_PER_WRITER: usize = 50;
@@ -780,12 +677,7 @@ fn run_writer(store: &SledStore, seed: u64, writer: u64) -> (Vec<WriteRecord>, V
                     None => seen.remove(key),
                 };
             }
-            reads.push(ReadRecord {
-                key,
-                before,
-                after,
-                result,
-            });
+            reads.push(ReadRecord { key, before, after, result });
         }
         let (kind, value, expected) = match (choice, &current) {
             // Read, then write conditionally on what was read.
@@ -812,16 +704,7 @@ fn run_writer(store: &SledStore, seed: u64, writer: u64) -> (Vec<WriteRecord>, V
                 _ => seen.insert(key, o.mod_revision),
             };
         }
-        writes.push(WriteRecord {
-            writer,
-            kind,
-            key,
-            value,
-            expected,
-            before,
-            after,
-            result,
-        });
+        writes.push(WriteRecord { writer, kind, key, value, expected, before, after, result });
     }
     (writes, reads)
 }
@@ -833,9 +716,7 @@ fn drain(mut watch: Watch) -> (Vec<Event>, Option<Fail>) {
         match watch.blocking_next() {
             Some(Ok(event)) => events.push(Event::clone(&event)),
             Some(Err(e)) => {
-                let after = watch
-                    .blocking_next()
-                    .map(|x| x.map(|e| e.revision).map_err(fail));
+                let after = watch.blocking_next().map(|x| x.map(|e| e.revision).map_err(fail));
                 let end = match after {
                     None => fail(e),
                     Some(more) => Fail::Other(format!("{e} was followed by {more:?}")),
@@ -862,11 +743,7 @@ impl History {
         let mut states: HashMap<String, Vec<(Revision, Option<Object>)>> = HashMap::new();
         for (i, e) in events.iter().enumerate() {
             if e.revision != i as Revision + 1 {
-                return Err(format!(
-                    "event {i} has revision {}, not {}",
-                    e.revision,
-                    i + 1
-                ));
+                return Err(format!("event {i} has revision {}, not {}", e.revision, i + 1));
             }
             let before = state.get(&e.key);
             let consistent = match (e.kind, before) {
@@ -897,16 +774,9 @@ impl History {
                     Some(e.object())
                 }
             };
-            states
-                .entry(e.key.clone())
-                .or_default()
-                .push((e.revision, after));
+            states.entry(e.key.clone()).or_default().push((e.revision, after));
         }
-        Ok(History {
-            events,
-            states,
-            final_state: state,
-        })
+        Ok(History { events, states, final_state: state })
     }
 
     fn state_at(&self, key: &str, revision: Revision) -> Option<Object> {
@@ -927,9 +797,7 @@ impl History {
             return true;
         }
         self.states.get(key).is_some_and(|transitions| {
-            transitions
-                .iter()
-                .any(|(r, s)| *r > lo && *r <= hi && pred(s))
+            transitions.iter().any(|(r, s)| *r > lo && *r <= hi && pred(s))
         })
     }
 }
@@ -972,78 +840,40 @@ fn check_concurrent_round(seed: u64) -> Tally {
     drop(store);
     let (full, full_end) = full.join().expect("watcher panicked");
     let (sub, sub_end) = sub.join().expect("watcher panicked");
-    assert_eq!(
-        full_end,
-        Some(Fail::Closed),
-        "seed {seed}: the full watch ended badly"
-    );
-    assert_eq!(
-        sub_end,
-        Some(Fail::Closed),
-        "seed {seed}: the sub-prefix watch ended badly"
-    );
+    assert_eq!(full_end, Some(Fail::Closed), "seed {seed}: the full watch ended badly");
+    assert_eq!(sub_end, Some(Fail::Closed), "seed {seed}: the sub-prefix watch ended badly");
 
     // The full watch saw every revision, once, in order, and they explain the final contents.
     let revisions: Vec<Revision> = full.iter().map(|e| e.revision).collect();
-    assert_eq!(
-        revisions,
-        (1..=revision).collect::<Vec<_>>(),
-        "seed {seed}: full watch revisions"
-    );
+    assert_eq!(revisions, (1..=revision).collect::<Vec<_>>(), "seed {seed}: full watch revisions");
     let history = History::replay(full).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let final_state: Vec<Object> = history.final_state.values().cloned().collect();
-    assert_eq!(
-        listed.items, final_state,
-        "seed {seed}: final contents vs replayed events"
-    );
+    assert_eq!(listed.items, final_state, "seed {seed}: final contents vs replayed events");
 
     // The sub-prefix watch saw exactly the full one's events under its prefix.
-    let filtered: Vec<&Event> = history
-        .events
-        .iter()
-        .filter(|e| e.key.starts_with(SUB_PREFIX))
-        .collect();
-    assert_eq!(
-        sub.iter().collect::<Vec<_>>(),
-        filtered,
-        "seed {seed}: sub-prefix watch"
-    );
+    let filtered: Vec<&Event> =
+        history.events.iter().filter(|e| e.key.starts_with(SUB_PREFIX)).collect();
+    assert_eq!(sub.iter().collect::<Vec<_>>(), filtered, "seed {seed}: sub-prefix watch");
 
     // Every acknowledged write is one event; every error is explained by some state the key had.
     let mut acknowledged = Vec::new();
-    let mut tally = Tally {
-        reads: reads.len(),
-        ..Tally::default()
-    };
+    let mut tally = Tally { reads: reads.len(), ..Tally::default() };
     let mut last_by_writer: HashMap<u64, Revision> = HashMap::new();
     for w in &writes {
         let ctx = || format!("seed {seed}: {w:?}");
         match &w.result {
             Ok(o) => {
                 let r = o.mod_revision;
-                assert!(
-                    w.before < r && r <= w.after,
-                    "{}: revision outside the call",
-                    ctx()
-                );
+                assert!(w.before < r && r <= w.after, "{}: revision outside the call", ctx());
                 let previous = last_by_writer.insert(w.writer, r).unwrap_or(0);
-                assert!(
-                    previous < r,
-                    "{}: a writer's revisions went backwards",
-                    ctx()
-                );
+                assert!(previous < r, "{}: a writer's revisions went backwards", ctx());
                 let event = &history.events[r as usize - 1];
                 let kind = match w.kind {
                     WriteKind::Create => EventKind::Created,
                     WriteKind::Update => EventKind::Modified,
                     WriteKind::Delete => EventKind::Deleted,
                 };
-                assert_eq!(
-                    (event.kind, &event.key),
-                    (kind, &w.key.to_owned()),
-                    "{}",
-                    ctx()
-                );
+                assert_eq!((event.kind, &event.key), (kind, &w.key.to_owned()), "{}", ctx());
                 assert_eq!(
                     &event.object(),
                     o,
@@ -1055,12 +885,7 @@ fn check_concurrent_round(seed: u64) -> Tally {
                 }
                 if let Some(expected) = w.expected {
                     let prior = history.state_at(w.key, r - 1).map(|p| p.mod_revision);
-                    assert_eq!(
-                        prior,
-                        Some(expected),
-                        "{}: precondition did not hold",
-                        ctx()
-                    );
+                    assert_eq!(prior, Some(expected), "{}: precondition did not hold", ctx());
                 }
                 acknowledged.push(r);
             }
@@ -1071,18 +896,12 @@ fn check_concurrent_round(seed: u64) -> Tally {
             }
             Err(Fail::AlreadyExists(k)) if w.kind == WriteKind::Create && k == w.key => {
                 let present = history.some_state(w.key, w.before, revision, |s| s.is_some());
-                assert!(
-                    present,
-                    "{}: AlreadyExists, but the key never existed",
-                    ctx()
-                );
+                assert!(present, "{}: AlreadyExists, but the key never existed", ctx());
                 tally.already_exists += 1;
             }
-            Err(Fail::Conflict {
-                key,
-                expected,
-                actual,
-            }) if w.kind != WriteKind::Create && key == w.key && Some(*expected) == w.expected => {
+            Err(Fail::Conflict { key, expected, actual })
+                if w.kind != WriteKind::Create && key == w.key && Some(*expected) == w.expected =>
+            {
                 assert_ne!(expected, actual, "{}", ctx());
                 let at = |s: &Option<Object>| s.as_ref().is_some_and(|o| o.mod_revision == *actual);
                 assert!(
@@ -1105,15 +924,9 @@ fn check_concurrent_round(seed: u64) -> Tally {
 
     // Every read saw the key as it was at some revision while the read was in flight.
     for r in &reads {
-        let got = r
-            .result
-            .clone()
-            .unwrap_or_else(|e| panic!("seed {seed}: {r:?}: {e:?}"));
+        let got = r.result.clone().unwrap_or_else(|e| panic!("seed {seed}: {r:?}: {e:?}"));
         let seen = history.some_state(r.key, r.before, r.after, |s| *s == got);
-        assert!(
-            seen,
-            "seed {seed}: {r:?} is no state the key had during the read"
-        );
+        assert!(seen, "seed {seed}: {r:?} is no state the key had during the read");
     }
     tally
 }
@@ -1123,18 +936,9 @@ fn concurrent_writers_and_watchers_agree() {
     let tallies: Vec<Tally> = (0..CONCURRENT_ROUNDS).map(check_concurrent_round).collect();
     // The rounds must have raced (some conditional writes lost) and exercised every path.
     let sum = |f: fn(&Tally) -> usize| tallies.iter().map(f).sum::<usize>();
-    assert!(
-        sum(|t| t.conflicts) > 0,
-        "no writer ever saw a Conflict: {tallies:?}"
-    );
-    assert!(
-        sum(|t| t.not_found) > 0,
-        "no writer ever saw NotFound: {tallies:?}"
-    );
-    assert!(
-        sum(|t| t.already_exists) > 0,
-        "no writer ever saw AlreadyExists: {tallies:?}"
-    );
+    assert!(sum(|t| t.conflicts) > 0, "no writer ever saw a Conflict: {tallies:?}");
+    assert!(sum(|t| t.not_found) > 0, "no writer ever saw NotFound: {tallies:?}");
+    assert!(sum(|t| t.already_exists) > 0, "no writer ever saw AlreadyExists: {tallies:?}");
     assert!(sum(|t| t.reads) > 0, "no writer ever read: {tallies:?}");
 }
 
@@ -1158,10 +962,7 @@ fn churn(store: &SledStore, stop: &AtomicBool, writes: &AtomicU64) -> Result<(),
         let key = page_key(rng.random_range(0..PAGE_KEYS / 2) * 2 + 1);
         let value = Bytes::from(format!("churn-{}", writes.load(Ordering::Relaxed)).into_bytes());
         // The only writer of these keys, so every write must succeed.
-        let result = match store
-            .get(&key)
-            .map_err(|e| format!("churn read of {key}: {e}"))?
-        {
+        let result = match store.get(&key).map_err(|e| format!("churn read of {key}: {e}"))? {
             None => store.create(&key, value),
             Some(o) if rng.random_bool(0.5) => store.update(&key, value, Some(o.mod_revision)),
             Some(o) => store.delete(&key, Some(o.mod_revision)),
@@ -1178,9 +979,7 @@ fn pagination_is_stable_under_concurrent_writes() {
     let store = Arc::new(open_new(&dir.path().join("store"), Options::create()));
     // Neighbours outside the prefix, before and after it.
     for key in ["/p", "/o/k0000", "/pa/k0000", "/q/k0000"] {
-        store
-            .create(key, Bytes::from_static(b"outside"))
-            .expect("create a neighbour");
+        store.create(key, Bytes::from_static(b"outside")).expect("create a neighbour");
     }
     // The stable keys, and every fourth churn key, written from four threads.
     let creators: Vec<_> = (0..4)
@@ -1202,10 +1001,8 @@ fn pagination_is_stable_under_concurrent_writes() {
             })
         })
         .collect();
-    let mut stable: Vec<Object> = creators
-        .into_iter()
-        .flat_map(|c| c.join().expect("creator panicked"))
-        .collect();
+    let mut stable: Vec<Object> =
+        creators.into_iter().flat_map(|c| c.join().expect("creator panicked")).collect();
     stable.sort_by(|a, b| a.key.cmp(&b.key));
     assert_eq!(stable.len(), PAGE_KEYS / 2);
 
@@ -1226,27 +1023,18 @@ fn pagination_is_stable_under_concurrent_writes() {
         let mut pages = Vec::new();
         let mut token = None;
         loop {
-            let options = ListOptions {
-                limit: Some(PAGE_LIMIT),
-                continue_token: token.take(),
-            };
+            let options = ListOptions { limit: Some(PAGE_LIMIT), continue_token: token.take() };
             let page = store.list(PAGE_PREFIX, &options).expect("list a page");
             token = page.continue_token.clone();
             pages.push(page);
             if token.is_none() {
                 break;
             }
-            assert!(
-                pages.len() <= PAGE_KEYS,
-                "pass {pass}: the pagination does not end"
-            );
+            assert!(pages.len() <= PAGE_KEYS, "pass {pass}: the pagination does not end");
             // At least one churn write lands between every two pages.
             let seen = churn_writes.load(Ordering::Relaxed);
             while churn_writes.load(Ordering::Relaxed) == seen {
-                assert!(
-                    Instant::now() < deadline,
-                    "the churn thread stopped writing"
-                );
+                assert!(Instant::now() < deadline, "the churn thread stopped writing");
                 thread::sleep(Duration::from_micros(200));
             }
         }
@@ -1262,11 +1050,7 @@ fn pagination_is_stable_under_concurrent_writes() {
             assert_eq!(page.revision, first, "pass {pass}: page {i} revision");
             let full = page.continue_token.is_some();
             assert!(
-                if full {
-                    page.items.len() == PAGE_LIMIT
-                } else {
-                    page.items.len() <= PAGE_LIMIT
-                },
+                if full { page.items.len() == PAGE_LIMIT } else { page.items.len() <= PAGE_LIMIT },
                 "pass {pass}: page {i} of {} has {} items",
                 pages.len(),
                 page.items.len()
@@ -1274,91 +1058,48 @@ fn pagination_is_stable_under_concurrent_writes() {
         }
         let items: Vec<&Object> = pages.iter().flat_map(|p| &p.items).collect();
         for pair in items.windows(2) {
-            assert!(
-                pair[0].key < pair[1].key,
-                "pass {pass}: {} then {}",
-                pair[0].key,
-                pair[1].key
-            );
+            assert!(pair[0].key < pair[1].key, "pass {pass}: {} then {}", pair[0].key, pair[1].key);
         }
         for o in &items {
-            assert!(
-                o.key.starts_with(PAGE_PREFIX),
-                "pass {pass}: {} listed",
-                o.key
-            );
+            assert!(o.key.starts_with(PAGE_PREFIX), "pass {pass}: {} listed", o.key);
         }
         let listed_stable: Vec<Object> = items
             .iter()
-            .filter(|o| {
-                o.key[PAGE_PREFIX.len() + 1..]
-                    .parse::<usize>()
-                    .expect("a number")
-                    % 2
-                    == 0
-            })
+            .filter(|o| o.key[PAGE_PREFIX.len() + 1..].parse::<usize>().expect("a number") % 2 == 0)
             .map(|o| Object::clone(o))
             .collect();
-        assert_eq!(
-            listed_stable, stable,
-            "pass {pass}: the stable keys, each once, in order"
-        );
+        assert_eq!(listed_stable, stable, "pass {pass}: the stable keys, each once, in order");
     }
     stop.store(true, Ordering::Relaxed);
-    churner
-        .join()
-        .expect("churn panicked")
-        .expect("churn writes all succeed");
+    churner.join().expect("churn panicked").expect("churn writes all succeed");
 
     // A continue token lives as long as its revision is not compacted.
     let first_page = |store: &SledStore| {
         let page = store
-            .list(
-                PAGE_PREFIX,
-                &ListOptions {
-                    limit: Some(PAGE_LIMIT),
-                    continue_token: None,
-                },
-            )
+            .list(PAGE_PREFIX, &ListOptions { limit: Some(PAGE_LIMIT), continue_token: None })
             .expect("first page");
         (page.revision, page.continue_token.expect("more pages"))
     };
     let (revision, token) = first_page(&store);
-    let next = |token: &str| ListOptions {
-        limit: Some(PAGE_LIMIT),
-        continue_token: Some(token.into()),
-    };
-    store
-        .compact(revision)
-        .expect("compact to the token's revision");
-    let page = store
-        .list(PAGE_PREFIX, &next(&token))
-        .expect("the token's revision is still available");
+    let next =
+        |token: &str| ListOptions { limit: Some(PAGE_LIMIT), continue_token: Some(token.into()) };
+    store.compact(revision).expect("compact to the token's revision");
+    let page =
+        store.list(PAGE_PREFIX, &next(&token)).expect("the token's revision is still available");
     assert_eq!(page.revision, revision);
-    let all = store
-        .list(PAGE_PREFIX, &ListOptions::default())
-        .expect("list all");
+    let all = store.list(PAGE_PREFIX, &ListOptions::default()).expect("list all");
     assert_eq!(page.items[..], all.items[PAGE_LIMIT..2 * PAGE_LIMIT]);
-    store
-        .update(&stable[0].key, Bytes::from_static(b"later"), None)
-        .expect("update");
-    store
-        .compact(store.current_revision())
-        .expect("compact past the token");
+    store.update(&stable[0].key, Bytes::from_static(b"later"), None).expect("update");
+    store.compact(store.current_revision()).expect("compact past the token");
     assert_eq!(
         store.list(PAGE_PREFIX, &next(&token)).map_err(fail),
-        Err(Fail::Expired {
-            requested: revision,
-            oldest_available: revision + 1
-        }),
+        Err(Fail::Expired { requested: revision, oldest_available: revision + 1 }),
     );
     // Tokens that are not this listing's.
     let (_, fresh) = first_page(&store);
-    for (prefix, bad) in [
-        (PAGE_PREFIX, "garbage!"),
-        (PAGE_PREFIX, "YzE6MTI"),
-        ("/o/", fresh.as_str()),
-    ] {
+    for (prefix, bad) in
+        [(PAGE_PREFIX, "garbage!"), (PAGE_PREFIX, "YzE6MTI"), ("/o/", fresh.as_str())]
+    {
         assert_eq!(
             store.list(prefix, &next(bad)).map_err(fail),
             Err(Fail::InvalidContinue),
@@ -1376,19 +1117,14 @@ fn a_slow_watcher_is_ended_without_hurting_anyone_else() {
     const BUFFER: usize = 8;
     const WRITES: u64 = 50;
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = Options {
-        watch_buffer: BUFFER,
-        ..Options::create()
-    };
+    let options = Options { watch_buffer: BUFFER, ..Options::create() };
     let store = Arc::new(open_new(&dir.path().join("store"), options));
     let mut slow = store.watch("", 0).expect("slow watch");
     let fast = store.watch("", 0).expect("fast watch");
     let fast = thread::spawn(move || {
         let mut fast = fast;
         let deadline = Instant::now() + Duration::from_secs(30);
-        (0..WRITES)
-            .map(|_| poll_next(&mut fast, deadline))
-            .collect::<Vec<_>>()
+        (0..WRITES).map(|_| poll_next(&mut fast, deadline)).collect::<Vec<_>>()
     });
     let writers: Vec<_> = (0..2u64)
         .map(|w| {
@@ -1396,9 +1132,7 @@ fn a_slow_watcher_is_ended_without_hurting_anyone_else() {
             thread::spawn(move || {
                 (0..WRITES / 2)
                     .map(|i| {
-                        store
-                            .create(&format!("/s/{w}/{i}"), Bytes::from_static(b"v"))
-                            .map_err(fail)
+                        store.create(&format!("/s/{w}/{i}"), Bytes::from_static(b"v")).map_err(fail)
                     })
                     .collect::<Vec<_>>()
             })
@@ -1420,11 +1154,7 @@ fn a_slow_watcher_is_ended_without_hurting_anyone_else() {
             _ => None,
         })
         .collect();
-    assert_eq!(
-        revisions,
-        (1..=WRITES).map(Some).collect::<Vec<_>>(),
-        "fast watcher: {seen:?}"
-    );
+    assert_eq!(revisions, (1..=WRITES).map(Some).collect::<Vec<_>>(), "fast watcher: {seen:?}");
 
     // The slow one gets what its buffer held, then WatcherTooSlow, then nothing.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1435,32 +1165,18 @@ fn a_slow_watcher_is_ended_without_hurting_anyone_else() {
             other => break other,
         }
     };
-    assert_eq!(
-        delivered,
-        (1..=BUFFER as Revision).collect::<Vec<_>>(),
-        "slow watcher"
-    );
-    assert_eq!(
-        end,
-        Polled::Err(Fail::TooSlow {
-            last_delivered: BUFFER as Revision
-        })
-    );
+    assert_eq!(delivered, (1..=BUFFER as Revision).collect::<Vec<_>>(), "slow watcher");
+    assert_eq!(end, Polled::Err(Fail::TooSlow { last_delivered: BUFFER as Revision }));
     assert!(slow.is_done());
     assert!(slow.try_next().is_none(), "an ended watch yielded more");
-    assert!(
-        slow.blocking_next().is_none(),
-        "an ended watch yielded more"
-    );
+    assert!(slow.blocking_next().is_none(), "an ended watch yielded more");
 
     // Replaying the same history from the log is not limited by the buffer, and the store still
     // serves live watchers.
     let mut replay = store.watch("", 0).expect("replay watch");
     let events = take_events(&mut replay, WRITES as usize).expect("a replay of every write");
     assert_eq!(events.last().map(|e| e.revision), Some(WRITES));
-    let o = store
-        .create("/s/after", Bytes::from_static(b"v"))
-        .expect("write after");
+    let o = store.create("/s/after", Bytes::from_static(b"v")).expect("write after");
     let live = take_events(&mut replay, 1).expect("a live event after the replay");
     assert_eq!(live[0].object(), o);
 }

@@ -33,10 +33,7 @@ fn a_missing_directory_is_an_error_unless_creation_is_asked_for() {
         Err(Error::Missing { path: p }) => assert_eq!(p, path),
         other => panic!("expected Missing, got {other:?}"),
     }
-    assert!(
-        !path.exists(),
-        "opening without create must not create the directory"
-    );
+    assert!(!path.exists(), "opening without create must not create the directory");
     let store = SledStore::open(&path, Options::create()).unwrap();
     assert_eq!(store.current_revision(), 0);
 }
@@ -46,10 +43,7 @@ fn a_file_where_the_directory_should_be_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("file");
     std::fs::write(&path, b"not a store").unwrap();
-    assert!(matches!(
-        SledStore::open(&path, Options::create()),
-        Err(Error::Corrupt { .. })
-    ));
+    assert!(matches!(SledStore::open(&path, Options::create()), Err(Error::Corrupt { .. })));
 }
 
 #[test]
@@ -85,10 +79,7 @@ fn a_corrupt_database_is_a_clear_error_not_a_panic() {
         Err(Error::Corrupt { .. }) | Err(Error::Sled(_)) | Err(Error::Io(_)) => {}
         Ok(store) => {
             // sled may treat a torn log as empty; then nothing may claim to be there.
-            assert_eq!(
-                store.list("", &ListOptions::default()).unwrap().items.len(),
-                0
-            );
+            assert_eq!(store.list("", &ListOptions::default()).unwrap().items.len(), 0);
         }
         Err(other) => panic!("unexpected error {other:?}"),
     }
@@ -136,36 +127,19 @@ fn writes_carry_revisions_and_preconditions() {
     let a2 = store.update("/pods/ns/a", v("a2"), Some(1)).unwrap();
     assert_eq!((a2.create_revision, a2.mod_revision), (1, 3));
     match store.update("/pods/ns/a", v("stale"), Some(1)) {
-        Err(Error::Conflict {
-            expected: 1,
-            actual: 3,
-            ..
-        }) => {}
+        Err(Error::Conflict { expected: 1, actual: 3, .. }) => {}
         other => panic!("expected Conflict, got {other:?}"),
     }
     let a3 = store.update("/pods/ns/a", v("a3"), None).unwrap();
     assert_eq!(a3.mod_revision, 4);
-    assert!(matches!(
-        store.update("/pods/ns/zz", v("x"), None),
-        Err(Error::NotFound { .. })
-    ));
-    assert!(matches!(
-        store.delete("/pods/ns/a", Some(3)),
-        Err(Error::Conflict { .. })
-    ));
+    assert!(matches!(store.update("/pods/ns/zz", v("x"), None), Err(Error::NotFound { .. })));
+    assert!(matches!(store.delete("/pods/ns/a", Some(3)), Err(Error::Conflict { .. })));
 
     let gone = store.delete("/pods/ns/a", Some(4)).unwrap();
-    assert_eq!(
-        gone.value,
-        v("a3"),
-        "a deletion returns the object as it was"
-    );
+    assert_eq!(gone.value, v("a3"), "a deletion returns the object as it was");
     assert_eq!((gone.create_revision, gone.mod_revision), (1, 5));
     assert_eq!(store.get("/pods/ns/a").unwrap(), None);
-    assert!(matches!(
-        store.delete("/pods/ns/a", None),
-        Err(Error::NotFound { .. })
-    ));
+    assert!(matches!(store.delete("/pods/ns/a", None), Err(Error::NotFound { .. })));
     assert_eq!(store.current_revision(), 5);
 
     let recreated = store.create("/pods/ns/a", v("new")).unwrap();
@@ -177,25 +151,13 @@ fn bad_keys_and_oversized_values_are_refused_and_change_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = SledStore::open(
         tmp.path().join("s"),
-        Options {
-            max_value_bytes: 1024,
-            ..Options::create()
-        },
+        Options { max_value_bytes: 1024, ..Options::create() },
     )
     .unwrap();
-    assert!(matches!(
-        store.create("", v("x")),
-        Err(Error::InvalidKey { .. })
-    ));
-    assert!(matches!(
-        store.create(&"k".repeat(5000), v("x")),
-        Err(Error::InvalidKey { .. })
-    ));
+    assert!(matches!(store.create("", v("x")), Err(Error::InvalidKey { .. })));
+    assert!(matches!(store.create(&"k".repeat(5000), v("x")), Err(Error::InvalidKey { .. })));
     match store.create("/k", Bytes::from(vec![0u8; 1025])) {
-        Err(Error::TooLarge {
-            size: 1025,
-            limit: 1024,
-        }) => {}
+        Err(Error::TooLarge { size: 1025, limit: 1024 }) => {}
         other => panic!("expected TooLarge, got {other:?}"),
     }
     store.create("/k", Bytes::from(vec![1u8; 1024])).unwrap();
@@ -211,10 +173,7 @@ fn bad_keys_and_oversized_values_are_refused_and_change_nothing() {
 fn large_values_round_trip_across_reopen() {
     // Values above sled's inline limit go to its blob files, which the store syncs itself.
     let tmp = tempfile::tempdir().unwrap();
-    let big: Bytes = (0..2_000_000u32)
-        .map(|i| (i % 251) as u8)
-        .collect::<Vec<_>>()
-        .into();
+    let big: Bytes = (0..2_000_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>().into();
     let path = {
         let store = open_new(tmp.path());
         store.create("/big", big.clone()).unwrap();
@@ -222,10 +181,7 @@ fn large_values_round_trip_across_reopen() {
         store.path().to_path_buf()
     };
     let store = SledStore::open(&path, Options::default()).unwrap();
-    assert_eq!(
-        store.get("/big").unwrap().unwrap().value,
-        big.slice(..300_000)
-    );
+    assert_eq!(store.get("/big").unwrap().unwrap().value, big.slice(..300_000));
     let mut watch = store.watch("/", 0).unwrap();
     let first = watch.blocking_next().unwrap().unwrap();
     assert_eq!(first.value, big);
@@ -248,14 +204,7 @@ fn state_and_counters_survive_reopen() {
     let store = SledStore::open(&path, Options::default()).unwrap();
     assert_eq!(store.current_revision(), 11);
     assert_eq!(store.compacted_revision(), 4);
-    assert_eq!(
-        store
-            .list("/k/", &ListOptions::default())
-            .unwrap()
-            .items
-            .len(),
-        9
-    );
+    assert_eq!(store.list("/k/", &ListOptions::default()).unwrap().items.len(), 9);
     assert_eq!(store.create("/k/new", v("n")).unwrap().mod_revision, 12);
     assert!(store.watch("/", 3).unwrap_err().is_expired());
     let mut watch = store.watch("/", 4).unwrap();
@@ -274,10 +223,7 @@ fn list_pages_follow_continue_tokens_within_a_prefix() {
     store.create("/podsx/a/p0", v("neighbour")).unwrap();
 
     let mut seen = Vec::new();
-    let mut options = ListOptions {
-        limit: Some(3),
-        continue_token: None,
-    };
+    let mut options = ListOptions { limit: Some(3), continue_token: None };
     let first_revision = store.current_revision();
     loop {
         let page = store.list("/pods/a/", &options).unwrap();
@@ -288,40 +234,18 @@ fn list_pages_follow_continue_tokens_within_a_prefix() {
             None => break,
         }
         // Writes between pages do not change the paginated list's revision.
-        store
-            .create(&format!("/other/{}", seen.len()), v("x"))
-            .unwrap();
+        store.create(&format!("/other/{}", seen.len()), v("x")).unwrap();
     }
     let expected: Vec<_> = (0..5).map(|i| format!("/pods/a/p{i}")).collect();
     assert_eq!(seen, expected);
 
     // A token from one listing is refused for another.
-    let page = store
-        .list(
-            "/pods/a/",
-            &ListOptions {
-                limit: Some(1),
-                continue_token: None,
-            },
-        )
-        .unwrap();
-    let foreign = ListOptions {
-        limit: None,
-        continue_token: page.continue_token,
-    };
-    assert!(matches!(
-        store.list("/pods/b/", &foreign),
-        Err(Error::InvalidContinue { .. })
-    ));
+    let page =
+        store.list("/pods/a/", &ListOptions { limit: Some(1), continue_token: None }).unwrap();
+    let foreign = ListOptions { limit: None, continue_token: page.continue_token };
+    assert!(matches!(store.list("/pods/b/", &foreign), Err(Error::InvalidContinue { .. })));
     // `/pods/` must not match `/podsx/`.
-    assert_eq!(
-        store
-            .list("/pods/", &ListOptions::default())
-            .unwrap()
-            .items
-            .len(),
-        10
-    );
+    assert_eq!(store.list("/pods/", &ListOptions::default()).unwrap().items.len(), 10);
 }
 
 #[test]
@@ -334,19 +258,10 @@ fn a_watch_delivers_kinds_values_and_previous_values() {
     store.update("/cm/x", v("2"), None).unwrap();
     store.delete("/cm/x", None).unwrap();
 
-    let events: Vec<_> = (0..3)
-        .map(|_| watch.blocking_next().unwrap().unwrap())
-        .collect();
+    let events: Vec<_> = (0..3).map(|_| watch.blocking_next().unwrap().unwrap()).collect();
     assert_eq!(
-        events
-            .iter()
-            .map(|e| (e.kind, e.revision))
-            .collect::<Vec<_>>(),
-        vec![
-            (EventKind::Created, 1),
-            (EventKind::Modified, 3),
-            (EventKind::Deleted, 4)
-        ]
+        events.iter().map(|e| (e.kind, e.revision)).collect::<Vec<_>>(),
+        vec![(EventKind::Created, 1), (EventKind::Modified, 3), (EventKind::Deleted, 4)]
     );
     assert_eq!(events[1].prev_value, Some(v("1")));
     assert_eq!(events[2].value, v("2"), "a deletion carries the last value");
@@ -384,13 +299,7 @@ fn compacting_to_the_future_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let store = open_new(tmp.path());
     store.create("/a", v("1")).unwrap();
-    assert!(matches!(
-        store.compact(2),
-        Err(Error::FutureRevision {
-            requested: 2,
-            current: 1
-        })
-    ));
+    assert!(matches!(store.compact(2), Err(Error::FutureRevision { requested: 2, current: 1 })));
     store.compact(1).unwrap();
     store.compact(1).unwrap();
     assert_eq!(store.compacted_revision(), 1);
@@ -400,10 +309,7 @@ fn compacting_to_the_future_is_refused() {
 fn the_history_window_keeps_the_newest_events() {
     let tmp = tempfile::tempdir().unwrap();
     let options = Options {
-        history: HistoryWindow {
-            min_age: Duration::ZERO,
-            min_events: 5,
-        },
+        history: HistoryWindow { min_age: Duration::ZERO, min_events: 5 },
         compaction_interval: Duration::from_millis(10),
         ..Options::create()
     };
@@ -411,41 +317,22 @@ fn the_history_window_keeps_the_newest_events() {
     for i in 0..20 {
         store.create(&format!("/k{i}"), v("x")).unwrap();
     }
-    eventually("compaction to revision 15", || {
-        store.compacted_revision() == 15
-    });
+    eventually("compaction to revision 15", || store.compacted_revision() == 15);
     match store.watch("", 10) {
-        Err(Error::Expired {
-            requested: 10,
-            oldest_available: 15,
-        }) => {}
+        Err(Error::Expired { requested: 10, oldest_available: 15 }) => {}
         other => panic!("expected Expired, got {other:?}"),
     }
     let mut watch = store.watch("", 15).unwrap();
-    let revisions: Vec<_> = (0..5)
-        .map(|_| watch.blocking_next().unwrap().unwrap().revision)
-        .collect();
+    let revisions: Vec<_> =
+        (0..5).map(|_| watch.blocking_next().unwrap().unwrap().revision).collect();
     assert_eq!(revisions, vec![16, 17, 18, 19, 20]);
     // A continue token from before the window is expired too.
-    let page = store
-        .list(
-            "",
-            &ListOptions {
-                limit: Some(1),
-                continue_token: None,
-            },
-        )
-        .unwrap();
+    let page = store.list("", &ListOptions { limit: Some(1), continue_token: None }).unwrap();
     for i in 20..30 {
         store.create(&format!("/k{i}"), v("x")).unwrap();
     }
-    eventually("compaction past the token", || {
-        store.compacted_revision() > page.revision
-    });
-    let next = ListOptions {
-        limit: Some(1),
-        continue_token: page.continue_token,
-    };
+    eventually("compaction past the token", || store.compacted_revision() > page.revision);
+    let next = ListOptions { limit: Some(1), continue_token: page.continue_token };
     assert!(store.list("", &next).unwrap_err().is_expired());
 }
 
@@ -453,10 +340,7 @@ fn the_history_window_keeps_the_newest_events() {
 fn the_history_window_keeps_young_events_beyond_the_count() {
     let tmp = tempfile::tempdir().unwrap();
     let options = Options {
-        history: HistoryWindow {
-            min_age: Duration::from_secs(3600),
-            min_events: 2,
-        },
+        history: HistoryWindow { min_age: Duration::from_secs(3600), min_events: 2 },
         compaction_interval: Duration::from_millis(5),
         ..Options::create()
     };
