@@ -1,0 +1,710 @@
+//! The API's operations on objects: what kube-apiserver's generic registry does between decoding
+//! a request and encoding the answer. Everything here is synchronous (the store blocks on disk);
+//! the HTTP layer runs it on a blocking pool.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+
+use carrel_store::{ListOptions as StoreListOptions, Object, Revision, Store, Watch};
+
+use crate::defaults;
+use crate::names::{self, NameRule};
+use crate::object::{finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339, spec_part};
+use crate::resource::{Registry, ResourceType, Subresource};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::{ApiError, ApiResult, Cause};
+
+/// The namespaces every cluster starts with.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Which objects a request is about.
+#[derive(Clone, Debug)]
+pub struct Target<'a> {
+    /// The resource type.
+    pub rt: &'a ResourceType,
+    /// The namespace, for namespaced types (`None` lists across all namespaces).
+    pub namespace: Option<String>,
+}
+
+/// What to list.
+#[derive(Clone, Debug, Default)]
+pub struct ListParams {
+    /// `labelSelector`.
+    pub labels: Option<LabelSelector>,
+    /// `fieldSelector`.
+    pub fields: Option<FieldSelector>,
+    /// `limit`.
+    pub limit: Option<usize>,
+    /// `continue`.
+    pub continue_token: Option<String>,
+}
+
+/// `DeleteOptions`, from the body and the query.
+#[derive(Clone, Debug, Default)]
+pub struct DeleteParams {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy`: Orphan, Background or Foreground.
+    pub propagation_policy: Option<String>,
+}
+
+/// The API over one store.
+#[derive(Debug)]
+pub struct Api {
+    store: Arc<dyn Store>,
+    registry: Registry,
+}
+
+/// A parsed `resourceVersion` (opaque to clients, a store revision to us).
+pub fn parse_resource_version(rv: &str) -> ApiResult<Revision> {
+    rv.parse::<Revision>().map_err(|_| {
+        ApiError::bad_request(format!("invalid resourceVersion {rv:?}: not one this server issued"))
+    })
+}
+
+impl Api {
+    /// The API over `store`, with the system namespaces created if missing.
+    pub fn new(store: Arc<dyn Store>) -> ApiResult<Api> {
+        let api = Api { store, registry: Registry::default() };
+        let namespaces = api.rt("", "namespaces");
+        for ns in SYSTEM_NAMESPACES {
+            let key = key_for(namespaces, None, ns);
+            if api.store.get(&key).map_err(internal)?.is_none() {
+                let body =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+                match api.create(&Target { rt: namespaces, namespace: None }, body, false) {
+                    Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(api)
+    }
+
+    /// The served types.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn rt(&self, group: &str, plural: &str) -> &ResourceType {
+        self.registry
+            .all()
+            .iter()
+            .find(|t| t.group == group && t.plural == plural)
+            .expect("built-in type")
+    }
+
+    /// GET one object.
+    pub fn get(&self, target: &Target<'_>, name: &str) -> ApiResult<Value> {
+        let key = key_for(target.rt, target.namespace.as_deref(), name);
+        match self.store.get(&key).map_err(internal)? {
+            Some(object) => decode(&object),
+            None => Err(ApiError::not_found(target.rt.group, target.rt.plural, name)),
+        }
+    }
+
+    /// LIST, as a `<Kind>List`.
+    pub fn list(&self, target: &Target<'_>, params: &ListParams) -> ApiResult<Value> {
+        if let Some(fields) = &params.fields {
+            fields.check_supported(target.rt.group, target.rt.plural)?;
+        }
+        let prefix = prefix_for(target.rt, target.namespace.as_deref());
+        let filtering = params.labels.as_ref().is_some_and(|l| !l.is_everything())
+            || params.fields.as_ref().is_some_and(|f| !f.is_everything());
+        let mut items = Vec::new();
+        let mut token = params.continue_token.clone();
+        let revision;
+        let next;
+        // With a selector, keep reading pages until `limit` matches are found (as the watch
+        // cache does) so that `limit` bounds the answer, not the scan.
+        loop {
+            let page = self
+                .store
+                .list(
+                    &prefix,
+                    &StoreListOptions {
+                        limit: params.limit.map(|l| l.saturating_sub(items.len()).max(1)),
+                        continue_token: token.clone(),
+                    },
+                )
+                .map_err(|e| ApiError::from_store(e, target.rt.group, target.rt.plural, ""))?;
+            for object in &page.items {
+                let value = decode(object)?;
+                if self.selected(target.rt, &value, params) {
+                    items.push(value);
+                }
+            }
+            let full = params.limit.is_some_and(|l| items.len() >= l);
+            if page.continue_token.is_none() || full || !filtering {
+                revision = page.revision;
+                next = page.continue_token;
+                break;
+            }
+            token = page.continue_token;
+        }
+        let mut metadata = Map::new();
+        metadata.insert("resourceVersion".into(), revision.to_string().into());
+        if let Some(next) = next {
+            metadata.insert("continue".into(), next.into());
+        }
+        Ok(json!({
+            "kind": format!("{}List", target.rt.kind),
+            "apiVersion": target.rt.group_version(),
+            "metadata": metadata,
+            "items": items,
+        }))
+    }
+
+    /// Whether an object passes a list's selectors.
+    pub fn selected(&self, rt: &ResourceType, object: &Value, params: &ListParams) -> bool {
+        params.labels.as_ref().is_none_or(|l| l.matches_object(object))
+            && params.fields.as_ref().is_none_or(|f| f.matches(rt.group, rt.plural, object))
+    }
+
+    /// WATCH from `after`: the store's stream of changes under the target's prefix.
+    pub fn watch(&self, target: &Target<'_>, after: Revision) -> ApiResult<Watch> {
+        let prefix = prefix_for(target.rt, target.namespace.as_deref());
+        self.store
+            .watch(&prefix, after)
+            .map_err(|e| ApiError::from_store(e, target.rt.group, target.rt.plural, ""))
+    }
+
+    /// The newest revision.
+    pub fn current_revision(&self) -> Revision {
+        self.store.current_revision()
+    }
+
+    fn check_namespace(&self, target: &Target<'_>, object: &Value) -> ApiResult<String> {
+        let rt = target.rt;
+        let url_ns = target.namespace.clone().unwrap_or_default();
+        let body_ns = meta_str(object, "namespace").unwrap_or_default();
+        if !rt.namespaced {
+            return Ok(String::new());
+        }
+        if !body_ns.is_empty() && body_ns != url_ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let namespaces = self.rt("", "namespaces");
+        let ns = self
+            .store
+            .get(&key_for(namespaces, None, &url_ns))
+            .map_err(internal)?
+            .ok_or_else(|| ApiError::not_found("", "namespaces", &url_ns))?;
+        if is_deleting(&decode(&ns)?) {
+            return Err(ApiError::forbidden(
+                rt.group,
+                rt.plural,
+                meta_str(object, "name").unwrap_or_default(),
+                &format!(
+                    "unable to create new content in namespace {url_ns} because it is being terminated"
+                ),
+            ));
+        }
+        Ok(url_ns)
+    }
+
+    /// CREATE.
+    pub fn create(
+        &self,
+        target: &Target<'_>,
+        mut object: Value,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
+        let rt = target.rt;
+        check_type(rt, &object)?;
+        let namespace = self.check_namespace(target, &object)?;
+        let rule = NameRule::for_resource(rt.group, rt.plural);
+        let name = match meta_str(&object, "name").filter(|n| !n.is_empty()) {
+            Some(name) => name.to_owned(),
+            None => match meta_str(&object, "generateName").filter(|n| !n.is_empty()) {
+                Some(prefix) => names::generate(prefix, rule),
+                None => {
+                    return Err(ApiError::invalid(
+                        rt.group,
+                        rt.kind,
+                        "",
+                        vec![Cause::new(
+                            "FieldValueRequired",
+                            "metadata.name",
+                            "Required value: name or generateName is required",
+                        )],
+                    ))
+                }
+            },
+        };
+        let problems = rule.check(&name);
+        if !problems.is_empty() {
+            let causes = problems
+                .into_iter()
+                .map(|p| {
+                    Cause::new(
+                        "FieldValueInvalid",
+                        "metadata.name",
+                        format!("Invalid value: \"{name}\": {p}"),
+                    )
+                })
+                .collect();
+            return Err(ApiError::invalid(rt.group, rt.kind, &name, causes));
+        }
+
+        {
+            let root = object.as_object_mut().expect("checked by check_type");
+            root.insert("apiVersion".into(), rt.group_version().into());
+            root.insert("kind".into(), rt.kind.into());
+        }
+        let meta = metadata_mut(&mut object);
+        meta.insert("name".into(), name.clone().into());
+        if rt.namespaced {
+            meta.insert("namespace".into(), namespace.clone().into());
+        } else {
+            meta.remove("namespace");
+        }
+        meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+        meta.insert("creationTimestamp".into(), now_rfc3339().into());
+        for field in
+            ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"]
+        {
+            meta.remove(field);
+        }
+        if rt.has(Subresource::Status) {
+            meta.insert("generation".into(), 1.into());
+        } else {
+            meta.remove("generation");
+        }
+        defaults::on_create(rt, &mut object);
+        defaults::validate(rt, &object)?;
+
+        let key =
+            key_for(rt, Some(&namespace).filter(|_| rt.namespaced).map(|s| s.as_str()), &name);
+        if dry_run {
+            if self.store.get(&key).map_err(internal)?.is_some() {
+                return Err(ApiError::already_exists(rt.group, rt.plural, &name));
+            }
+            return Ok(object);
+        }
+        let stored = self
+            .store
+            .create(&key, encode(&object)?)
+            .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
+        if rt.group.is_empty() && rt.plural == "namespaces" {
+            self.bootstrap_namespace(&name)?;
+        }
+        decode(&stored)
+    }
+
+    /// Every namespace gets a `default` ServiceAccount.
+    fn bootstrap_namespace(&self, namespace: &str) -> ApiResult<()> {
+        let sa = self.rt("", "serviceaccounts");
+        let body =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
+        match self.create(&Target { rt: sa, namespace: Some(namespace.into()) }, body, false) {
+            Ok(_) | Err(ApiError { code: 409, .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// UPDATE (PUT), of the object or of its status.
+    pub fn update(
+        &self,
+        target: &Target<'_>,
+        name: &str,
+        mut object: Value,
+        subresource: Option<Subresource>,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
+        let rt = target.rt;
+        check_type(rt, &object)?;
+        let body_name = meta_str(&object, "name").unwrap_or_default();
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if rt.namespaced {
+            let body_ns = meta_str(&object, "namespace").unwrap_or_default();
+            if !body_ns.is_empty() && Some(body_ns) != target.namespace.as_deref() {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        let expected = match meta_str(&object, "resourceVersion").filter(|rv| !rv.is_empty()) {
+            Some(rv) => Some(parse_resource_version(rv)?),
+            None => None,
+        };
+        let key = key_for(rt, target.namespace.as_deref(), name);
+        let current = self
+            .store
+            .get(&key)
+            .map_err(internal)?
+            .ok_or_else(|| ApiError::not_found(rt.group, rt.plural, name))?;
+        if let Some(expected) = expected {
+            if expected != current.mod_revision {
+                return Err(ApiError::from_store(
+                    carrel_store::Error::Conflict { key, expected, actual: current.mod_revision },
+                    rt.group,
+                    rt.plural,
+                    name,
+                ));
+            }
+        }
+        let old = decode(&current)?;
+        let mut new = match subresource {
+            Some(Subresource::Status) => {
+                // Only the status changes through /status.
+                let mut merged = old.clone();
+                merged["status"] = object.get("status").cloned().unwrap_or(Value::Null);
+                if merged["status"].is_null() {
+                    merged.as_object_mut().expect("object").remove("status");
+                }
+                merged
+            }
+            _ => {
+                if rt.has(Subresource::Status) {
+                    // The status changes only through /status.
+                    let root = object.as_object_mut().expect("checked");
+                    match old.get("status") {
+                        Some(status) => root.insert("status".into(), status.clone()),
+                        None => root.remove("status"),
+                    };
+                }
+                object
+            }
+        };
+        {
+            let root = new.as_object_mut().expect("checked");
+            root.insert("apiVersion".into(), rt.group_version().into());
+            root.insert("kind".into(), rt.kind.into());
+        }
+        preserve_system_metadata(&old, &mut new);
+        if rt.has(Subresource::Status) {
+            let old_generation =
+                old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let generation = if spec_part(&old) != spec_part(&new) {
+                old_generation + 1
+            } else {
+                old_generation
+            };
+            metadata_mut(&mut new).insert("generation".into(), generation.into());
+        }
+        defaults::on_update(rt, &old, &mut new)?;
+        defaults::validate(rt, &new)?;
+
+        // Removing the last finalizer of an object being deleted completes its deletion.
+        if is_deleting(&new) && finalizers(&new).is_empty() {
+            if dry_run {
+                return Ok(new);
+            }
+            let gone = self
+                .store
+                .delete(&key, Some(current.mod_revision))
+                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+            let mut answer = new;
+            metadata_mut(&mut answer)
+                .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
+            return Ok(answer);
+        }
+        if new == old {
+            // Kubernetes writes nothing for a no-op update and answers with the stored object.
+            return Ok(old);
+        }
+        if dry_run {
+            return Ok(new);
+        }
+        let stored = self
+            .store
+            .update(&key, encode(&new)?, Some(current.mod_revision))
+            .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+        decode(&stored)
+    }
+
+    /// DELETE one object. Objects with finalizers are marked for deletion and stay until the
+    /// last finalizer is removed; a namespace is emptied first.
+    pub fn delete(
+        &self,
+        target: &Target<'_>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> ApiResult<Value> {
+        let rt = target.rt;
+        let key = key_for(rt, target.namespace.as_deref(), name);
+        let current = self
+            .store
+            .get(&key)
+            .map_err(internal)?
+            .ok_or_else(|| ApiError::not_found(rt.group, rt.plural, name))?;
+        let old = decode(&current)?;
+        if let Some(uid) = &params.uid {
+            let actual = meta_str(&old, "uid").unwrap_or_default();
+            if actual != uid {
+                return Err(ApiError::conflict(
+                    rt.group,
+                    rt.plural,
+                    name,
+                    &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                ));
+            }
+        }
+        if let Some(rv) = &params.resource_version {
+            if parse_resource_version(rv)? != current.mod_revision {
+                return Err(ApiError::conflict(
+                    rt.group,
+                    rt.plural,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        current.mod_revision
+                    ),
+                ));
+            }
+        }
+        if let Some(policy) = &params.propagation_policy {
+            if !matches!(policy.as_str(), "Orphan" | "Background" | "Foreground") {
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "DeleteOptions",
+                    "",
+                    vec![Cause::new(
+                        "FieldValueNotSupported",
+                        "propagationPolicy",
+                        format!("Unsupported value: \"{policy}\": supported values: \"Foreground\", \"Background\", \"Orphan\""),
+                    )],
+                ));
+            }
+        }
+        let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
+        if is_namespace && SYSTEM_NAMESPACES[..3].contains(&name) {
+            return Err(ApiError::forbidden(
+                rt.group,
+                rt.plural,
+                name,
+                "this namespace may not be deleted",
+            ));
+        }
+        if is_namespace || !finalizers(&old).is_empty() {
+            // Mark it; the object goes when its finalizers (and, for a namespace, its content) do.
+            if is_deleting(&old) {
+                return Ok(old);
+            }
+            let mut marked = old.clone();
+            let meta = metadata_mut(&mut marked);
+            meta.insert("deletionTimestamp".into(), now_rfc3339().into());
+            meta.insert(
+                "deletionGracePeriodSeconds".into(),
+                params.grace_period_seconds.unwrap_or(0).into(),
+            );
+            if is_namespace {
+                marked["status"] = json!({"phase": "Terminating"});
+            }
+            if params.dry_run {
+                return Ok(marked);
+            }
+            let stored = self
+                .store
+                .update(&key, encode(&marked)?, Some(current.mod_revision))
+                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+            let answer = decode(&stored)?;
+            if is_namespace {
+                self.finish_namespace(name)?;
+            }
+            return match self.store.get(&key).map_err(internal)? {
+                Some(still) => decode(&still),
+                None => Ok(answer),
+            };
+        }
+        if params.dry_run {
+            return Ok(old);
+        }
+        let gone = self
+            .store
+            .delete(&key, Some(current.mod_revision))
+            .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+        let mut answer = old;
+        metadata_mut(&mut answer)
+            .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
+        Ok(answer)
+    }
+
+    /// Empty a terminating namespace, then remove it (unless it still has finalizers of its own).
+    fn finish_namespace(&self, namespace: &str) -> ApiResult<()> {
+        let params = DeleteParams::default();
+        for rt in self.registry.all().iter().filter(|t| t.namespaced) {
+            let target = Target { rt, namespace: Some(namespace.to_owned()) };
+            let prefix = prefix_for(rt, Some(namespace));
+            let page = self.store.list(&prefix, &StoreListOptions::default()).map_err(internal)?;
+            for object in page.items {
+                let value = decode(&object)?;
+                let name = meta_str(&value, "name").unwrap_or_default().to_owned();
+                match self.delete(&target, &name, &params) {
+                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let namespaces = self.rt("", "namespaces");
+        let key = key_for(namespaces, None, namespace);
+        if let Some(current) = self.store.get(&key).map_err(internal)? {
+            let value = decode(&current)?;
+            let content_left = self.registry.all().iter().filter(|t| t.namespaced).any(|rt| {
+                self.store
+                    .list(
+                        &prefix_for(rt, Some(namespace)),
+                        &StoreListOptions { limit: Some(1), continue_token: None },
+                    )
+                    .map(|p| !p.items.is_empty())
+                    .unwrap_or(true)
+            });
+            if finalizers(&value).is_empty() && !content_left {
+                self.store.delete(&key, Some(current.mod_revision)).map_err(internal)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// DELETE a collection: every selected object, answered as a list of what was deleted.
+    pub fn delete_collection(
+        &self,
+        target: &Target<'_>,
+        list: &ListParams,
+        params: &DeleteParams,
+    ) -> ApiResult<Value> {
+        let all = ListParams { limit: None, continue_token: None, ..list.clone() };
+        let listed = self.list(target, &all)?;
+        let mut deleted = Vec::new();
+        for item in listed["items"].as_array().cloned().unwrap_or_default() {
+            let name = meta_str(&item, "name").unwrap_or_default().to_owned();
+            let namespace = meta_str(&item, "namespace").map(str::to_owned);
+            let one =
+                Target { rt: target.rt, namespace: namespace.or_else(|| target.namespace.clone()) };
+            match self.delete(&one, &name, params) {
+                Ok(object) => deleted.push(object),
+                Err(ApiError { code: 404, .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({
+            "kind": format!("{}List", target.rt.kind),
+            "apiVersion": target.rt.group_version(),
+            "metadata": {"resourceVersion": self.current_revision().to_string()},
+            "items": deleted,
+        }))
+    }
+}
+
+/// Keep what clients may not change: uid, creation time, deletion marks, generation.
+fn preserve_system_metadata(old: &Value, new: &mut Value) {
+    let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let meta = metadata_mut(new);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+        "namespace",
+        "name",
+    ] {
+        match old_meta.get(field) {
+            Some(v) => meta.insert(field.into(), v.clone()),
+            None => meta.remove(field),
+        };
+    }
+    meta.remove("resourceVersion");
+    meta.remove("selfLink");
+}
+
+/// The body must be an object of the right kind and apiVersion, when those are given.
+fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
+    let Some(root) = object.as_object() else {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    };
+    if let Some(kind) = root.get("kind") {
+        if kind.as_str() != Some(rt.kind) {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the object ({}) does not match the kind of the resource ({})",
+                kind.as_str().unwrap_or("?"),
+                rt.kind
+            )));
+        }
+    }
+    if let Some(api_version) = root.get("apiVersion") {
+        if api_version.as_str() != Some(rt.group_version().as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "the API version of the object ({}) does not match the API version of the resource ({})",
+                api_version.as_str().unwrap_or("?"),
+                rt.group_version()
+            )));
+        }
+    }
+    if root.get("metadata").is_some_and(|m| !m.is_object()) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    Ok(())
+}
+
+fn group_segment(rt: &ResourceType) -> &str {
+    if rt.group.is_empty() {
+        "core"
+    } else {
+        rt.group
+    }
+}
+
+/// The store key of an object.
+pub fn key_for(rt: &ResourceType, namespace: Option<&str>, name: &str) -> String {
+    match namespace.filter(|_| rt.namespaced) {
+        Some(ns) => format!("/{}/{}/{ns}/{name}", group_segment(rt), rt.plural),
+        None => format!("/{}/{}/{name}", group_segment(rt), rt.plural),
+    }
+}
+
+/// The store prefix of a list.
+pub fn prefix_for(rt: &ResourceType, namespace: Option<&str>) -> String {
+    match namespace.filter(|_| rt.namespaced) {
+        Some(ns) => format!("/{}/{}/{ns}/", group_segment(rt), rt.plural),
+        None => format!("/{}/{}/", group_segment(rt), rt.plural),
+    }
+}
+
+/// A stored object as the API shows it: with its `resourceVersion`.
+pub fn decode(object: &Object) -> ApiResult<Value> {
+    let mut value: Value = serde_json::from_slice(&object.value).map_err(|e| {
+        ApiError::internal(format!("stored object {} is unreadable: {e}", object.key))
+    })?;
+    metadata_mut(&mut value)
+        .insert("resourceVersion".into(), object.mod_revision.to_string().into());
+    Ok(value)
+}
+
+/// A stored event's object as the API shows it.
+pub fn decode_event_object(event: &carrel_store::Event) -> ApiResult<Value> {
+    decode(&event.object())
+}
+
+fn encode(object: &Value) -> ApiResult<Bytes> {
+    let mut stored = object.clone();
+    metadata_mut(&mut stored).remove("resourceVersion");
+    serde_json::to_vec(&stored)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+}
+
+fn internal(e: carrel_store::Error) -> ApiError {
+    ApiError::internal(format!("storage error: {e}"))
+}

@@ -1,0 +1,23 @@
+//! Carrel's Kubernetes-compatible API server.
+//!
+//! An [`Api`] holds one store's objects and applies Kubernetes' rules to them; a [`Server`] serves
+//! an `Api` under a base path and [`router`] turns it into an axum `Router`. Everything a client
+//! sends is parsed and checked here: this crate is the only one that knows HTTP wire formats.
+
+pub mod api;
+pub mod defaults;
+pub mod discovery;
+pub mod names;
+pub mod object;
+pub mod patch;
+pub mod resource;
+pub mod scale;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod table;
+
+pub use api::Api;
+pub use resource::{Registry, ResourceType, Subresource};
+pub use server::{router, Server};
+pub use status::{ApiError, ApiResult, Cause};

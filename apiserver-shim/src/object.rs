@@ -1,0 +1,52 @@
+//! Helpers over objects as JSON values: metadata access, timestamps, spec/status comparison.
+
+use serde_json::{Map, Value};
+
+/// The current time as Kubernetes writes timestamps (`2024-05-01T12:00:00Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `object.metadata`, created if missing.
+pub fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    let root = object.as_object_mut().expect("objects are JSON objects");
+    let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("just made an object")
+}
+
+/// A string field of `object.metadata`.
+pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
+
+/// The object's finalizers.
+pub fn finalizers(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+/// Whether the object is being deleted.
+pub fn is_deleting(object: &Value) -> bool {
+    object.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null())
+}
+
+/// Everything of an object but `metadata` and `status`: what bumps `generation` when it changes.
+pub fn spec_part(object: &Value) -> Map<String, Value> {
+    object
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,304 @@
+//! The resource types this server serves, and what discovery says about each.
+
+/// A subresource of a resource type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subresource {
+    /// `/status`: the object's status, written separately from its spec.
+    Status,
+    /// `/scale`: an `autoscaling/v1` Scale view of `spec.replicas`.
+    Scale,
+}
+
+impl Subresource {
+    /// The path segment.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+        }
+    }
+}
+
+/// One served resource type (a group, version and plural name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceType {
+    /// The API group; empty for the core group.
+    pub group: &'static str,
+    /// The served version.
+    pub version: &'static str,
+    /// The object kind.
+    pub kind: &'static str,
+    /// The plural, lower-case resource name used in paths.
+    pub plural: &'static str,
+    /// The singular name kubectl accepts.
+    pub singular: &'static str,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Short names (`po`, `cm`, …).
+    pub short_names: &'static [&'static str],
+    /// Categories (`all`).
+    pub categories: &'static [&'static str],
+    /// Subresources served.
+    pub subresources: &'static [Subresource],
+}
+
+/// The verbs every served resource type supports.
+pub const VERBS: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+impl ResourceType {
+    /// `group/version`, or just `version` for the core group.
+    pub fn group_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether a subresource is served.
+    pub fn has(&self, sub: Subresource) -> bool {
+        self.subresources.contains(&sub)
+    }
+}
+
+const NONE: &[&str] = &[];
+const ALL: &[&str] = &["all"];
+const STATUS: &[Subresource] = &[Subresource::Status];
+const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
+
+#[allow(clippy::too_many_arguments)]
+const fn rt(
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    categories: &'static [&'static str],
+    subresources: &'static [Subresource],
+) -> ResourceType {
+    ResourceType {
+        group,
+        version,
+        kind,
+        plural,
+        singular,
+        namespaced,
+        short_names,
+        categories,
+        subresources,
+    }
+}
+
+/// Every built-in resource type, in the order discovery lists them.
+pub static BUILT_IN: &[ResourceType] = &[
+    rt("", "v1", "Namespace", "namespaces", "namespace", false, &["ns"], NONE, STATUS),
+    rt("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, STATUS),
+    rt("", "v1", "Service", "services", "service", true, &["svc"], ALL, STATUS),
+    rt("", "v1", "Endpoints", "endpoints", "endpoints", true, &["ep"], NONE, &[]),
+    rt("", "v1", "ConfigMap", "configmaps", "configmap", true, &["cm"], NONE, &[]),
+    rt("", "v1", "Secret", "secrets", "secret", true, NONE, NONE, &[]),
+    rt("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true, &["sa"], NONE, &[]),
+    rt("", "v1", "Event", "events", "event", true, &["ev"], NONE, &[]),
+    rt("", "v1", "Node", "nodes", "node", false, &["no"], NONE, STATUS),
+    rt(
+        "",
+        "v1",
+        "PersistentVolumeClaim",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        true,
+        &["pvc"],
+        NONE,
+        STATUS,
+    ),
+    rt(
+        "",
+        "v1",
+        "PersistentVolume",
+        "persistentvolumes",
+        "persistentvolume",
+        false,
+        &["pv"],
+        NONE,
+        STATUS,
+    ),
+    rt(
+        "",
+        "v1",
+        "ResourceQuota",
+        "resourcequotas",
+        "resourcequota",
+        true,
+        &["quota"],
+        NONE,
+        STATUS,
+    ),
+    rt("", "v1", "LimitRange", "limitranges", "limitrange", true, &["limits"], NONE, &[]),
+    rt(
+        "",
+        "v1",
+        "ReplicationController",
+        "replicationcontrollers",
+        "replicationcontroller",
+        true,
+        &["rc"],
+        ALL,
+        STATUS_SCALE,
+    ),
+    rt(
+        "apps",
+        "v1",
+        "Deployment",
+        "deployments",
+        "deployment",
+        true,
+        &["deploy"],
+        ALL,
+        STATUS_SCALE,
+    ),
+    rt("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], ALL, STATUS_SCALE),
+    rt(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        "statefulset",
+        true,
+        &["sts"],
+        ALL,
+        STATUS_SCALE,
+    ),
+    rt("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], ALL, STATUS),
+    rt("batch", "v1", "Job", "jobs", "job", true, NONE, ALL, STATUS),
+    rt("batch", "v1", "CronJob", "cronjobs", "cronjob", true, &["cj"], ALL, STATUS),
+    rt("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, NONE, NONE, &[]),
+    rt("events.k8s.io", "v1", "Event", "events", "event", true, &["ev"], NONE, &[]),
+    rt("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true, NONE, NONE, &[]),
+    rt(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "RoleBinding",
+        "rolebindings",
+        "rolebinding",
+        true,
+        NONE,
+        NONE,
+        &[],
+    ),
+    rt(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRole",
+        "clusterroles",
+        "clusterrole",
+        false,
+        NONE,
+        NONE,
+        &[],
+    ),
+    rt(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        false,
+        NONE,
+        NONE,
+        &[],
+    ),
+    rt(
+        "networking.k8s.io",
+        "v1",
+        "NetworkPolicy",
+        "networkpolicies",
+        "networkpolicy",
+        true,
+        &["netpol"],
+        NONE,
+        &[],
+    ),
+    rt("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", true, &["ing"], NONE, STATUS),
+    rt(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        true,
+        &["pdb"],
+        NONE,
+        STATUS,
+    ),
+    rt(
+        "scheduling.k8s.io",
+        "v1",
+        "PriorityClass",
+        "priorityclasses",
+        "priorityclass",
+        false,
+        &["pc"],
+        NONE,
+        &[],
+    ),
+    rt(
+        "storage.k8s.io",
+        "v1",
+        "StorageClass",
+        "storageclasses",
+        "storageclass",
+        false,
+        &["sc"],
+        NONE,
+        &[],
+    ),
+];
+
+/// The served resource types, looked up by group, version and plural.
+#[derive(Clone, Debug)]
+pub struct Registry {
+    types: Vec<ResourceType>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry { types: BUILT_IN.to_vec() }
+    }
+}
+
+impl Registry {
+    /// The type served at `group/version/plural`.
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.types.iter().find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    /// Every served type.
+    pub fn all(&self) -> &[ResourceType] {
+        &self.types
+    }
+
+    /// The served groups, in first-seen order, each with its versions (the first is preferred).
+    pub fn groups(&self) -> Vec<(&'static str, Vec<&'static str>)> {
+        let mut groups: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+        for t in &self.types {
+            match groups.iter_mut().find(|(g, _)| *g == t.group) {
+                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version),
+                Some(_) => {}
+                None => groups.push((t.group, vec![t.version])),
+            }
+        }
+        groups
+    }
+
+    /// The types served in one group-version.
+    pub fn in_group_version<'a>(
+        &'a self,
+        group: &'a str,
+        version: &'a str,
+    ) -> impl Iterator<Item = &'a ResourceType> + 'a {
+        self.types.iter().filter(move |t| t.group == group && t.version == version)
+    }
+}

@@ -1,0 +1,764 @@
+//! The HTTP layer: paths, query parameters, bodies and media types in; objects, lists, tables,
+//! watch streams and `Status` errors out. Served under a base path, so the same router answers at
+//! `/` and at `/tenants/<name>/`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use crate::api::{
+    decode_event_object, parse_resource_version, Api, DeleteParams, ListParams, Target,
+};
+use crate::discovery;
+use crate::patch;
+use crate::resource::{ResourceType, Subresource};
+use crate::scale::{scale_of, update_scale};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::{ApiError, ApiResult};
+use crate::table::{self, IncludeObject, TableOptions};
+
+/// The largest request body accepted, as kube-apiserver's limit.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The Kubernetes version this server reports (kubectl picks its binary by the minor version).
+pub const KUBERNETES_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
+
+/// What the router serves.
+#[derive(Debug)]
+pub struct Server {
+    api: Arc<Api>,
+    base: String,
+}
+
+impl Server {
+    /// Serve `api` under `base` (empty, or a path such as `/tenants/a` without a trailing slash).
+    pub fn new(api: Arc<Api>, base: &str) -> Server {
+        Server { api, base: base.trim_end_matches('/').to_owned() }
+    }
+}
+
+/// The axum router for a server.
+pub fn router(server: Arc<Server>) -> Router {
+    Router::new().fallback(dispatch).with_state(server)
+}
+
+/// Query parameters, in order.
+#[derive(Debug, Default)]
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn parse(raw: Option<&str>) -> Query {
+        Query(
+            form_urlencoded::parse(raw.unwrap_or_default().as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        )
+    }
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+    fn flag(&self, key: &str) -> bool {
+        matches!(self.get(key), Some("true" | "1"))
+    }
+}
+
+/// What a resource path names.
+#[derive(Debug)]
+struct ResourcePath<'a> {
+    rt: &'a ResourceType,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+    legacy_watch: bool,
+}
+
+async fn dispatch(State(server): State<Arc<Server>>, request: Request) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let query = Query::parse(request.uri().query());
+    let headers = request.headers().clone();
+    let result = route(&server, &method, &path, &query, &headers, request.into_body()).await;
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
+    response
+}
+
+fn strip_base<'a>(server: &Server, path: &'a str) -> Option<&'a str> {
+    if server.base.is_empty() {
+        return Some(path);
+    }
+    let rest = path.strip_prefix(&server.base)?;
+    if rest.is_empty() || rest.starts_with('/') {
+        Some(rest)
+    } else {
+        None
+    }
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = (code, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn text(body: &'static str) -> Response {
+    let mut response = (StatusCode::OK, body).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+}
+
+fn accept(headers: &HeaderMap) -> &str {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+async fn route(
+    server: &Server,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let rest = match strip_base(server, path) {
+        Some(rest) => rest,
+        // Health probes answer without the prefix too (`kubectl get --raw /healthz`).
+        None if is_health(path) => path,
+        None => return Err(ApiError::no_route()),
+    };
+    let rest = if rest.is_empty() { "/" } else { rest };
+    let registry = server.api.registry();
+    let segments: Vec<&str> = rest.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let discovery_get = |value: Option<Value>| -> ApiResult<Response> {
+        if method != Method::GET {
+            return Err(ApiError::method_not_allowed("discovery is read-only"));
+        }
+        value.map(|v| json_response(StatusCode::OK, &v)).ok_or_else(ApiError::no_route)
+    };
+    match segments.as_slice() {
+        ["version"] => {
+            let (major, minor, git) = KUBERNETES_VERSION;
+            discovery_get(Some(json!({
+                "major": major,
+                "minor": minor,
+                "gitVersion": git,
+                "gitCommit": "carrel",
+                "gitTreeState": "clean",
+                "buildDate": "2026-01-01T00:00:00Z",
+                "goVersion": "go1.24.0",
+                "compiler": "gc",
+                "platform": "linux/amd64",
+            })))
+        }
+        [probe, ..] if matches!(*probe, "healthz" | "livez" | "readyz") => Ok(text("ok")),
+        ["api"] => {
+            if discovery::wants_aggregated(accept(headers)) {
+                Ok(aggregated(discovery::aggregated(registry, true)))
+            } else {
+                discovery_get(Some(discovery::api_versions("127.0.0.1")))
+            }
+        }
+        ["apis"] => {
+            if discovery::wants_aggregated(accept(headers)) {
+                Ok(aggregated(discovery::aggregated(registry, false)))
+            } else {
+                discovery_get(Some(discovery::api_group_list(registry)))
+            }
+        }
+        ["api", "v1"] => discovery_get(discovery::api_resource_list(registry, "", "v1")),
+        ["apis", group] => discovery_get(discovery::api_group(registry, group)),
+        ["apis", group, version] => {
+            discovery_get(discovery::api_resource_list(registry, group, version))
+        }
+        ["api", "v1", rest @ ..] => {
+            let path = resource_path(server, "", "v1", rest)?;
+            resource(server, method, path, query, headers, body).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            let path = resource_path(server, group, version, rest)?;
+            resource(server, method, path, query, headers, body).await
+        }
+        ["openapi", ..] => Err(ApiError::no_route()),
+        _ => Err(ApiError::no_route()),
+    }
+}
+
+fn is_health(path: &str) -> bool {
+    let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
+    matches!(first, "healthz" | "livez" | "readyz" | "version")
+}
+
+fn aggregated(value: Value) -> Response {
+    let mut response = json_response(StatusCode::OK, &value);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(discovery::AGGREGATED_CONTENT_TYPE));
+    response
+}
+
+fn resource_path<'a>(
+    server: &'a Server,
+    group: &str,
+    version: &str,
+    segments: &[&str],
+) -> ApiResult<ResourcePath<'a>> {
+    let registry = server.api.registry();
+    let (legacy_watch, segments) = match segments {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, segments),
+    };
+    let lookup = |plural: &str| registry.get(group, version, plural).ok_or_else(ApiError::no_route);
+    let owned = |s: &&str| s.to_string();
+    let path = match segments {
+        // /namespaces/<ns>/status and /finalize are the namespace's own subresources.
+        ["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty() => ResourcePath {
+            rt: lookup("namespaces")?,
+            namespace: None,
+            name: Some(name.to_string()),
+            subresource: Some(sub.to_string()),
+            legacy_watch,
+        },
+        ["namespaces", ns, plural, rest @ ..] => {
+            let rt = lookup(plural)?;
+            if !rt.namespaced {
+                return Err(ApiError::no_route());
+            }
+            if rest.len() > 2 {
+                return Err(ApiError::no_route());
+            }
+            ResourcePath {
+                rt,
+                namespace: Some(ns.to_string()),
+                name: rest.first().map(owned),
+                subresource: rest.get(1).map(owned),
+                legacy_watch,
+            }
+        }
+        [plural, rest @ ..] if rest.len() <= 2 => {
+            let rt = lookup(plural)?;
+            if rt.namespaced && !rest.is_empty() {
+                // A namespaced object must be named with its namespace.
+                return Err(ApiError::no_route());
+            }
+            ResourcePath {
+                rt,
+                namespace: None,
+                name: rest.first().map(owned),
+                subresource: rest.get(1).map(owned),
+                legacy_watch,
+            }
+        }
+        _ => return Err(ApiError::no_route()),
+    };
+    Ok(path)
+}
+
+fn subresource_of(path: &ResourcePath<'_>) -> ApiResult<Option<Subresource>> {
+    match path.subresource.as_deref() {
+        None => Ok(None),
+        Some(sub) => {
+            let found = path.rt.subresources.iter().find(|s| s.name() == sub).copied();
+            found.map(Some).ok_or_else(ApiError::no_route)
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("request task failed: {e}")))?
+}
+
+async fn read_body(body: Body) -> ApiResult<Bytes> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+        ApiError::too_large(format!(
+            "the request body is larger than the limit of {MAX_BODY_BYTES} bytes"
+        ))
+    })
+}
+
+/// Decode a request body by its Content-Type.
+fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    match media.as_str() {
+        "application/json" | "" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}"))),
+        _ => Err(ApiError::unsupported_media_type(content_type)),
+    }
+}
+
+fn dry_run(query: &Query) -> ApiResult<bool> {
+    match query.get("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "invalid dryRun value {other:?}: only \"All\" is supported"
+        ))),
+    }
+}
+
+fn list_params(query: &Query) -> ApiResult<ListParams> {
+    let limit = match query.get("limit") {
+        None | Some("") | Some("0") => None,
+        Some(l) => Some(l.parse::<usize>().map_err(|_| {
+            ApiError::bad_request(format!("invalid limit {l:?}: must be a non-negative integer"))
+        })?),
+    };
+    Ok(ListParams {
+        labels: query.get("labelSelector").map(LabelSelector::parse).transpose()?,
+        fields: query.get("fieldSelector").map(FieldSelector::parse).transpose()?,
+        limit,
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+    })
+}
+
+fn respond_object(
+    code: StatusCode,
+    rt: &ResourceType,
+    object: Value,
+    headers: &HeaderMap,
+    query: &Query,
+) -> Response {
+    let accept = accept(headers);
+    if table::wants_table(accept) {
+        let options = TableOptions { include_object: include_object(query), no_headers: false };
+        let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+        let t = table::table(rt, &[object], metadata, table::table_version(accept), options);
+        return json_response(code, &t);
+    }
+    if wants_partial_metadata(accept) {
+        return json_response(code, &partial_metadata(&object));
+    }
+    json_response(code, &object)
+}
+
+fn include_object(query: &Query) -> IncludeObject {
+    match query.get("includeObject") {
+        Some("None") => IncludeObject::None,
+        Some("Object") => IncludeObject::Object,
+        _ => IncludeObject::Metadata,
+    }
+}
+
+fn wants_partial_metadata(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        first.contains("as=PartialObjectMetadata") && first.contains("g=meta.k8s.io")
+    })
+}
+
+fn partial_metadata(object: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+async fn resource(
+    server: &Server,
+    method: &Method,
+    path: ResourcePath<'_>,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let api = server.api.clone();
+    let rt = path.rt.clone();
+    let sub = subresource_of(&path)?;
+    if sub.is_none() && path.subresource.is_some() {
+        return Err(ApiError::no_route());
+    }
+    if rt.namespaced && path.namespace.is_none() && method != Method::GET {
+        return Err(ApiError::method_not_allowed(format!(
+            "{} must be written through a namespace",
+            rt.plural
+        )));
+    }
+    let namespace = path.namespace.clone();
+    let watch = path.legacy_watch || query.flag("watch");
+    match (method.clone(), path.name.clone()) {
+        (Method::GET, None) if watch => watch_stream(server, rt, namespace, query, headers).await,
+        (Method::GET, None) => {
+            let params = list_params(query)?;
+            let resource_version_match = query.get("resourceVersionMatch").unwrap_or_default();
+            if resource_version_match == "Exact" {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch=Exact is not supported by this server; list without it",
+                ));
+            }
+            let rt2 = rt.clone();
+            let list = blocking(move || {
+                let target = Target { rt: &rt2, namespace };
+                api.list(&target, &params)
+            })
+            .await?;
+            let accept = accept(headers);
+            if table::wants_table(accept) {
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let options =
+                    TableOptions { include_object: include_object(query), no_headers: false };
+                let t = table::table(
+                    &rt,
+                    &items,
+                    list["metadata"].clone(),
+                    table::table_version(accept),
+                    options,
+                );
+                return Ok(json_response(StatusCode::OK, &t));
+            }
+            if accept.contains("as=PartialObjectMetadataList") {
+                let items: Vec<Value> = list["items"]
+                    .as_array()
+                    .map(|a| a.iter().map(partial_metadata).collect())
+                    .unwrap_or_default();
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &json!({
+                        "kind": "PartialObjectMetadataList",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": list["metadata"],
+                        "items": items,
+                    }),
+                ));
+            }
+            Ok(json_response(StatusCode::OK, &list))
+        }
+        (Method::GET, Some(name)) => {
+            let rt2 = rt.clone();
+            let object = blocking(move || api.get(&Target { rt: &rt2, namespace }, &name)).await?;
+            let object = match sub {
+                Some(Subresource::Scale) => scale_of(&object),
+                _ => object,
+            };
+            Ok(respond_object(StatusCode::OK, &rt, object, headers, query))
+        }
+        (Method::POST, None) => {
+            let dry = dry_run(query)?;
+            let object = decode_body(headers, &read_body(body).await?)?;
+            let rt2 = rt.clone();
+            let created =
+                blocking(move || api.create(&Target { rt: &rt2, namespace }, object, dry)).await?;
+            Ok(respond_object(StatusCode::CREATED, &rt, created, headers, query))
+        }
+        (Method::PUT, Some(name)) => {
+            let dry = dry_run(query)?;
+            let object = decode_body(headers, &read_body(body).await?)?;
+            let rt2 = rt.clone();
+            let updated = blocking(move || {
+                let target = Target { rt: &rt2, namespace };
+                match sub {
+                    Some(Subresource::Scale) => update_scale(&api, &target, &name, object, dry),
+                    _ => api.update(&target, &name, object, sub, dry),
+                }
+            })
+            .await?;
+            let updated = match sub {
+                Some(Subresource::Scale) => scale_of(&updated),
+                _ => updated,
+            };
+            Ok(respond_object(StatusCode::OK, &rt, updated, headers, query))
+        }
+        (Method::PATCH, Some(name)) => {
+            let dry = dry_run(query)?;
+            let kind = patch::PatchKind::from_content_type(
+                headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or(""),
+            )?;
+            let raw = read_body(body).await?;
+            let rt2 = rt.clone();
+            let patched = blocking(move || {
+                let target = Target { rt: &rt2, namespace };
+                patch::apply(&api, &target, &name, sub, kind, &raw, dry)
+            })
+            .await?;
+            let patched = match sub {
+                Some(Subresource::Scale) => scale_of(&patched),
+                _ => patched,
+            };
+            Ok(respond_object(StatusCode::OK, &rt, patched, headers, query))
+        }
+        (Method::DELETE, name) => {
+            let raw = read_body(body).await?;
+            let mut params = delete_params(headers, &raw)?;
+            params.dry_run |= dry_run(query)?;
+            if let Some(g) = query.get("gracePeriodSeconds") {
+                params.grace_period_seconds = g.parse().ok();
+            }
+            if let Some(p) = query.get("propagationPolicy") {
+                params.propagation_policy = Some(p.to_owned());
+            }
+            let rt2 = rt.clone();
+            match name {
+                Some(name) => {
+                    let deleted = blocking(move || {
+                        api.delete(&Target { rt: &rt2, namespace }, &name, &params)
+                    })
+                    .await?;
+                    Ok(respond_object(StatusCode::OK, &rt, deleted, headers, query))
+                }
+                None => {
+                    let list = list_params(query)?;
+                    let deleted = blocking(move || {
+                        api.delete_collection(&Target { rt: &rt2, namespace }, &list, &params)
+                    })
+                    .await?;
+                    Ok(json_response(StatusCode::OK, &deleted))
+                }
+            }
+        }
+        (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on this path"))),
+    }
+}
+
+fn delete_params(headers: &HeaderMap, raw: &[u8]) -> ApiResult<DeleteParams> {
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Ok(DeleteParams::default());
+    }
+    let body = decode_body(headers, raw)?;
+    let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+    Ok(DeleteParams {
+        uid: string(body.pointer("/preconditions/uid")),
+        resource_version: string(body.pointer("/preconditions/resourceVersion")),
+        dry_run: body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All")),
+        grace_period_seconds: body.get("gracePeriodSeconds").and_then(Value::as_i64),
+        propagation_policy: string(body.get("propagationPolicy")),
+    })
+}
+
+/// A watch: optional initial events, then changes, as newline-delimited JSON events.
+async fn watch_stream(
+    server: &Server,
+    rt: ResourceType,
+    namespace: Option<String>,
+    query: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let api = server.api.clone();
+    let params = list_params(query)?;
+    if let Some(fields) = &params.fields {
+        fields.check_supported(rt.group, rt.plural)?;
+    }
+    let rv = query.get("resourceVersion").unwrap_or_default().to_owned();
+    let send_initial = match query.get("sendInitialEvents") {
+        Some("true") => {
+            if query.get("resourceVersionMatch") != Some("NotOlderThan")
+                || !query.flag("allowWatchBookmarks")
+            {
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "ListOptions",
+                    "",
+                    vec![crate::status::Cause::new(
+                        "FieldValueInvalid",
+                        "sendInitialEvents",
+                        "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks",
+                    )],
+                ));
+            }
+            true
+        }
+        Some("false") | None => false,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!("invalid sendInitialEvents {other:?}")))
+        }
+    };
+    let bookmarks = query.flag("allowWatchBookmarks");
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or(Duration::from_secs(30 * 60));
+    let accept = accept(headers).to_owned();
+    let as_table = table::wants_table(&accept);
+    let table_version = table::table_version(&accept);
+    let include = include_object(query);
+
+    // Initial state: for an unset or "0" resourceVersion, or sendInitialEvents, the current
+    // objects as ADDED events, then changes after the list's revision.
+    let initial = send_initial || rv.is_empty() || rv == "0";
+    let (initial_items, start) = if initial {
+        let rt2 = rt.clone();
+        let ns = namespace.clone();
+        let api2 = api.clone();
+        let list_params = ListParams { limit: None, continue_token: None, ..params.clone() };
+        let list =
+            blocking(move || api2.list(&Target { rt: &rt2, namespace: ns }, &list_params)).await?;
+        let start =
+            list["metadata"]["resourceVersion"].as_str().unwrap_or("0").parse::<u64>().unwrap_or(0);
+        (list["items"].as_array().cloned().unwrap_or_default(), start)
+    } else {
+        (Vec::new(), parse_resource_version(&rv)?)
+    };
+
+    let rt2 = rt.clone();
+    let ns = namespace.clone();
+    let api2 = api.clone();
+    let store_watch =
+        blocking(move || api2.watch(&Target { rt: &rt2, namespace: ns }, start)).await;
+
+    let encoder = EventEncoder { rt: rt.clone(), as_table, table_version, include, first: true };
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    tokio::spawn(async move {
+        let mut encoder = encoder;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        for item in initial_items {
+            if tx.send(encoder.event("ADDED", &item)).await.is_err() {
+                return;
+            }
+        }
+        if send_initial {
+            let bookmark = json!({
+                "kind": rt.kind,
+                "apiVersion": rt.group_version(),
+                "metadata": {"resourceVersion": start.to_string(), "annotations": {"k8s.io/initial-events-end": "true"}},
+            });
+            if tx.send(encoder.raw("BOOKMARK", &bookmark)).await.is_err() {
+                return;
+            }
+        }
+        let mut watch = match store_watch {
+            Ok(w) => w,
+            Err(e) => {
+                let _ = tx.send(encoder.raw("ERROR", &e.to_status())).await;
+                return;
+            }
+        };
+        let mut last = start;
+        let mut ticker = tokio::time::interval(Duration::from_secs(60));
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = tx.closed() => return,
+                _ = ticker.tick(), if bookmarks => {
+                    let bookmark = json!({
+                        "kind": rt.kind,
+                        "apiVersion": rt.group_version(),
+                        "metadata": {"resourceVersion": last.to_string()},
+                    });
+                    if tx.send(encoder.raw("BOOKMARK", &bookmark)).await.is_err() {
+                        return;
+                    }
+                }
+                next = watch.next() => {
+                    let event = match next {
+                        None => return,
+                        Some(Err(e)) => {
+                            let status = ApiError::from_store(e, rt.group, rt.plural, "").to_status();
+                            let _ = tx.send(encoder.raw("ERROR", &status)).await;
+                            return;
+                        }
+                        Some(Ok(event)) => event,
+                    };
+                    last = event.revision;
+                    let Some((kind, object)) = translate(&api, &rt, &params, &event) else { continue };
+                    if tx.send(encoder.event(kind, &object)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let stream = tokio_stream_from(rx).map(Ok::<Bytes, std::convert::Infallible>);
+    let mut response = Response::new(Body::from_stream(stream));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(response)
+}
+
+fn tokio_stream_from(
+    mut rx: tokio::sync::mpsc::Receiver<Bytes>,
+) -> impl futures::Stream<Item = Bytes> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// A store event as the watcher sees it through its selectors: a change that moves an object
+/// into the selection is ADDED, one that moves it out is DELETED.
+fn translate(
+    api: &Api,
+    rt: &ResourceType,
+    params: &ListParams,
+    event: &carrel_store::Event,
+) -> Option<(&'static str, Value)> {
+    let object = decode_event_object(event).ok()?;
+    let selected = |o: &Value| api.selected(rt, o, params);
+    match event.kind {
+        carrel_store::EventKind::Created => selected(&object).then_some(("ADDED", object)),
+        carrel_store::EventKind::Deleted => selected(&object).then_some(("DELETED", object)),
+        carrel_store::EventKind::Modified => {
+            let before = event
+                .prev_value
+                .as_ref()
+                .and_then(|p| serde_json::from_slice::<Value>(p).ok())
+                .map(|o| selected(&o))
+                .unwrap_or(false);
+            match (before, selected(&object)) {
+                (true, true) => Some(("MODIFIED", object)),
+                (false, true) => Some(("ADDED", object)),
+                (true, false) => Some(("DELETED", object)),
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+struct EventEncoder {
+    rt: ResourceType,
+    as_table: bool,
+    table_version: &'static str,
+    include: IncludeObject,
+    first: bool,
+}
+
+impl EventEncoder {
+    fn event(&mut self, kind: &str, object: &Value) -> Bytes {
+        if self.as_table {
+            let options = TableOptions { include_object: self.include, no_headers: !self.first };
+            self.first = false;
+            let metadata = json!({"resourceVersion": object.pointer("/metadata/resourceVersion")});
+            let t = table::table(
+                &self.rt,
+                std::slice::from_ref(object),
+                metadata,
+                self.table_version,
+                options,
+            );
+            return self.raw(kind, &t);
+        }
+        self.raw(kind, object)
+    }
+
+    fn raw(&self, kind: &str, object: &Value) -> Bytes {
+        let mut line =
+            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+}

@@ -1,0 +1,379 @@
+//! `as=Table` answers: the columns `kubectl get` prints.
+
+use serde_json::{json, Value};
+
+use crate::resource::ResourceType;
+
+/// Whether an Accept header asks for a `meta.k8s.io` Table.
+pub fn wants_table(accept: &str) -> bool {
+    accept.split(',').any(|entry| {
+        let params: Vec<&str> = entry.split(';').map(str::trim).collect();
+        params.contains(&"as=Table") && params.contains(&"g=meta.k8s.io")
+    })
+}
+
+/// The Table version asked for (`v1`, or `v1beta1`).
+pub fn table_version(accept: &str) -> &'static str {
+    for entry in accept.split(',') {
+        let params: Vec<&str> = entry.split(';').map(str::trim).collect();
+        if params.contains(&"as=Table") {
+            if params.contains(&"v=v1") {
+                return "v1";
+            }
+            if params.contains(&"v=v1beta1") {
+                return "v1beta1";
+            }
+        }
+    }
+    "v1"
+}
+
+struct Column {
+    name: &'static str,
+    kind: &'static str,
+    format: &'static str,
+    description: &'static str,
+    priority: u8,
+}
+
+const fn col(name: &'static str, kind: &'static str, description: &'static str) -> Column {
+    Column { name, kind, format: "", description, priority: 0 }
+}
+
+const fn wide(name: &'static str, description: &'static str) -> Column {
+    Column { name, kind: "string", format: "", description, priority: 1 }
+}
+
+const NAME: Column = Column {
+    name: "Name",
+    kind: "string",
+    format: "name",
+    description: "Name must be unique within a namespace.",
+    priority: 0,
+};
+const AGE: Column = col(
+    "Age",
+    "string",
+    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+);
+
+fn columns(rt: &ResourceType) -> Vec<Column> {
+    match (rt.group, rt.plural) {
+        ("", "pods") => vec![
+            NAME,
+            col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
+            col("Status", "string", "The aggregate status of the containers in this pod."),
+            col("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+            AGE,
+            wide("IP", "IP address allocated to the pod. Routable at least within the cluster."),
+            wide("Node", "NodeName is a request to schedule this pod onto a specific node."),
+            wide("Nominated Node", "nominatedNodeName is set only when this pod preempts other pods on the node."),
+            wide("Readiness Gates", "If specified, all readiness gates will be evaluated for pod readiness."),
+        ],
+        ("", "namespaces") => vec![NAME, col("Status", "string", "The status of the namespace"), AGE],
+        ("", "configmaps") => vec![NAME, col("Data", "string", "Number of data entries"), AGE],
+        ("", "secrets") => vec![
+            NAME,
+            col("Type", "string", "The type of the secret"),
+            col("Data", "string", "Number of data entries"),
+            AGE,
+        ],
+        ("", "serviceaccounts") => vec![NAME, AGE],
+        ("", "services") => vec![
+            NAME,
+            col("Type", "string", "The type of the service"),
+            col("Cluster-IP", "string", "The cluster IP of the service"),
+            col("External-IP", "string", "The external IPs of the service"),
+            col("Port(s)", "string", "The ports of the service"),
+            AGE,
+            wide("Selector", "Route service traffic to pods with label keys and values matching this selector."),
+        ],
+        ("apps", "deployments") => vec![
+            NAME,
+            col("Ready", "string", "Number of the pod with ready state"),
+            col("Up-to-date", "string", "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+            col("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            AGE,
+            wide("Containers", "Names of each container in the template."),
+            wide("Images", "Images referenced by each container in the template."),
+            wide("Selector", "Label selector for pods."),
+        ],
+        ("batch", "jobs") => vec![
+            NAME,
+            col("Status", "string", "Status of the job."),
+            col("Completions", "string", "The desired number of successfully finished pods the job should be run with."),
+            col("Duration", "string", "Time required to complete the job."),
+            AGE,
+        ],
+        _ => vec![NAME, AGE],
+    }
+}
+
+/// A Kubernetes-style age: `5s`, `3m20s`, `4h`, `2d3h`.
+pub fn human_age(created: Option<&str>) -> String {
+    let Some(created) = created.and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok()) else {
+        return "<unknown>".into();
+    };
+    let secs = (chrono::Utc::now() - created.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 600 => format!("{}m{}s", s / 60, s % 60),
+        s if s < 3 * 3600 => format!("{}m", s / 60),
+        s if s < 8 * 3600 => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s if s < 8 * 86400 => format!("{}d{}h", s / 86400, (s % 86400) / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn count(object: &Value, field: &str) -> usize {
+    object.get(field).and_then(Value::as_object).map_or(0, |m| m.len())
+}
+
+fn or_none(s: String) -> String {
+    if s.is_empty() {
+        "<none>".into()
+    } else {
+        s
+    }
+}
+
+fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
+    let name = json!(str_at(o, "/metadata/name"));
+    let age = json!(human_age(o.pointer("/metadata/creationTimestamp").and_then(Value::as_str)));
+    match (rt.group, rt.plural) {
+        ("", "pods") => {
+            let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array);
+            let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
+            let ready = statuses.map_or(0, |s| {
+                s.iter().filter(|c| c.get("ready") == Some(&Value::Bool(true))).count()
+            });
+            let restarts: i64 = statuses.map_or(0, |s| {
+                s.iter().filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum()
+            });
+            let mut phase = str_at(o, "/status/phase").to_owned();
+            if o.pointer("/metadata/deletionTimestamp").is_some() {
+                phase = "Terminating".into();
+            } else if let Some(reason) = o.pointer("/status/reason").and_then(Value::as_str) {
+                phase = reason.into();
+            }
+            let gates =
+                o.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(0, Vec::len);
+            vec![
+                name,
+                json!(format!("{ready}/{total}")),
+                json!(phase),
+                json!(restarts.to_string()),
+                age,
+                json!(or_none(str_at(o, "/status/podIP").into())),
+                json!(or_none(str_at(o, "/spec/nodeName").into())),
+                json!(or_none(str_at(o, "/status/nominatedNodeName").into())),
+                json!(if gates == 0 { "<none>".to_string() } else { format!("0/{gates}") }),
+            ]
+        }
+        ("", "namespaces") => vec![name, json!(str_at(o, "/status/phase")), age],
+        ("", "configmaps") => {
+            vec![name, json!(count(o, "data") + count(o, "binaryData")), age]
+        }
+        ("", "secrets") => vec![name, json!(str_at(o, "/type")), json!(count(o, "data")), age],
+        ("", "serviceaccounts") => vec![name, age],
+        ("", "services") => {
+            let ports = o
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .map(|ps| {
+                    ps.iter()
+                        .map(|p| {
+                            format!(
+                                "{}/{}",
+                                p.get("port").map(|v| v.to_string()).unwrap_or_default(),
+                                p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            let selector = o
+                .pointer("/spec/selector")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            vec![
+                name,
+                json!(str_at(o, "/spec/type")),
+                json!(or_none(str_at(o, "/spec/clusterIP").into())),
+                json!("<none>"),
+                json!(or_none(ports)),
+                age,
+                json!(or_none(selector)),
+            ]
+        }
+        ("apps", "deployments") => {
+            let desired = o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
+            let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+            let containers = o.pointer("/spec/template/spec/containers").and_then(Value::as_array);
+            let join = |field: &str| {
+                containers
+                    .map(|cs| {
+                        cs.iter()
+                            .filter_map(|c| c.get(field).and_then(Value::as_str))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .unwrap_or_default()
+            };
+            let selector = o
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            vec![
+                name,
+                json!(format!("{}/{desired}", n("/status/readyReplicas"))),
+                json!(n("/status/updatedReplicas")),
+                json!(n("/status/availableReplicas")),
+                age,
+                json!(join("name")),
+                json!(join("image")),
+                json!(or_none(selector)),
+            ]
+        }
+        ("batch", "jobs") => {
+            let completions = o.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
+            let succeeded = o.pointer("/status/succeeded").and_then(Value::as_i64).unwrap_or(0);
+            let status = if succeeded >= completions { "Complete" } else { "Running" };
+            vec![name, json!(status), json!(format!("{succeeded}/{completions}")), json!(""), age]
+        }
+        _ => vec![name, age],
+    }
+}
+
+/// Options for a Table answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TableOptions {
+    /// `includeObject`: None, Metadata (the default) or Object.
+    pub include_object: IncludeObject,
+    /// Leave out the column definitions (for watch events after the first).
+    pub no_headers: bool,
+}
+
+/// What each row carries of its object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// Nothing.
+    None,
+    /// PartialObjectMetadata (kubectl's default).
+    #[default]
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+fn row_object(object: &Value, include: IncludeObject) -> Value {
+    match include {
+        IncludeObject::None => Value::Null,
+        IncludeObject::Object => object.clone(),
+        IncludeObject::Metadata => json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": object.get("metadata").cloned().unwrap_or(json!({})),
+        }),
+    }
+}
+
+/// A Table of `objects`, with the list metadata (`resourceVersion`, `continue`) given.
+pub fn table(
+    rt: &ResourceType,
+    objects: &[Value],
+    list_metadata: Value,
+    version: &str,
+    options: TableOptions,
+) -> Value {
+    let definitions: Vec<Value> = if options.no_headers {
+        Vec::new()
+    } else {
+        columns(rt)
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "type": c.kind,
+                    "format": c.format,
+                    "description": c.description,
+                    "priority": c.priority,
+                })
+            })
+            .collect()
+    };
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| json!({"cells": cells(rt, o), "object": row_object(o, options.include_object)}))
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": list_metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::BUILT_IN;
+
+    #[test]
+    fn kubectl_accept_header_asks_for_a_v1_table() {
+        let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert!(wants_table(accept));
+        assert_eq!(table_version(accept), "v1");
+        assert!(!wants_table("application/json"));
+    }
+
+    #[test]
+    fn pod_rows_have_kubectls_columns() {
+        let pods = BUILT_IN.iter().find(|t| t.plural == "pods").unwrap();
+        let pod = json!({
+            "metadata": {"name": "p", "creationTimestamp": "2020-01-01T00:00:00Z"},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}], "nodeName": "n1"},
+            "status": {"phase": "Running", "containerStatuses": [{"ready": true, "restartCount": 2}, {"ready": false, "restartCount": 1}]},
+        });
+        let t = table(pods, &[pod], json!({}), "v1", TableOptions::default());
+        let names: Vec<_> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(&names[..5], ["Name", "Ready", "Status", "Restarts", "Age"]);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "1/2");
+        assert_eq!(cells[2], "Running");
+        assert_eq!(cells[3], "3");
+        assert_eq!(cells[6], "n1");
+        assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        assert_eq!(human_age(None), "<unknown>");
+        let ten_days = (chrono::Utc::now() - chrono::Duration::days(10)).to_rfc3339();
+        assert_eq!(human_age(Some(&ten_days)), "10d");
+    }
+}

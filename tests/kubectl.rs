@@ -1,0 +1,189 @@
+//! Real kubectl against a real Carrel API server, under the root and under a tenant-style base
+//! path. kubectl 1.31 sends JSON request bodies.
+
+use carrel_e2e::{fails, ok, TestServer};
+
+const K31: &str = "kubectl.1.31";
+
+#[test]
+fn system_namespaces_and_default_service_accounts_exist() {
+    let server = TestServer::start("");
+    let out = ok(server.kubectl(K31, &["get", "namespaces", "-o", "name"]));
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(out.contains(&format!("namespace/{ns}\n")), "{ns} missing from {out}");
+    }
+    let out =
+        ok(server.kubectl(K31, &["get", "serviceaccounts", "-n", "kube-system", "-o", "name"]));
+    assert_eq!(out, "serviceaccount/default\n");
+}
+
+#[test]
+fn configmaps_round_trip_with_labels_and_selectors() {
+    let server = TestServer::start("/tenants/a");
+    ok(server.kubectl(K31, &["create", "configmap", "one", "--from-literal=a=b"]));
+    ok(server.kubectl(K31, &["create", "configmap", "two", "--from-literal=c=d"]));
+    ok(server.kubectl(K31, &["label", "configmap", "one", "tier=web"]));
+    let out = ok(server.kubectl(K31, &["get", "configmaps", "-l", "tier=web", "-o", "name"]));
+    assert_eq!(out, "configmap/one\n");
+    let out = ok(server.kubectl(K31, &["get", "configmaps", "-l", "tier!=web", "-o", "name"]));
+    assert!(out.contains("configmap/two") && !out.contains("configmap/one"), "{out}");
+    let out = ok(server.kubectl(K31, &["get", "configmap", "one", "-o", "jsonpath={.data.a}"]));
+    assert_eq!(out, "b");
+    // The table kubectl prints has the columns kube-apiserver gives configmaps.
+    let out = ok(server.kubectl(K31, &["get", "configmaps"]));
+    assert!(out.starts_with("NAME"), "{out}");
+    assert!(out.lines().next().unwrap().contains("DATA"), "{out}");
+    ok(server.kubectl(K31, &["delete", "configmap", "one"]));
+    let err = fails(server.kubectl(K31, &["get", "configmap", "one"]));
+    assert!(err.contains("configmaps \"one\" not found"), "{err}");
+}
+
+#[test]
+fn deployments_scale_and_patch() {
+    let server = TestServer::start("");
+    let manifest = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
+        "spec":{"replicas":2,"selector":{"matchLabels":{"app":"web"}},
+        "template":{"metadata":{"labels":{"app":"web"}},
+        "spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#;
+    ok(server.kubectl_with_input(K31, &["create", "-f", "-", "--validate=false"], Some(manifest)));
+    ok(server.kubectl(K31, &["scale", "deployment", "web", "--replicas=5"]));
+    let out = ok(server.kubectl(
+        K31,
+        &["get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"],
+    ));
+    assert_eq!(out, "5 2", "scaling changes the spec, so the generation moves");
+    ok(server.kubectl(
+        K31,
+        &[
+            "patch",
+            "deployment",
+            "web",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"annotations":{"a":"b"}}}"#,
+        ],
+    ));
+    ok(server.kubectl(
+        K31,
+        &[
+            "patch",
+            "deployment",
+            "web",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/replicas","value":1}]"#,
+        ],
+    ));
+    let out = ok(server.kubectl(
+        K31,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.replicas} {.metadata.generation} {.metadata.annotations.a}",
+        ],
+    ));
+    assert_eq!(out, "1 3 b", "an annotation alone does not bump the generation");
+    let out = ok(server.kubectl(K31, &["get", "deployments", "-o", "wide"]));
+    assert!(out.contains("nginx:1.27") && out.contains("app=web"), "{out}");
+}
+
+#[test]
+fn pods_get_defaults_and_pending() {
+    let server = TestServer::start("");
+    ok(server.kubectl(K31, &["run", "p1", "--image=busybox", "--restart=Never"]));
+    let out = ok(server.kubectl(
+        K31,
+        &["get", "pod", "p1", "-o", "jsonpath={.status.phase} {.spec.dnsPolicy} {.spec.schedulerName} {.spec.terminationGracePeriodSeconds}"],
+    ));
+    assert_eq!(out, "Pending ClusterFirst default-scheduler 30");
+    let out = ok(server.kubectl(K31, &["get", "pods"]));
+    let header: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert!(out.contains("Pending"), "{out}");
+    let out = ok(server.kubectl(K31, &["get", "pods", "--field-selector", "status.phase=Running"]));
+    assert!(!out.contains("p1"), "{out}");
+    ok(server.kubectl(K31, &["delete", "pod", "p1"]));
+}
+
+#[test]
+fn deleting_a_namespace_deletes_what_is_in_it() {
+    let server = TestServer::start("");
+    ok(server.kubectl(K31, &["create", "namespace", "team"]));
+    ok(server.kubectl(K31, &["create", "configmap", "c", "-n", "team", "--from-literal=a=b"]));
+    ok(server.kubectl(K31, &["delete", "namespace", "team"]));
+    let err = fails(server.kubectl(K31, &["get", "namespace", "team"]));
+    assert!(err.contains("not found"), "{err}");
+    let err = fails(
+        server.kubectl(K31, &["create", "configmap", "d", "-n", "team", "--from-literal=a=b"]),
+    );
+    assert!(err.contains("namespaces \"team\" not found"), "{err}");
+    let err = fails(server.kubectl(K31, &["delete", "namespace", "default"]));
+    assert!(err.contains("may not be deleted"), "{err}");
+}
+
+#[test]
+fn bad_input_is_refused_with_clear_errors() {
+    let server = TestServer::start("");
+    let bad_name = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"Bad_Name"}}"#;
+    let err = fails(server.kubectl_with_input(
+        K31,
+        &["create", "-f", "-", "--validate=false"],
+        Some(bad_name),
+    ));
+    assert!(err.contains("is invalid") && err.contains("metadata.name"), "{err}");
+    let no_image = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c"}]}}"#;
+    let err = fails(server.kubectl_with_input(
+        K31,
+        &["create", "-f", "-", "--validate=false"],
+        Some(no_image),
+    ));
+    assert!(err.contains("spec.containers[0].image"), "{err}");
+    let err = fails(server.kubectl(K31, &["get", "pods", "-l", "a in (b"]));
+    assert!(err.contains("unable to parse requirement") || err.contains("found"), "{err}");
+    let out = ok(server.kubectl(K31, &["get", "pods", "-o", "name"]));
+    assert_eq!(out, "", "nothing was created");
+}
+
+#[test]
+fn get_watch_streams_changes() {
+    let server = TestServer::start("");
+    let kubeconfig = server.kubeconfig();
+    let home = server.dir.path().join("home-watch");
+    let mut watcher = std::process::Command::new(carrel_e2e::kubectl_path(K31))
+        .args(["get", "configmaps", "-w", "--request-timeout=20s"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", &home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
+    let stdout = watcher.stdout.take().unwrap();
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Wait until the watch is established (the initial list printed nothing or the header).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    ok(server.kubectl(K31, &["create", "configmap", "seen", "--from-literal=a=b"]));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut saw = false;
+    while std::time::Instant::now() < deadline {
+        match lines_rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(line) if line.starts_with("seen ") => {
+                saw = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+    assert!(saw, "kubectl get -w did not print the new configmap");
+}
