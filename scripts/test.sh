@@ -4,6 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The official Python client, for the end-to-end tests, in a virtual environment outside the clone.
+venv="${CARREL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/carrel/venv}"
+if ! "$venv/bin/python" -c 'import kubernetes' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'kubernetes==37.0.2'
+fi
+export CARREL_PYTHON="$venv/bin/python"
+
 # The crash test kills a writer with SIGKILL this many times (see crates/store/tests/crash.rs).
 export CARREL_CRASH_ITERATIONS="${CARREL_CRASH_ITERATIONS:-25}"
 

@@ -1,0 +1,147 @@
+"""Scenarios run with the official Kubernetes Python client against a Carrel API server.
+
+Usage: client_checks.py SERVER_URL SCENARIO. Exits non-zero (with a traceback) when a check fails.
+"""
+
+import sys
+import tempfile
+import os
+
+from kubernetes import client, utils, watch
+
+
+def api_client(url):
+    config = client.Configuration()
+    config.host = url
+    return client.ApiClient(config)
+
+
+def watch_replays_from_a_resource_version(api):
+    core = client.CoreV1Api(api)
+    first = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "a"}, "data": {"k": "1"}}
+    )
+    start = first.metadata.resource_version
+    core.patch_namespaced_config_map("a", "default", {"data": {"k": "2"}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "b"}, "data": {}})
+    seen = []
+    w = watch.Watch()
+    for event in w.stream(
+        core.list_namespaced_config_map,
+        "default",
+        resource_version=start,
+        timeout_seconds=5,
+    ):
+        seen.append((event["type"], event["object"].metadata.name))
+        if len(seen) == 2:
+            w.stop()
+    assert seen == [("MODIFIED", "a"), ("ADDED", "b")], seen
+
+
+def create_from_yaml_takes_every_document(api):
+    manifest = """
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: team
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: team
+data:
+  mode: fast
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: team
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.27
+"""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(manifest)
+        path = f.name
+    try:
+        utils.create_from_yaml(api, path)
+    finally:
+        os.unlink(path)
+    core = client.CoreV1Api(api)
+    apps = client.AppsV1Api(api)
+    assert core.read_namespaced_config_map("settings", "team").data == {"mode": "fast"}
+    deployment = apps.read_namespaced_deployment("web", "team")
+    assert deployment.spec.replicas == 2
+    assert deployment.metadata.generation == 1
+    assert deployment.spec.template.spec.containers[0].image == "nginx:1.27"
+
+
+def lists_paginate_and_select(api):
+    core = client.CoreV1Api(api)
+    for i in range(7):
+        labels = {"parity": "even" if i % 2 == 0 else "odd"}
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"cm{i}", "labels": labels}}
+        )
+    names = []
+    token = None
+    pages = 0
+    while True:
+        page = core.list_namespaced_config_map("default", limit=3, _continue=token)
+        pages += 1
+        names += [item.metadata.name for item in page.items]
+        token = page.metadata._continue
+        if not token:
+            break
+    assert names == [f"cm{i}" for i in range(7)], names
+    assert pages == 3, pages
+    even = core.list_namespaced_config_map("default", label_selector="parity=even")
+    assert [i.metadata.name for i in even.items] == ["cm0", "cm2", "cm4", "cm6"]
+
+
+def errors_are_status_objects(api):
+    core = client.CoreV1Api(api)
+    core.create_namespaced_config_map("default", {"metadata": {"name": "x"}})
+    try:
+        core.create_namespaced_config_map("default", {"metadata": {"name": "x"}})
+        raise AssertionError("a duplicate create succeeded")
+    except client.exceptions.ApiException as e:
+        assert e.status == 409, e.status
+        assert '"reason":"AlreadyExists"' in e.body, e.body
+    current = core.read_namespaced_config_map("x", "default")
+    stale = current.metadata.resource_version
+    core.patch_namespaced_config_map("x", "default", {"data": {"a": "b"}})
+    current.metadata.resource_version = stale
+    try:
+        core.replace_namespaced_config_map("x", "default", current)
+        raise AssertionError("a stale update succeeded")
+    except client.exceptions.ApiException as e:
+        assert e.status == 409, e.status
+        assert '"reason":"Conflict"' in e.body, e.body
+    assert core.read_namespaced_config_map("x", "default").data == {"a": "b"}
+
+
+SCENARIOS = {
+    f.__name__: f
+    for f in [
+        watch_replays_from_a_resource_version,
+        create_from_yaml_takes_every_document,
+        lists_paginate_and_select,
+        errors_are_status_objects,
+    ]
+}
+
+if __name__ == "__main__":
+    url, scenario = sys.argv[1], sys.argv[2]
+    SCENARIOS[scenario](api_client(url))
+    print(f"{scenario}: ok")
