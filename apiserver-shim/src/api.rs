@@ -411,14 +411,7 @@ impl Api {
             if dry_run {
                 return Ok(new);
             }
-            let gone = self
-                .store
-                .delete(&key, Some(current.mod_revision))
-                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-            let mut answer = new;
-            metadata_mut(&mut answer)
-                .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
-            return Ok(answer);
+            return self.remove(rt, &key, name, current.mod_revision, new);
         }
         if new == old {
             // Kubernetes writes nothing for a no-op update and answers with the stored object.
@@ -531,14 +524,25 @@ impl Api {
         if params.dry_run {
             return Ok(old);
         }
+        self.remove(rt, &key, name, current.mod_revision, old)
+    }
+
+    /// Remove an object at `revision` and answer with `last` at the deletion's revision.
+    fn remove(
+        &self,
+        rt: &ResourceType,
+        key: &str,
+        name: &str,
+        revision: Revision,
+        mut last: Value,
+    ) -> ApiResult<Value> {
         let gone = self
             .store
-            .delete(&key, Some(current.mod_revision))
+            .delete(key, Some(revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-        let mut answer = old;
-        metadata_mut(&mut answer)
+        metadata_mut(&mut last)
             .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
-        Ok(answer)
+        Ok(last)
     }
 
     /// Empty a terminating namespace, then remove it (unless it still has finalizers of its own).

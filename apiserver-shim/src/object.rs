@@ -50,3 +50,15 @@ pub fn spec_part(object: &Value) -> Map<String, Value> {
         })
         .unwrap_or_default()
 }
+
+/// A label map as `k1=v1,k2=v2`, as kubectl prints selectors (empty for none).
+pub fn label_pairs(map: Option<&Value>) -> String {
+    map.and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}

@@ -3,21 +3,14 @@
 use serde_json::{json, Value};
 
 use crate::api::{Api, Target};
+use crate::object::label_pairs;
 use crate::status::{ApiError, ApiResult, Cause};
 
 /// The autoscaling/v1 Scale view of an object with `spec.replicas`.
 pub fn scale_of(object: &Value) -> Value {
-    let selector = object
-        .pointer("/spec/selector/matchLabels")
-        .or_else(|| object.pointer("/spec/selector"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| format!("{k}={v}")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
+    let selector = label_pairs(
+        object.pointer("/spec/selector/matchLabels").or_else(|| object.pointer("/spec/selector")),
+    );
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use crate::object::label_pairs;
 use crate::resource::ResourceType;
 
 /// Whether an Accept header asks for a `meta.k8s.io` Table.
@@ -198,16 +199,7 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
                         .join(",")
                 })
                 .unwrap_or_default();
-            let selector = o
-                .pointer("/spec/selector")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
+            let selector = label_pairs(o.pointer("/spec/selector"));
             vec![
                 name,
                 json!(str_at(o, "/spec/type")),
@@ -232,16 +224,7 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
                     })
                     .unwrap_or_default()
             };
-            let selector = o
-                .pointer("/spec/selector/matchLabels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
+            let selector = label_pairs(o.pointer("/spec/selector/matchLabels"));
             vec![
                 name,
                 json!(format!("{}/{desired}", n("/status/readyReplicas"))),
