@@ -187,3 +187,32 @@ fn get_watch_streams_changes() {
     let _ = watcher.wait();
     assert!(saw, "kubectl get -w did not print the new configmap");
 }
+
+#[test]
+fn kubectl_over_tls_with_http2() {
+    let server = TestServer::start_tls("/tenants/a");
+    assert!(server.url.starts_with("https://"));
+    ok(server.kubectl(K31, &["create", "configmap", "over-tls", "--from-literal=a=b"]));
+    let out = ok(server.kubectl(K31, &["get", "configmaps", "-o", "name"]));
+    assert!(out.contains("configmap/over-tls"), "{out}");
+    // ALPN picks HTTP/2 for a client that offers it, and HTTP/1.1 for one that does not.
+    let ca = server.dir.path().join("ca.pem");
+    let version = |flag: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_version}", flag, "--cacert"])
+            .arg(&ca)
+            .arg(format!("{}/version", server.url))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(version("--http2"), "2");
+    assert_eq!(version("--http1.1"), "1.1");
+    // A client that does not trust the server's CA is refused by the handshake.
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null"])
+        .arg(format!("{}/version", server.url))
+        .status()
+        .expect("curl");
+    assert!(!out.success());
+}

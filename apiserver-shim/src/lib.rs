@@ -7,6 +7,7 @@
 pub mod api;
 pub mod defaults;
 pub mod discovery;
+pub mod kubeconfig;
 pub mod names;
 pub mod object;
 pub mod patch;
@@ -16,6 +17,7 @@ pub mod selector;
 pub mod server;
 pub mod status;
 pub mod table;
+pub mod tls;
 
 pub use api::Api;
 pub use resource::{Registry, ResourceType, Subresource};

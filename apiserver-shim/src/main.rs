@@ -7,6 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 
+use carrel_apiserver::kubeconfig;
+use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::{router, Api, Server};
 use carrel_store::{Options, SledStore};
 
@@ -23,6 +25,19 @@ struct Args {
     /// The base path to serve under, e.g. `/tenants/team-a`.
     #[arg(long, default_value = "")]
     base_path: String,
+    /// The serving certificate (PEM); without it a CA and a certificate for the listen address
+    /// and localhost are generated.
+    #[arg(long, requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Write a kubeconfig for this server (with the generated CA) to this path.
+    #[arg(long, conflicts_with = "tls_cert_file")]
+    write_kubeconfig: Option<PathBuf>,
+    /// Serve plain HTTP instead of TLS (for local experiments only).
+    #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
+    insecure_http: bool,
 }
 
 #[tokio::main]
@@ -42,17 +57,44 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, base = %args.base_path, "serving");
-    // Scripts and tests read the address from this line.
-    #[allow(clippy::print_stdout)]
-    {
-        println!("listening on http://{addr}{}", args.base_path);
+    let scheme = if args.insecure_http { "http" } else { "https" };
+    let url = format!("{scheme}://{addr}{}", args.base_path);
+    let app = router(server);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    if args.insecure_http {
+        tracing::warn!(%url, "serving plain HTTP");
+        announce(&url);
+        axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("serving")?;
+        return Ok(());
     }
-    axum::serve(listener, router(server))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving")?;
+    let certs = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(cert), Some(key)) => Certificates {
+            ca_pem: String::new(),
+            admin_cert_pem: String::new(),
+            admin_key_pem: String::new(),
+            cert_pem: std::fs::read_to_string(cert)
+                .with_context(|| format!("reading {}", cert.display()))?,
+            key_pem: std::fs::read_to_string(key)
+                .with_context(|| format!("reading {}", key.display()))?,
+        },
+        _ => Certificates::generate(&[addr.ip().to_string(), "localhost".into()])
+            .context("generating a serving certificate")?,
+    };
+    if let Some(path) = &args.write_kubeconfig {
+        std::fs::write(path, kubeconfig::admin(&url, Some(&certs)))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let config = certs.server_config().context("TLS configuration")?;
+    tracing::info!(%url, "serving");
+    announce(&url);
+    tls::serve(listener, config, app, shutdown).await;
     Ok(())
+}
+
+/// Scripts and tests read the server's URL from this line.
+#[allow(clippy::print_stdout)]
+fn announce(url: &str) {
+    println!("listening on {url}");
 }

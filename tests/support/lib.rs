@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
+use carrel_apiserver::kubeconfig;
+use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{router, Api, Server};
 use carrel_store::{Options, SledStore};
 
@@ -20,14 +22,27 @@ pub struct TestServer {
 }
 
 impl TestServer {
-    /// Start a server under `base` (empty for the root) on a free port.
+    /// Start a server under `base` (empty for the root) on a free port, on plain HTTP.
     pub fn start(base: &str) -> TestServer {
+        TestServer::start_with(base, false)
+    }
+
+    /// Start a server under `base` on a free port over TLS, with HTTP/2 offered through ALPN.
+    pub fn start_tls(base: &str) -> TestServer {
+        TestServer::start_with(base, true)
+    }
+
+    fn start_with(base: &str, tls: bool) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SledStore::open(dir.path().join("store"), Options::create()).expect("store");
         let api = Arc::new(Api::new(Arc::new(store)).expect("bootstrap"));
         let server = Arc::new(Server::new(api, base));
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
+        let certs = tls.then(|| {
+            Certificates::generate(&["127.0.0.1".into(), "localhost".into()]).expect("certificates")
+        });
+        let config = certs.as_ref().map(|c| c.server_config().expect("TLS configuration"));
         let thread = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -38,18 +53,29 @@ impl TestServer {
                 let listener =
                     tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
                 addr_tx.send(listener.local_addr().expect("address")).expect("report address");
-                axum::serve(listener, router(server))
-                    .with_graceful_shutdown(async {
-                        let _ = stop.await;
-                    })
-                    .await
-                    .expect("serve");
+                let stop = async {
+                    let _ = stop.await;
+                };
+                match config {
+                    Some(config) => {
+                        carrel_apiserver::tls::serve(listener, config, router(server), stop).await
+                    }
+                    None => axum::serve(listener, router(server))
+                        .with_graceful_shutdown(stop)
+                        .await
+                        .expect("serve"),
+                }
             });
         });
         let addr = addr_rx.recv().expect("server address");
-        let url = format!("http://{addr}{base}");
+        let scheme = if tls { "https" } else { "http" };
+        let url = format!("{scheme}://{addr}{base}");
         let test = TestServer { url, dir, shutdown: Some(shutdown), thread: Some(thread) };
-        std::fs::write(test.kubeconfig(), kubeconfig(&test.url)).expect("write kubeconfig");
+        let ca = certs.as_ref();
+        std::fs::write(test.kubeconfig(), kubeconfig::admin(&test.url, ca)).expect("kubeconfig");
+        if let Some(certs) = &certs {
+            std::fs::write(test.dir.path().join("ca.pem"), &certs.ca_pem).expect("ca.pem");
+        }
         test
     }
 
@@ -96,14 +122,6 @@ impl Drop for TestServer {
             let _ = thread.join();
         }
     }
-}
-
-fn kubeconfig(url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: carrel\n  cluster:\n    server: {url}\n\
-         contexts:\n- name: carrel\n  context:\n    cluster: carrel\n    user: carrel\n    namespace: default\n\
-         current-context: carrel\nusers:\n- name: carrel\n  user: {{}}\n"
-    )
 }
 
 /// Where a kubectl binary lives: the versioned ones sit beside the dispatcher that

@@ -1,0 +1,47 @@
+//! Kubeconfig files for clients of a Carrel API server.
+
+use base64::Engine;
+
+use crate::tls::Certificates;
+
+fn b64(pem: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+/// A kubeconfig for the server at `url` (with its base path), with `default` as the namespace.
+/// Given the server's certificates, it trusts their CA and presents the admin client
+/// certificate; without them (plain HTTP) it carries no credentials.
+pub fn admin(url: &str, certs: Option<&Certificates>) -> String {
+    let (ca, user) = match certs {
+        Some(c) => (
+            format!("    certificate-authority-data: {}\n", b64(&c.ca_pem)),
+            format!(
+                "\n    client-certificate-data: {}\n    client-key-data: {}\n",
+                b64(&c.admin_cert_pem),
+                b64(&c.admin_key_pem)
+            ),
+        ),
+        None => (String::new(), " {}\n".to_owned()),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: carrel\n  cluster:\n    server: {url}\n{ca}\
+         contexts:\n- name: carrel\n  context:\n    cluster: carrel\n    user: carrel\n    \
+         namespace: default\ncurrent-context: carrel\nusers:\n- name: carrel\n  user:{user}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn carries_the_server_its_ca_and_the_admin_certificate() {
+        let certs = Certificates::generate(&["127.0.0.1".into()]).unwrap();
+        let config = admin("https://127.0.0.1:1/tenants/a", Some(&certs));
+        assert!(config.contains("server: https://127.0.0.1:1/tenants/a\n"));
+        assert!(config.contains(&format!("certificate-authority-data: {}\n", b64(&certs.ca_pem))));
+        assert!(config.contains("client-certificate-data: "));
+        let plain = admin("http://x", None);
+        assert!(!plain.contains("certificate-authority") && plain.ends_with("user: {}\n"));
+    }
+}
