@@ -216,3 +216,105 @@ fn kubectl_over_tls_with_http2() {
         .expect("curl");
     assert!(!out.success());
 }
+
+#[test]
+fn finalizers_hold_a_deletion_until_removed() {
+    let server = TestServer::start("");
+    ok(server.kubectl(K31, &["create", "configmap", "held", "--from-literal=a=b"]));
+    ok(server.kubectl(
+        K31,
+        &[
+            "patch",
+            "configmap",
+            "held",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":["example.com/hold"]}}"#,
+        ],
+    ));
+    ok(server.kubectl(K31, &["delete", "configmap", "held", "--wait=false"]));
+    let out = ok(server.kubectl(
+        K31,
+        &["get", "configmap", "held", "-o", "jsonpath={.metadata.deletionTimestamp}"],
+    ));
+    assert!(!out.is_empty(), "a deletion timestamp is set while the finalizer holds");
+    // A waiting delete blocks until the finalizer goes; remove it from another client.
+    let waiter = std::thread::scope(|scope| {
+        let waiting =
+            scope.spawn(|| server.kubectl(K31, &["delete", "configmap", "held", "--timeout=20s"]));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        ok(server.kubectl(
+            K31,
+            &[
+                "patch",
+                "configmap",
+                "held",
+                "--type=json",
+                "-p",
+                r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+            ],
+        ));
+        waiting.join().expect("waiting delete")
+    });
+    ok(waiter);
+    let err = fails(server.kubectl(K31, &["get", "configmap", "held"]));
+    assert!(err.contains("not found"), "{err}");
+}
+
+#[test]
+fn typed_creates_and_output_formats() {
+    let server = TestServer::start("");
+    ok(server.kubectl(K31, &["create", "job", "j1", "--image=busybox", "--", "echo", "hi"]));
+    ok(server.kubectl(K31, &["create", "serviceaccount", "robot"]));
+    ok(server.kubectl(K31, &["create", "role", "reader", "--verb=get", "--resource=pods"]));
+    ok(server.kubectl(K31, &["create", "secret", "generic", "s1", "--from-literal=p=q"]));
+    let out = ok(server.kubectl(K31, &["get", "secret", "s1", "-o", "jsonpath={.data.p} {.type}"]));
+    assert_eq!(out, "cQ== Opaque");
+    let out = ok(server.kubectl(K31, &["get", "job", "j1", "-o", "json"]));
+    let job: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    assert_eq!(job["spec"]["backoffLimit"], 6);
+    let out = ok(server.kubectl(K31, &["get", "role", "reader", "-o", "yaml"]));
+    assert!(out.contains("kind: Role") && out.contains("- get"), "{out}");
+    let out = ok(server.kubectl(K31, &["get", "serviceaccounts", "-o", "name"]));
+    assert_eq!(out, "serviceaccount/default\nserviceaccount/robot\n");
+    let out = ok(server.kubectl(K31, &["api-versions"]));
+    for gv in ["v1", "apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1"] {
+        assert!(out.lines().any(|l| l == gv), "{gv} missing from {out}");
+    }
+    let out = ok(server.kubectl(K31, &["describe", "secret", "s1"]));
+    assert!(out.contains("Name:") && out.contains("s1") && out.contains("p:"), "{out}");
+}
+
+#[test]
+fn wait_for_delete_and_dry_run() {
+    let server = TestServer::start("");
+    ok(server.kubectl(K31, &["create", "configmap", "gone", "--from-literal=a=b"]));
+    ok(server
+        .kubectl(K31, &["create", "configmap", "dry", "--from-literal=a=b", "--dry-run=server"]));
+    fails(server.kubectl(K31, &["get", "configmap", "dry"]));
+    let out = ok(server.kubectl(
+        K31,
+        &[
+            "label",
+            "configmap",
+            "gone",
+            "x=y",
+            "--dry-run=server",
+            "-o",
+            "jsonpath={.metadata.labels.x}",
+        ],
+    ));
+    assert_eq!(out, "y", "a dry run answers with what it would store");
+    let out =
+        ok(server.kubectl(K31, &["get", "configmap", "gone", "-o", "jsonpath={.metadata.labels}"]));
+    assert_eq!(out, "", "and stores nothing");
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            server.kubectl(K31, &["wait", "--for=delete", "configmap/gone", "--timeout=20s"])
+        });
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        ok(server.kubectl(K31, &["delete", "configmap", "gone"]));
+        ok(waiting.join().expect("wait"));
+    });
+}

@@ -11,7 +11,9 @@ use carrel_store::{ListOptions as StoreListOptions, Object, Revision, Store, Wat
 
 use crate::defaults;
 use crate::names::{self, NameRule};
-use crate::object::{finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339, spec_part};
+use crate::object::{
+    self, finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339, spec_part,
+};
 use crate::resource::{Registry, ResourceType, Subresource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, Cause};
@@ -287,6 +289,7 @@ impl Api {
         } else {
             meta.remove("generation");
         }
+        object::normalize_metadata(&mut object);
         defaults::on_create(rt, &mut object);
         defaults::validate(rt, &object)?;
 
@@ -403,6 +406,7 @@ impl Api {
             };
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
+        object::normalize_metadata(&mut new);
         defaults::on_update(rt, &old, &mut new)?;
         defaults::validate(rt, &new)?;
 
@@ -413,11 +417,16 @@ impl Api {
             }
             return self.remove(rt, &key, name, current.mod_revision, new);
         }
-        if new == old {
+        let mut unchanged = old.clone();
+        metadata_mut(&mut unchanged).remove("resourceVersion");
+        if new == unchanged {
             // Kubernetes writes nothing for a no-op update and answers with the stored object.
             return Ok(old);
         }
         if dry_run {
+            // What the update would store, at the revision it would have replaced.
+            metadata_mut(&mut new)
+                .insert("resourceVersion".into(), current.mod_revision.to_string().into());
             return Ok(new);
         }
         let stored = self

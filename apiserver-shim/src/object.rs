@@ -62,3 +62,19 @@ pub fn label_pairs(map: Option<&Value>) -> String {
         })
         .unwrap_or_default()
 }
+
+/// Drop what Go's `omitempty` drops from metadata: empty label and annotation maps, empty
+/// finalizer and owner lists, and nulls, so that a patch setting `annotations: {}` stores what
+/// kube-apiserver stores.
+pub fn normalize_metadata(object: &mut Value) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.retain(|_, v| match v {
+        Value::Null => false,
+        Value::Object(m) => !m.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::String(s) => !s.is_empty(),
+        _ => true,
+    });
+}
