@@ -318,3 +318,237 @@ fn wait_for_delete_and_dry_run() {
         ok(waiting.join().expect("wait"));
     });
 }
+
+// kubectl 1.32 and later send typed creates as protobuf (`application/vnd.kubernetes.protobuf`).
+
+const K33: &str = "kubectl.1.33";
+
+/// The typed creates kubectl sends as protobuf, then what the server stored.
+fn protobuf_typed_creates(binary: &str) {
+    let server = TestServer::start("/tenants/a");
+    let run = |args: &[&str]| ok(server.kubectl(binary, args));
+    let get = |what: &str| -> serde_json::Value {
+        serde_json::from_str(&run(&["get", what, "-o", "json"])).expect("JSON")
+    };
+    run(&["create", "configmap", "x", "--from-literal=a=b"]);
+    run(&["create", "secret", "generic", "s", "--from-literal=p=q"]);
+    run(&["create", "namespace", "n"]);
+    run(&["create", "serviceaccount", "sa"]);
+    run(&["create", "deployment", "d", "--image=nginx"]);
+    run(&["create", "deployment", "none", "--image=nginx:1.27", "--replicas=0"]);
+    run(&["create", "job", "j", "--image=busybox", "--", "echo", "hi"]);
+    run(&["create", "role", "reader", "--verb=get", "--resource=pods"]);
+    run(&["create", "rolebinding", "rb", "--role=reader", "--serviceaccount=default:sa"]);
+
+    assert_eq!(get("configmap/x")["data"], serde_json::json!({"a": "b"}));
+    let secret = get("secret/s");
+    assert_eq!((&secret["data"]["p"], &secret["type"]), (&"cQ==".into(), &"Opaque".into()));
+    assert_eq!(get("namespace/n")["status"]["phase"], "Active");
+    assert_eq!(get("serviceaccount/sa")["metadata"]["name"], "sa");
+    let deployment = get("deployment/d");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["metadata"]["generation"], 1);
+    let pod_spec = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod_spec["containers"][0]["image"], "nginx");
+    // Go sends empty strings for unset fields; they must not stop defaulting.
+    assert_eq!(pod_spec["containers"][0]["imagePullPolicy"], "Always");
+    assert_eq!(pod_spec["containers"][0]["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(pod_spec["restartPolicy"], "Always");
+    assert_eq!(pod_spec["schedulerName"], "default-scheduler");
+    assert_eq!(get("deployment/none")["spec"]["replicas"], 0, "an explicit zero stays");
+    let job = get("job/j");
+    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    // (The test helper's own flags follow `--` too.)
+    assert_eq!(job["spec"]["template"]["spec"]["containers"][0]["command"][0], "echo");
+    assert_eq!(job["spec"]["backoffLimit"], 6);
+    assert_eq!(
+        get("role/reader")["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}])
+    );
+    let binding = get("rolebinding/rb");
+    assert_eq!(binding["roleRef"]["name"], "reader");
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "sa", "namespace": "default"}])
+    );
+}
+
+#[test]
+fn protobuf_typed_creates_with_kubectl_1_33() {
+    protobuf_typed_creates(K33);
+}
+
+#[test]
+fn protobuf_typed_creates_through_the_dispatcher() {
+    // The server reports v1.33, so the dispatcher runs kubectl 1.33.
+    protobuf_typed_creates("kubectl");
+}
+
+/// Where `proto` differs from `json`: only extra zeros and falses are allowed (Go writes every
+/// non-pointer field, and protobuf cannot tell `0` from unset, so they stay).
+fn protobuf_differences(
+    json: &serde_json::Value,
+    proto: &serde_json::Value,
+    at: &str,
+) -> Vec<String> {
+    use serde_json::Value;
+    match (json, proto) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut out = Vec::new();
+            for (k, v) in b {
+                match a.get(k) {
+                    Some(w) => out.extend(protobuf_differences(w, v, &format!("{at}.{k}"))),
+                    None if v == &Value::from(0) || v == &Value::Bool(false) => {}
+                    None => out.push(format!("{at}.{k}: only protobuf has {v}")),
+                }
+            }
+            out.extend(
+                a.iter()
+                    .filter(|(k, _)| !b.contains_key(*k))
+                    .map(|(k, v)| format!("{at}.{k}: only JSON has {v}")),
+            );
+            out
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .flat_map(|(i, (v, w))| protobuf_differences(v, w, &format!("{at}[{i}]")))
+            .collect(),
+        _ if json == proto => Vec::new(),
+        _ => vec![format!("{at}: JSON has {json}, protobuf {proto}")],
+    }
+}
+
+#[test]
+fn protobuf_creates_store_what_json_creates_store() {
+    let server = TestServer::start("");
+    let creates: &[&[&str]] = &[
+        &["create", "configmap", "x", "--from-literal=a=b", "--from-literal=empty="],
+        &["create", "secret", "generic", "s", "--from-literal=p=q"],
+        &[
+            "create",
+            "secret",
+            "docker-registry",
+            "reg",
+            "--docker-username=u",
+            "--docker-password=p",
+        ],
+        &["create", "serviceaccount", "sa"],
+        &["create", "deployment", "d", "--image=nginx", "--port=80", "--replicas=3"],
+        &["create", "role", "r", "--verb=get,list", "--resource=pods,deployments.apps"],
+        &["create", "rolebinding", "rb", "--role=r", "--user=alice", "--serviceaccount=x:sa"],
+        &["create", "service", "clusterip", "svc", "--tcp=80:8080"],
+        &["create", "cronjob", "cj", "--image=busybox", "--schedule=*/5 * * * *"],
+        &["create", "poddisruptionbudget", "pdb", "--selector=a=b", "--min-available=50%"],
+        &["create", "ingress", "ing", "--rule=foo.com/bar=svc1:8080", "--class=nginx"],
+        &["create", "quota", "q", "--hard=cpu=1,memory=1Gi,pods=2"],
+    ];
+    let objects = [
+        "configmap/x",
+        "secret/s",
+        "secret/reg",
+        "serviceaccount/sa",
+        "deployment/d",
+        "role/r",
+        "rolebinding/rb",
+        "service/svc",
+        "cronjob/cj",
+        "pdb/pdb",
+        "ingress/ing",
+        "quota/q",
+    ];
+    let mut stored = Vec::new();
+    for (binary, namespace) in [(K31, "json"), (K33, "proto")] {
+        ok(server.kubectl(K31, &["create", "namespace", namespace]));
+        for args in creates {
+            ok(server.kubectl(binary, &[args, &["-n", namespace][..]].concat()));
+        }
+        let got: Vec<serde_json::Value> = objects
+            .iter()
+            .map(|what| {
+                let out = ok(server.kubectl(K31, &["get", what, "-n", namespace, "-o", "json"]));
+                let mut object: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+                let metadata = object["metadata"].as_object_mut().expect("metadata");
+                for volatile in ["uid", "creationTimestamp", "resourceVersion", "namespace"] {
+                    metadata.remove(volatile);
+                }
+                object
+            })
+            .collect();
+        stored.push(got);
+    }
+    for ((what, json), proto) in objects.iter().zip(&stored[0]).zip(&stored[1]) {
+        let differences = protobuf_differences(json, proto, what);
+        assert!(differences.is_empty(), "{}", differences.join("\n"));
+    }
+}
+
+/// A Deployment manifest whose replica count sits under `replicas_field`.
+fn openapi_deployment(name: &str, replicas_field: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"}},
+        "spec":{{"{replicas_field}":2,"selector":{{"matchLabels":{{"app":"{name}"}}}},
+        "template":{{"metadata":{{"labels":{{"app":"{name}"}}}},
+        "spec":{{"containers":[{{"name":"nginx","image":"nginx:1.27","ports":[{{"containerPort":80}}]}}]}}}}}}}}"#
+    )
+}
+
+#[test]
+fn openapi_create_and_apply_validate_against_the_served_schemas() {
+    for base in ["", "/tenants/a"] {
+        let server = TestServer::start(base);
+        // No --validate=false: kubectl downloads the schemas and validates client-side.
+        ok(server.kubectl_with_input(
+            K31,
+            &["create", "-f", "-"],
+            Some(&openapi_deployment("web", "replicas")),
+        ));
+        ok(server.kubectl_with_input(
+            K31,
+            &["apply", "-f", "-"],
+            Some(&openapi_deployment("applied", "replicas")),
+        ));
+        let out = ok(server
+            .kubectl(K31, &["get", "deployment", "applied", "-o", "jsonpath={.spec.replicas}"]));
+        assert_eq!(out, "2");
+        let err = fails(server.kubectl_with_input(
+            K31,
+            &["create", "-f", "-", "--validate=strict"],
+            Some(&openapi_deployment("typo", "replicass")),
+        ));
+        assert!(err.contains(r#"unknown field "replicass""#), "{base}: {err}");
+        fails(server.kubectl(K31, &["get", "deployment", "typo"]));
+    }
+}
+
+#[test]
+fn openapi_explain_prints_field_docs() {
+    for base in ["", "/tenants/a"] {
+        let server = TestServer::start(base);
+        for binary in [K31, "kubectl.1.33"] {
+            let out = ok(server.kubectl(binary, &["explain", "pod.spec.containers"]));
+            assert!(out.contains("DESCRIPTION") || out.contains("FIELD"), "{base}: {out}");
+            assert!(out.contains("image"), "{base}: {out}");
+            let out = ok(server.kubectl(binary, &["explain", "deployment.spec.replicas"]));
+            assert!(out.contains("KIND:") && out.contains("Deployment"), "{base}: {out}");
+            assert!(out.contains("replicas") && out.contains("<integer>"), "{base}: {out}");
+        }
+    }
+}
+
+#[test]
+fn openapi_documents_are_served_by_hash() {
+    let server = TestServer::start("");
+    let root = ok(server.kubectl(K31, &["get", "--raw", "/openapi/v3"]));
+    let root: serde_json::Value = serde_json::from_str(&root).expect("JSON");
+    let url = root["paths"]["apis/apps/v1"]["serverRelativeURL"].as_str().expect("apps/v1");
+    assert!(url.starts_with("/openapi/v3/apis/apps/v1?hash="), "{url}");
+    let doc = ok(server.kubectl(K31, &["get", "--raw", url]));
+    let doc: serde_json::Value = serde_json::from_str(&doc).expect("JSON");
+    assert_eq!(doc["openapi"], "3.0.0");
+    assert!(doc["components"]["schemas"]["io.k8s.api.apps.v1.Deployment"].is_object());
+    // A stale hash is redirected to the current one, which client-go follows.
+    let doc = ok(server.kubectl(K31, &["get", "--raw", "/openapi/v3/apis/apps/v1?hash=0"]));
+    assert!(doc.contains("io.k8s.api.apps.v1.Deployment"));
+}

@@ -18,6 +18,7 @@ use crate::api::{
     decode_event_object, parse_resource_version, Api, DeleteParams, ListParams, Target,
 };
 use crate::discovery;
+use crate::openapi;
 use crate::patch;
 use crate::resource::{ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
@@ -190,8 +191,67 @@ async fn route(
             let path = resource_path(server, group, version, rest)?;
             resource(server, method, path, query, headers, body).await
         }
-        ["openapi", ..] => Err(ApiError::no_route()),
+        ["openapi", rest @ ..] => openapi(server, method, rest, query, headers).await,
         _ => Err(ApiError::no_route()),
+    }
+}
+
+/// `/openapi/v3…` and `/openapi/v2`; a redirect to the current hash keeps the base path.
+async fn openapi(
+    server: &Server,
+    method: &Method,
+    segments: &[&str],
+    query: &Query,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    if method != Method::GET {
+        return Err(ApiError::method_not_allowed("the OpenAPI documents are read-only"));
+    }
+    // The documents are built on first use, off the async workers.
+    if segments.first() == Some(&"v2") {
+        blocking(|| {
+            openapi::v2();
+            Ok(())
+        })
+        .await?;
+    } else {
+        blocking(|| {
+            openapi::v3();
+            Ok(())
+        })
+        .await?;
+    }
+    let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+    let header =
+        |value: &str| HeaderValue::from_str(value).map_err(|e| ApiError::internal(e.to_string()));
+    match openapi::answer(segments, query.get("hash"), accept(headers), if_none_match) {
+        openapi::Answer::Body { body, content_type, etag, immutable } => {
+            let mut response = (StatusCode::OK, body).into_response();
+            let h = response.headers_mut();
+            h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            if let Some(etag) = etag {
+                h.insert(header::ETAG, header(&format!("\"{etag}\""))?);
+            }
+            if immutable {
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, immutable"));
+                let expires = chrono::Utc::now() + chrono::Duration::days(365);
+                h.insert(
+                    header::EXPIRES,
+                    header(&expires.format("%a, %d %b %Y %H:%M:%S GMT").to_string())?,
+                );
+                h.insert(header::VARY, HeaderValue::from_static("Accept"));
+            }
+            Ok(response)
+        }
+        openapi::Answer::Redirect(to) => {
+            let mut response = StatusCode::MOVED_PERMANENTLY.into_response();
+            response
+                .headers_mut()
+                .insert(header::LOCATION, header(&format!("{}{to}", server.base))?);
+            Ok(response)
+        }
+        openapi::Answer::NotModified => Ok(StatusCode::NOT_MODIFIED.into_response()),
+        openapi::Answer::NotFound => Err(ApiError::no_route()),
     }
 }
 
@@ -303,6 +363,7 @@ fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}"))),
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode_request(body),
         _ => Err(ApiError::unsupported_media_type(content_type)),
     }
 }

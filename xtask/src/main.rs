@@ -1,0 +1,27 @@
+//! Carrel's code generators.
+//!
+//! `cargo run -p xtask -- gen-protobuf` writes `apiserver-shim/src/protobuf/schema.rs`, the table the
+//! API server's protobuf request decoder walks: for every message reachable from the kinds the
+//! server accepts, its fields with their numbers, wire types and JSON names.
+//!
+//! - Field numbers and wire types come from the `k8s-pb` crate (kube-rs's prost bindings of
+//!   Kubernetes' `generated.proto` files): its source is parsed with `syn`, reading each field's
+//!   `#[prost(...)]` attribute and Rust type.
+//! - JSON names come from the `k8s-openapi` crate's `schemars::JsonSchema` impls: prost's
+//!   snake_case names (`pod_ip`, `r#type`) are lowerCamelCased and then matched, ignoring case and
+//!   underscores, against the real JSON properties of the same type (`podIP`, `type`).
+//!   Whatever cannot be matched is reported and recorded in the generated file's header.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod protobuf;
+
+use anyhow::{bail, Result};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("gen-protobuf") => protobuf::generate(),
+        _ => bail!("usage: cargo run -p xtask -- gen-protobuf"),
+    }
+}
