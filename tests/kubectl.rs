@@ -552,3 +552,84 @@ fn openapi_documents_are_served_by_hash() {
     let doc = ok(server.kubectl(K31, &["get", "--raw", "/openapi/v3/apis/apps/v1?hash=0"]));
     assert!(doc.contains("io.k8s.api.apps.v1.Deployment"));
 }
+
+const DEPLOYMENT_V1: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+        ports: [{containerPort: 80}]
+        env: [{name: A, value: "1"}]
+      - name: sidecar
+        image: busybox:1.36
+"#;
+
+#[test]
+fn strategic_merge_apply_patch_edit_and_set_image() {
+    let server = TestServer::start("/tenants/a");
+    for binary in [K31, "kubectl.1.33"] {
+        ok(server.kubectl_with_input(binary, &["apply", "-f", "-"], Some(DEPLOYMENT_V1)));
+        // A second apply with a change: kubectl sends a strategic merge patch with
+        // $setElementOrder directives and the last-applied annotation.
+        let v2 =
+            DEPLOYMENT_V1.replace("nginx:1.27", "nginx:1.28").replace("replicas: 2", "replicas: 3");
+        ok(server.kubectl_with_input(binary, &["apply", "-f", "-"], Some(&v2)));
+        let out = ok(server.kubectl(
+            binary,
+            &["get", "deployment", "web", "-o", "jsonpath={.spec.replicas} {.spec.template.spec.containers[*].image} {.spec.template.spec.containers[0].ports[0].containerPort}"],
+        ));
+        assert_eq!(out, "3 nginx:1.28 busybox:1.36 80");
+        // kubectl patch's default type is strategic: containers merge by name.
+        ok(server.kubectl(
+            binary,
+            &["patch", "deployment", "web", "-p", r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"B","value":"2"}]}]}}}}"#],
+        ));
+        let out = ok(server.kubectl(
+            binary,
+            &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].env[*].name} {.spec.template.spec.containers[1].name}"],
+        ));
+        assert_eq!(out, "A B sidecar");
+        ok(server.kubectl(binary, &["set", "image", "deployment/web", "sidecar=busybox:1.37"]));
+        let out = ok(server.kubectl(
+            binary,
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[*].image}",
+            ],
+        ));
+        assert_eq!(out, "nginx:1.28 busybox:1.37");
+        ok(server.kubectl(binary, &["delete", "deployment", "web"]));
+    }
+}
+
+#[test]
+fn edit_with_an_editor() {
+    let server = TestServer::start("");
+    ok(server.kubectl(K31, &["create", "configmap", "edited", "--from-literal=mode=slow"]));
+    let home = server.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let output = std::process::Command::new(carrel_e2e::kubectl_path(K31))
+        .args(["edit", "configmap", "edited"])
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("HOME", &home)
+        .env("KUBE_EDITOR", "sed -i s/mode:\\ slow/mode:\\ fast/")
+        .output()
+        .expect("kubectl edit");
+    ok(output);
+    let out =
+        ok(server.kubectl(K31, &["get", "configmap", "edited", "-o", "jsonpath={.data.mode}"]));
+    assert_eq!(out, "fast");
+}

@@ -18,6 +18,7 @@ pub mod scale;
 pub mod selector;
 pub mod server;
 pub mod status;
+pub mod strategic;
 pub mod table;
 pub mod tls;
 

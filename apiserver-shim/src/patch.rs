@@ -1,5 +1,4 @@
-//! PATCH: JSON patch (RFC 6902), JSON merge patch (RFC 7386), and strategic merge patch where it
-//! means the same as a merge patch.
+//! PATCH: JSON patch (RFC 6902), JSON merge patch (RFC 7386) and strategic merge patch.
 
 use serde_json::Value;
 
@@ -7,6 +6,7 @@ use crate::api::{Api, Target};
 use crate::resource::Subresource;
 use crate::scale::{scale_of, update_scale};
 use crate::status::{ApiError, ApiResult};
+use crate::strategic;
 
 /// The patch types Kubernetes defines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,16 +32,6 @@ impl PatchKind {
             "application/apply-patch+yaml" | "application/apply-patch+cbor" => Ok(PatchKind::Apply),
             _ => Err(ApiError::unsupported_media_type(content_type)),
         }
-    }
-}
-
-/// Whether a strategic merge patch means exactly what the same JSON merge patch means: it has no
-/// lists (whose merge keys would make them merge rather than replace) and no `$` directives.
-fn plain_merge(patch: &Value) -> bool {
-    match patch {
-        Value::Array(_) => false,
-        Value::Object(map) => map.iter().all(|(k, v)| !k.starts_with('$') && plain_merge(v)),
-        _ => true,
     }
 }
 
@@ -77,12 +67,11 @@ pub fn apply(
             })?;
         }
         PatchKind::Merge => json_patch::merge(&mut patched, &patch),
-        PatchKind::Strategic if plain_merge(&patch) => json_patch::merge(&mut patched, &patch),
-        PatchKind::Strategic => {
-            return Err(ApiError::unsupported(
-                "strategic merge patches with lists or $-directives are not supported yet; use a JSON merge patch (--type=merge) or a JSON patch (--type=json)",
-            ))
+        PatchKind::Strategic if subresource == Some(Subresource::Scale) => {
+            // A Scale has no lists: a strategic merge patch of it is a merge patch.
+            json_patch::merge(&mut patched, &patch)
         }
+        PatchKind::Strategic => patched = strategic::apply(target.rt, &patched, &patch)?,
         PatchKind::Apply => {
             return Err(ApiError::unsupported(
                 "server-side apply (application/apply-patch+yaml) is not supported yet",
@@ -107,14 +96,6 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn strategic_patches_without_lists_are_merge_patches() {
-        assert!(plain_merge(&json!({"metadata": {"labels": {"a": "b", "c": null}}})));
-        assert!(!plain_merge(&json!({"spec": {"containers": [{"name": "c"}]}})));
-        assert!(!plain_merge(&json!({"$patch": "replace"})));
-    }
 
     #[test]
     fn content_types_map_to_patch_kinds() {
