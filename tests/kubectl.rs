@@ -633,3 +633,39 @@ fn edit_with_an_editor() {
         ok(server.kubectl(K31, &["get", "configmap", "edited", "-o", "jsonpath={.data.mode}"]));
     assert_eq!(out, "fast");
 }
+
+#[test]
+fn server_side_field_validation() {
+    let server = TestServer::start("");
+    // `--validate=false` makes kubectl send fieldValidation=Ignore: unknown fields are dropped.
+    let manifest = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","colour":"red"},"data":{"a":"b"},"extra":1}"#;
+    ok(server.kubectl_with_input(K31, &["create", "-f", "-", "--validate=false"], Some(manifest)));
+    let stored = ok(server.kubectl(K31, &["get", "configmap", "c", "-o", "json"]));
+    assert!(!stored.contains("colour") && !stored.contains("extra"), "{stored}");
+    let post = |name: &str, query: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-i", "-X", "POST", "-H", "Content-Type: application/json", "-d"])
+            .arg(manifest.replace("\"c\"", &format!("\"{name}\"")))
+            .arg(format!("{}/api/v1/namespaces/default/configmaps{query}", server.url))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // Without the parameter (the Python client, curl): Warn, with a Warning header per field.
+    let answer = post("warned", "");
+    assert!(answer.contains("201 Created"), "{answer}");
+    assert!(
+        answer.to_lowercase().contains("warning: 299 - \"unknown field \\\"extra\\\"\""),
+        "{answer}"
+    );
+    // Strict is refused with the fields named, and nothing is stored.
+    let answer = post("strict", "?fieldValidation=Strict");
+    assert!(
+        answer.contains("\"code\":400") && answer.contains("strict decoding error"),
+        "{answer}"
+    );
+    assert!(answer.contains("unknown field \\\"metadata.colour\\\""), "{answer}");
+    fails(server.kubectl(K31, &["get", "configmap", "strict"]));
+    let answer = post("bad", "?fieldValidation=Sometimes");
+    assert!(answer.contains("\"code\":400"), "{answer}");
+}

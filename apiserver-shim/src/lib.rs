@@ -7,6 +7,7 @@
 pub mod api;
 pub mod defaults;
 pub mod discovery;
+pub mod fields;
 pub mod kubeconfig;
 pub mod names;
 pub mod object;

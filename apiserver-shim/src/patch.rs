@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::api::{Api, Target};
+use crate::fields::{self, FieldValidation};
 use crate::resource::Subresource;
 use crate::scale::{scale_of, update_scale};
 use crate::status::{ApiError, ApiResult};
@@ -36,6 +37,7 @@ impl PatchKind {
 }
 
 /// Apply a patch to an object (or its status or scale) and store the result.
+#[allow(clippy::too_many_arguments)]
 pub fn apply(
     api: &Api,
     target: &Target<'_>,
@@ -44,7 +46,8 @@ pub fn apply(
     kind: PatchKind,
     raw: &[u8],
     dry_run: bool,
-) -> ApiResult<Value> {
+    validation: FieldValidation,
+) -> ApiResult<(Value, Vec<String>)> {
     let patch: Value = serde_json::from_slice(raw)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
     let current = api.get(target, name)?;
@@ -82,7 +85,7 @@ pub fn apply(
         return Err(ApiError::bad_request("the patched object is not a JSON object"));
     }
     if subresource == Some(Subresource::Scale) {
-        return update_scale(api, target, name, patched, dry_run);
+        return Ok((update_scale(api, target, name, patched, dry_run)?, Vec::new()));
     }
     // A patch that leaves resourceVersion as it was carries no precondition of its own beyond
     // the read above; the update checks it against the store.
@@ -90,7 +93,8 @@ pub fn apply(
         patched["metadata"]["resourceVersion"] =
             current.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
     }
-    api.update(target, name, patched, subresource, dry_run)
+    let warnings = fields::prune(target.rt, &mut patched, validation)?;
+    Ok((api.update(target, name, patched, subresource, dry_run)?, warnings))
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ use crate::api::{
     decode_event_object, parse_resource_version, Api, DeleteParams, ListParams, Target,
 };
 use crate::discovery;
+use crate::fields::{self, FieldValidation};
 use crate::openapi;
 use crate::patch;
 use crate::resource::{ResourceType, Subresource};
@@ -515,15 +516,23 @@ async fn resource(
         }
         (Method::POST, None) => {
             let dry = dry_run(query)?;
-            let object = decode_body(headers, &read_body(body).await?)?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let mut object = decode_body(headers, &read_body(body).await?)?;
+            let warnings = fields::prune(&rt, &mut object, validation)?;
             let rt2 = rt.clone();
             let created =
                 blocking(move || api.create(&Target { rt: &rt2, namespace }, object, dry)).await?;
-            Ok(respond_object(StatusCode::CREATED, &rt, created, headers, query))
+            let response = respond_object(StatusCode::CREATED, &rt, created, headers, query);
+            Ok(with_warnings(response, &warnings))
         }
         (Method::PUT, Some(name)) => {
             let dry = dry_run(query)?;
-            let object = decode_body(headers, &read_body(body).await?)?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let mut object = decode_body(headers, &read_body(body).await?)?;
+            let warnings = match sub {
+                Some(Subresource::Scale) => Vec::new(),
+                _ => fields::prune(&rt, &mut object, validation)?,
+            };
             let rt2 = rt.clone();
             let updated = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
@@ -537,25 +546,28 @@ async fn resource(
                 Some(Subresource::Scale) => scale_of(&updated),
                 _ => updated,
             };
-            Ok(respond_object(StatusCode::OK, &rt, updated, headers, query))
+            let response = respond_object(StatusCode::OK, &rt, updated, headers, query);
+            Ok(with_warnings(response, &warnings))
         }
         (Method::PATCH, Some(name)) => {
             let dry = dry_run(query)?;
             let kind = patch::PatchKind::from_content_type(
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or(""),
             )?;
+            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let raw = read_body(body).await?;
             let rt2 = rt.clone();
-            let patched = blocking(move || {
+            let (patched, warnings) = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
-                patch::apply(&api, &target, &name, sub, kind, &raw, dry)
+                patch::apply(&api, &target, &name, sub, kind, &raw, dry, validation)
             })
             .await?;
             let patched = match sub {
                 Some(Subresource::Scale) => scale_of(&patched),
                 _ => patched,
             };
-            Ok(respond_object(StatusCode::OK, &rt, patched, headers, query))
+            let response = respond_object(StatusCode::OK, &rt, patched, headers, query);
+            Ok(with_warnings(response, &warnings))
         }
         (Method::DELETE, name) => {
             let raw = read_body(body).await?;
@@ -588,6 +600,17 @@ async fn resource(
         }
         (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on this path"))),
     }
+}
+
+/// Add a `Warning: 299 - "…"` header per warning, as kube-apiserver sends them.
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for warning in warnings {
+        let escaped = warning.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(value) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
 }
 
 fn delete_params(headers: &HeaderMap, raw: &[u8]) -> ApiResult<DeleteParams> {

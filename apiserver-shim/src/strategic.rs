@@ -2,47 +2,15 @@
 //! `x-kubernetes-patch-*` annotations of the served OpenAPI schemas say, with the `$patch`,
 //! `$retainKeys`, `$setElementOrder/<list>` and `$deleteFromPrimitiveList/<list>` directives.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
 use serde_json::{Map, Value};
 
 use crate::openapi::annotations::{list_annotations, PatchStrategy};
-use crate::openapi::{kind_names, schemas_for, SCHEMA_REF_PREFIX};
-use crate::resource::{Registry, ResourceType};
+use crate::openapi::{cached_schemas, kind_names, referenced, Schemas};
+use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
 const SET_ORDER: &str = "$setElementOrder/";
 const DELETE_FROM: &str = "$deleteFromPrimitiveList/";
-
-type Schemas = Arc<Map<String, Value>>;
-
-/// The schemas of one group-version, built once.
-fn schemas(group: &str, version: &str) -> Schemas {
-    static CACHE: OnceLock<Mutex<HashMap<String, Schemas>>> = OnceLock::new();
-    let key = format!("{group}/{version}");
-    let cache = CACHE.get_or_init(Default::default);
-    if let Some(found) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return found.clone();
-    }
-    let built = Arc::new(schemas_for(&Registry::default(), group, version));
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
-    built
-}
-
-/// The schema name a property's schema refers to, through `$ref`, `allOf` or array `items`.
-fn referenced(schema: &Value) -> Option<&str> {
-    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
-        return r.strip_prefix(SCHEMA_REF_PREFIX);
-    }
-    if let Some(first) = schema.get("allOf").and_then(Value::as_array).and_then(|a| a.first()) {
-        return referenced(first);
-    }
-    if let Some(items) = schema.get("items") {
-        return referenced(items);
-    }
-    None
-}
 
 struct Patcher {
     schemas: Schemas,
@@ -264,7 +232,7 @@ pub fn apply(rt: &ResourceType, original: &Value, patch: &Value) -> ApiResult<Va
     let Value::Object(patch) = patch else {
         return Err(ApiError::bad_request("a strategic merge patch must be a JSON object"));
     };
-    let patcher = Patcher { schemas: schemas(rt.group, rt.version) };
+    let patcher = Patcher { schemas: cached_schemas(rt.group, rt.version) };
     let mut merged = original.as_object().cloned().unwrap_or_default();
     patcher.merge_map(&mut merged, patch, Some(&names.kind))?;
     Ok(Value::Object(merged))

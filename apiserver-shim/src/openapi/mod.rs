@@ -19,8 +19,9 @@
 //!
 //! What kubectl decides from these documents: when a kind's PATCH operation lists the
 //! `fieldValidation` query parameter, kubectl leaves validation to the server and skips its own.
-//! This server does not check fields yet, so the parameter is left out
-//! ([`SERVER_FIELD_VALIDATION`]) and kubectl validates manifests itself against `/openapi/v2`.
+//! This server checks unknown fields (`crate::fields`) but not yet duplicate ones, so the
+//! parameter is left out ([`SERVER_FIELD_VALIDATION`]) and kubectl also validates manifests itself
+//! against `/openapi/v2`.
 
 pub mod annotations;
 mod v2;
@@ -61,8 +62,8 @@ pub const V2_PROTOBUF_ANSWER: &str = "application/octet-stream";
 
 /// Whether PATCH operations advertise the `fieldValidation` query parameter. kubectl skips its
 /// client-side validation for a kind whose PATCH does, trusting the server to reject unknown and
-/// duplicate fields under `fieldValidation=Strict`; this server does not check them yet, so this
-/// stays `false` until it does.
+/// duplicate fields under `fieldValidation=Strict`; this server rejects unknown fields but does not
+/// detect duplicate ones yet, so this stays `false` until it does.
 pub const SERVER_FIELD_VALIDATION: bool = false;
 
 const WATCH: &str = "application/json;stream=watch";
@@ -926,3 +927,35 @@ fn patch_operation<'a>(op: Operation<'a>, schema: &str) -> Operation<'a> {
 
 #[cfg(test)]
 mod tests;
+
+/// The schemas of one group-version, as [`schemas_for`] builds them, kept after the first use.
+pub type Schemas = std::sync::Arc<Map<String, Value>>;
+
+/// The schemas of one group-version of the built-in registry, built once per process.
+pub fn cached_schemas(group: &str, version: &str) -> Schemas {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Schemas>>> = OnceLock::new();
+    let key = format!("{group}/{version}");
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(found) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return found.clone();
+    }
+    let built = std::sync::Arc::new(schemas_for(&Registry::default(), group, version));
+    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
+    built
+}
+
+/// The schema name a property's schema refers to, through `$ref`, `allOf` or array `items`.
+pub fn referenced(schema: &Value) -> Option<&str> {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        return r.strip_prefix(SCHEMA_REF_PREFIX);
+    }
+    if let Some(first) = schema.get("allOf").and_then(Value::as_array).and_then(|a| a.first()) {
+        return referenced(first);
+    }
+    if let Some(items) = schema.get("items") {
+        return referenced(items);
+    }
+    None
+}
