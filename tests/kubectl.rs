@@ -669,3 +669,84 @@ fn server_side_field_validation() {
     let answer = post("bad", "?fieldValidation=Sometimes");
     assert!(answer.contains("\"code\":400"), "{answer}");
 }
+
+#[test]
+fn bad_bodies_are_status_errors_and_change_nothing() {
+    let server = TestServer::start("");
+    let post = |content_type: &str, body: &[u8]| {
+        let path = server.dir.path().join("body");
+        std::fs::write(&path, body).unwrap();
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-X", "POST", "-H"])
+            .arg(format!("Content-Type: {content_type}"))
+            .arg("--data-binary")
+            .arg(format!("@{}", path.display()))
+            .arg(format!("{}/api/v1/namespaces/default/configmaps", server.url))
+            .output()
+            .expect("curl");
+        let body: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("not a JSON Status ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        });
+        assert_eq!(body["kind"], "Status", "{body}");
+        (body["code"].as_u64().unwrap(), body["message"].as_str().unwrap_or("").to_owned())
+    };
+    let cases: Vec<(&str, Vec<u8>, u64)> = vec![
+        ("application/json", b"{\"apiVersion\": \"v1\", \"kind\": ".to_vec(), 400),
+        ("application/json", b"[1, 2, 3]".to_vec(), 400),
+        ("application/yaml", b"metadata: [unclosed".to_vec(), 400),
+        ("application/vnd.kubernetes.protobuf", b"k8s\0\x0a\xff\xff".to_vec(), 400),
+        ("application/vnd.kubernetes.protobuf", b"not protobuf".to_vec(), 400),
+        (
+            "application/json",
+            br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#.to_vec(),
+            400,
+        ),
+        (
+            "application/json",
+            br#"{"apiVersion":"apps/v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.to_vec(),
+            400,
+        ),
+        ("text/plain", b"hello".to_vec(), 415),
+        (
+            "application/json",
+            {
+                let mut big = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"a":""#.to_vec();
+                big.extend(std::iter::repeat_n(b'x', 4 * 1024 * 1024));
+                big.extend(br#""}}"#);
+                big
+            },
+            413,
+        ),
+    ];
+    for (content_type, body, code) in cases {
+        let (got, message) = post(content_type, &body);
+        assert_eq!(
+            got,
+            code,
+            "{content_type} {:?}: {message}",
+            String::from_utf8_lossy(&body[..body.len().min(60)])
+        );
+        assert!(!message.is_empty());
+    }
+    let out = ok(server.kubectl(K31, &["get", "configmaps", "-o", "name"]));
+    assert_eq!(out, "", "nothing was stored");
+}
+
+#[test]
+fn api_resources_and_diff() {
+    let server = TestServer::start("");
+    let out = ok(server.kubectl(K31, &["api-resources", "--api-group=apps", "-o", "name"]));
+    for r in ["deployments.apps", "replicasets.apps", "statefulsets.apps", "daemonsets.apps"] {
+        assert!(out.lines().any(|l| l == r), "{r} missing from {out}");
+    }
+    let out = ok(server.kubectl(K31, &["api-resources", "--namespaced=false", "-o", "name"]));
+    assert!(out.contains("namespaces") && out.contains("nodes") && !out.contains("pods"), "{out}");
+    ok(server.kubectl(K31, &["create", "configmap", "cfg", "--from-literal=mode=slow"]));
+    let changed = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cfg"},"data":{"mode":"fast"}}"#;
+    let out = server.kubectl_with_input(K31, &["diff", "-f", "-"], Some(changed));
+    assert_eq!(out.status.code(), Some(1), "kubectl diff exits 1 when there are differences");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("-  mode: slow") && diff.contains("+  mode: fast"), "{diff}");
+    let out = ok(server.kubectl(K31, &["get", "configmap", "cfg", "-o", "jsonpath={.data.mode}"]));
+    assert_eq!(out, "slow", "diff changes nothing");
+}

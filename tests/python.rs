@@ -56,3 +56,8 @@ fn python_lists_paginate_and_select() {
 fn python_errors_are_status_objects() {
     run("errors_are_status_objects");
 }
+
+#[test]
+fn python_strategic_merge_patch_of_service_ports() {
+    run("strategic_merge_patch_of_service_ports");
+}

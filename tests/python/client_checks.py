@@ -131,6 +131,32 @@ def errors_are_status_objects(api):
     assert core.read_namespaced_config_map("x", "default").data == {"a": "b"}
 
 
+def strategic_merge_patch_of_service_ports(api):
+    core = client.CoreV1Api(api)
+    core.create_namespaced_service(
+        "default",
+        {
+            "metadata": {"name": "web"},
+            "spec": {
+                "selector": {"app": "web"},
+                "ports": [
+                    {"name": "http", "port": 80, "targetPort": 8080},
+                    {"name": "https", "port": 443, "targetPort": 8443},
+                ],
+            },
+        },
+    )
+    # A dict body is sent as a strategic merge patch: ports merge by their port number.
+    core.patch_namespaced_service(
+        "web", "default", {"spec": {"ports": [{"port": 80, "targetPort": 9090}]}}
+    )
+    ports = {p.port: p for p in core.read_namespaced_service("web", "default").spec.ports}
+    assert set(ports) == {80, 443}, ports
+    assert ports[80].target_port == 9090, ports[80]
+    assert ports[80].name == "http", ports[80]
+    assert ports[443].target_port == 8443, ports[443]
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
@@ -138,6 +164,7 @@ SCENARIOS = {
         create_from_yaml_takes_every_document,
         lists_paginate_and_select,
         errors_are_status_objects,
+        strategic_merge_patch_of_service_ports,
     ]
 }
 
