@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use clap::Parser;
 
 use carrel_apiserver::kubeconfig;
@@ -66,6 +67,12 @@ async fn main() -> anyhow::Result<()> {
     if args.insecure_http {
         tracing::warn!(%url, "serving plain HTTP");
         announce(&url);
+        // Watch events are small writes; without TCP_NODELAY Nagle's algorithm holds them back.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "setting TCP_NODELAY failed");
+            }
+        });
         axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("serving")?;
         return Ok(());
     }

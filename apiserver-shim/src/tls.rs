@@ -110,6 +110,10 @@ pub async fn serve(
                 }
             },
         };
+        // Watch events are small writes; without this Nagle's algorithm holds them back.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
+        }
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(router.clone());
         tokio::spawn(async move {
