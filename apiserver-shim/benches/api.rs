@@ -28,6 +28,7 @@ use axum::serve::ListenerExt;
 use bytes::Bytes;
 use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{router, Api, Server};
+use carrel_bench::{median, ms, rate, ratio, section, verdict, watchdog, Run, Table};
 use carrel_store::{Options, SledStore, Store};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -81,7 +82,7 @@ type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 fn main() -> BenchResult<()> {
     let started = Instant::now();
-    watchdog();
+    watchdog(WATCHDOG, "a hang in the server, the store or sled?");
     let tmp = tempfile::tempdir()?;
     let store_tmp = tempfile::tempdir()?;
     println!(
@@ -387,19 +388,6 @@ fn main() -> BenchResult<()> {
     client_rt.shutdown_timeout(Duration::from_secs(5));
     server_rt.shutdown_timeout(Duration::from_secs(5));
     Ok(())
-}
-
-/// Every loop here is bounded, but a hang in the server, the store or sled is not a loop: give
-/// up loudly rather than run forever.
-fn watchdog() {
-    thread::spawn(|| {
-        thread::sleep(WATCHDOG);
-        println!(
-            "benchmark still running after {} s: giving up (a hang in the server or the store?)",
-            WATCHDOG.as_secs()
-        );
-        std::process::exit(2);
-    });
 }
 
 fn runtime(name: &str) -> BenchResult<Runtime> {
@@ -1053,68 +1041,6 @@ fn store_writers(store: &SledStore, threads: usize, value: &Bytes) -> BenchResul
 // Figures
 // ----------------------------------------------------------------------------------------------
 
-/// Latencies of a bounded run of operations, and how long it took in all.
-#[derive(Default)]
-struct Run {
-    latencies: Vec<Duration>,
-    elapsed: Duration,
-}
-
-impl Run {
-    fn from_parts(mut latencies: Vec<Duration>, elapsed: Duration) -> Run {
-        latencies.sort_unstable();
-        Run { latencies, elapsed }
-    }
-
-    /// Pool another run of the same measurement into this one.
-    fn merge(&mut self, other: Run) {
-        self.latencies.extend(other.latencies);
-        self.latencies.sort_unstable();
-        self.elapsed += other.elapsed;
-    }
-
-    fn ops(&self) -> usize {
-        self.latencies.len()
-    }
-
-    fn rate(&self) -> f64 {
-        self.ops() as f64 / self.elapsed.as_secs_f64()
-    }
-
-    /// Nearest-rank percentile.
-    fn percentile(&self, p: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
-        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
-    }
-
-    fn p50(&self) -> Duration {
-        self.percentile(50.0)
-    }
-
-    fn p99(&self) -> Duration {
-        self.percentile(99.0)
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "{} ops in {:.2} s = {}, p50 {}, p99 {}",
-            self.ops(),
-            self.elapsed.as_secs_f64(),
-            rate(self.rate()),
-            ms(self.p50()),
-            ms(self.p99())
-        )
-    }
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort_unstable();
-    times.get(times.len() / 2).copied().unwrap_or_default()
-}
-
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -1135,94 +1061,3 @@ fn memory(when: &str) {
 // ----------------------------------------------------------------------------------------------
 // Output
 // ----------------------------------------------------------------------------------------------
-
-fn section(name: &str) {
-    println!();
-    println!("== {name}");
-}
-
-fn ms(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
-        format!("{us:.1} µs")
-    } else {
-        format!("{:.2} ms", us / 1000.0)
-    }
-}
-
-fn rate(per_s: f64) -> String {
-    if per_s >= 1e6 {
-        format!("{:.2} M/s", per_s / 1e6)
-    } else if per_s >= 1e3 {
-        format!("{:.1} k/s", per_s / 1e3)
-    } else {
-        format!("{per_s:.0} /s")
-    }
-}
-
-fn ratio(ours: f64, baseline: f64) -> String {
-    if baseline > 0.0 {
-        format!("{:.2}x", ours / baseline)
-    } else {
-        "-".to_owned()
-    }
-}
-
-fn verdict(pass: bool, target: String) -> String {
-    format!("{} (target {target})", if pass { "PASS" } else { "MISS" })
-}
-
-enum Line {
-    Header(String),
-    Row([String; 5]),
-}
-
-#[derive(Default)]
-struct Table {
-    lines: Vec<Line>,
-}
-
-impl Table {
-    fn header(&mut self, title: &str) {
-        self.lines.push(Line::Header(title.to_owned()));
-    }
-
-    fn row(&mut self, what: &str, ours: String, baseline: String, ratio: String, target: String) {
-        self.lines.push(Line::Row([what.to_owned(), ours, baseline, ratio, target]));
-    }
-
-    fn print(&self) {
-        let titles = ["measurement", "ours", "baseline (same run)", "ours/baseline", "target"];
-        let mut widths = titles.map(|t| t.chars().count());
-        for line in &self.lines {
-            if let Line::Row(cells) = line {
-                for (w, c) in widths.iter_mut().zip(cells) {
-                    *w = (*w).max(c.chars().count());
-                }
-            }
-        }
-        let fmt_row = |cells: &[String; 5]| {
-            let mut out = String::from("|");
-            for (w, c) in widths.iter().zip(cells) {
-                out.push_str(&format!(" {c}{} |", " ".repeat(w - c.chars().count())));
-            }
-            out
-        };
-        println!();
-        println!(
-            "== results (ratio = ours / baseline; for times lower is better, for rates higher)"
-        );
-        for line in &self.lines {
-            match line {
-                Line::Header(title) => {
-                    println!();
-                    println!("{title}");
-                    println!();
-                    println!("{}", fmt_row(&titles.map(str::to_owned)));
-                    println!("{}", fmt_row(&widths.map(|w| "-".repeat(w))));
-                }
-                Line::Row(cells) => println!("{}", fmt_row(cells)),
-            }
-        }
-    }
-}

@@ -21,6 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use carrel_bench::{median, ms, rate, ratio, section, verdict, watchdog, Run, Table};
 use carrel_store::{Event, EventKind, ListOptions, Options, SledStore, Store, Watch};
 
 /// Size of every value written.
@@ -63,7 +64,7 @@ type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> BenchResult<()> {
     let started = Instant::now();
-    watchdog();
+    watchdog(WATCHDOG, "a hang in the store or sled?");
     let tmp = tempfile::tempdir()?;
     println!("carrel-store benchmark: every ratio is ours / baseline, both measured in this run");
     println!("temp dir: {}", tmp.path().display());
@@ -80,19 +81,6 @@ fn main() -> BenchResult<()> {
     println!();
     println!("total benchmark time: {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Every loop here is bounded, but a hang inside the store or sled is not a loop: give up
-/// loudly rather than run forever.
-fn watchdog() {
-    thread::spawn(|| {
-        thread::sleep(WATCHDOG);
-        println!(
-            "benchmark still running after {} s: giving up (a hang in the store or sled?)",
-            WATCHDOG.as_secs()
-        );
-        std::process::exit(2);
-    });
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -213,63 +201,6 @@ fn writes(tmp: &Path, value: &Bytes, table: &mut Table) -> BenchResult<()> {
         );
     }
     Ok(())
-}
-
-/// Latencies of a bounded run of operations, and how long it took in all.
-#[derive(Default)]
-struct Run {
-    latencies: Vec<Duration>,
-    elapsed: Duration,
-}
-
-impl Run {
-    fn from_parts(mut latencies: Vec<Duration>, elapsed: Duration) -> Run {
-        latencies.sort_unstable();
-        Run { latencies, elapsed }
-    }
-
-    /// Pool another run of the same measurement into this one.
-    fn merge(&mut self, other: Run) {
-        self.latencies.extend(other.latencies);
-        self.latencies.sort_unstable();
-        self.elapsed += other.elapsed;
-    }
-
-    fn ops(&self) -> usize {
-        self.latencies.len()
-    }
-
-    fn rate(&self) -> f64 {
-        self.ops() as f64 / self.elapsed.as_secs_f64()
-    }
-
-    /// Nearest-rank percentile.
-    fn percentile(&self, p: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
-        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
-    }
-
-    fn p50(&self) -> Duration {
-        self.percentile(50.0)
-    }
-
-    fn p99(&self) -> Duration {
-        self.percentile(99.0)
-    }
-
-    fn describe(&self) -> String {
-        format!(
-            "{} ops in {:.2} s = {}, p50 {}, p99 {}",
-            self.ops(),
-            self.elapsed.as_secs_f64(),
-            rate(self.rate()),
-            ms(self.p50()),
-            ms(self.p99())
-        )
-    }
 }
 
 fn raw_fdatasync(file: &mut File, value: &[u8]) -> BenchResult<Run> {
@@ -683,7 +614,7 @@ fn fanout_writes(store: &Arc<SledStore>, value: &Bytes) -> BenchResult<Duration>
     if run.ops() != FANOUT_EVENTS {
         return Err(format!("wrote {} events, wanted {FANOUT_EVENTS}", run.ops()).into());
     }
-    Ok(run.elapsed)
+    Ok(run.elapsed())
 }
 
 fn watch_all(store: &Arc<SledStore>) -> BenchResult<Vec<Watch>> {
@@ -791,11 +722,6 @@ fn broadcast_fanout(rt: &tokio::runtime::Runtime, events: &[Arc<Event>]) -> Benc
     Ok(start.elapsed())
 }
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort_unstable();
-    times[times.len() / 2]
-}
-
 fn join_all(
     rt: &tokio::runtime::Runtime,
     tasks: Vec<tokio::task::JoinHandle<Result<(), String>>>,
@@ -816,90 +742,3 @@ fn join_all(
 // ----------------------------------------------------------------------------------------------
 // Output
 // ----------------------------------------------------------------------------------------------
-
-fn section(name: &str) {
-    println!();
-    println!("== {name}");
-}
-
-fn ms(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
-        format!("{us:.1} µs")
-    } else {
-        format!("{:.2} ms", us / 1000.0)
-    }
-}
-
-fn rate(per_s: f64) -> String {
-    if per_s >= 1e6 {
-        format!("{:.2} M/s", per_s / 1e6)
-    } else if per_s >= 1e3 {
-        format!("{:.1} k/s", per_s / 1e3)
-    } else {
-        format!("{per_s:.0} /s")
-    }
-}
-
-fn ratio(ours: f64, baseline: f64) -> String {
-    format!("{:.2}x", ours / baseline)
-}
-
-fn verdict(pass: bool, target: String) -> String {
-    format!("{} (target {target})", if pass { "PASS" } else { "MISS" })
-}
-
-enum Line {
-    Header(String),
-    Row([String; 5]),
-}
-
-#[derive(Default)]
-struct Table {
-    lines: Vec<Line>,
-}
-
-impl Table {
-    fn header(&mut self, title: &str) {
-        self.lines.push(Line::Header(title.to_owned()));
-    }
-
-    fn row(&mut self, what: &str, ours: String, baseline: String, ratio: String, target: String) {
-        self.lines.push(Line::Row([what.to_owned(), ours, baseline, ratio, target]));
-    }
-
-    fn print(&self) {
-        let titles = ["measurement", "ours", "baseline (same run)", "ours/baseline", "target"];
-        let mut widths = titles.map(|t| t.chars().count());
-        for line in &self.lines {
-            if let Line::Row(cells) = line {
-                for (w, c) in widths.iter_mut().zip(cells) {
-                    *w = (*w).max(c.chars().count());
-                }
-            }
-        }
-        let fmt_row = |cells: &[String; 5]| {
-            let mut out = String::from("|");
-            for (w, c) in widths.iter().zip(cells) {
-                out.push_str(&format!(" {c}{} |", " ".repeat(w - c.chars().count())));
-            }
-            out
-        };
-        println!();
-        println!(
-            "== results (ratio = ours / baseline; for times lower is better, for rates higher)"
-        );
-        for line in &self.lines {
-            match line {
-                Line::Header(title) => {
-                    println!();
-                    println!("{title}");
-                    println!();
-                    println!("{}", fmt_row(&titles.map(str::to_owned)));
-                    println!("{}", fmt_row(&widths.map(|w| "-".repeat(w))));
-                }
-                Line::Row(cells) => println!("{}", fmt_row(cells)),
-            }
-        }
-    }
-}

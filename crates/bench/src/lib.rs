@@ -1,0 +1,218 @@
+//! What Carrel's benchmarks share: bounded runs of timed operations, their percentiles, and the
+//! table of figures beside their same-run baselines that every benchmark prints at the end.
+
+#![allow(clippy::print_stdout)]
+
+use std::time::Duration;
+
+/// End the process if a benchmark is still running after `limit`: a hang must not run forever.
+pub fn watchdog(limit: Duration, what: &'static str) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        println!("benchmark still running after {} s: giving up ({what})", limit.as_secs());
+        std::process::exit(2);
+    });
+}
+
+/// Latencies of a bounded run of operations, and how long it took in all.
+#[derive(Debug, Default)]
+pub struct Run {
+    latencies: Vec<Duration>,
+    elapsed: Duration,
+}
+
+impl Run {
+    /// A run from its operations' latencies and its wall-clock time.
+    pub fn from_parts(mut latencies: Vec<Duration>, elapsed: Duration) -> Run {
+        latencies.sort_unstable();
+        Run { latencies, elapsed }
+    }
+
+    /// Pool another run of the same measurement into this one.
+    pub fn merge(&mut self, other: Run) {
+        self.latencies.extend(other.latencies);
+        self.latencies.sort_unstable();
+        self.elapsed += other.elapsed;
+    }
+
+    /// The run's wall-clock time.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// Operations done.
+    pub fn ops(&self) -> usize {
+        self.latencies.len()
+    }
+
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        if self.elapsed.is_zero() {
+            return 0.0;
+        }
+        self.ops() as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// Nearest-rank percentile.
+    pub fn percentile(&self, p: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let rank = ((p / 100.0) * self.latencies.len() as f64).ceil() as usize;
+        self.latencies[rank.clamp(1, self.latencies.len()) - 1]
+    }
+
+    /// The median latency.
+    pub fn p50(&self) -> Duration {
+        self.percentile(50.0)
+    }
+
+    /// The 99th-percentile latency.
+    pub fn p99(&self) -> Duration {
+        self.percentile(99.0)
+    }
+
+    /// One line for the progress output.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ops in {:.2} s = {}, p50 {}, p99 {}",
+            self.ops(),
+            self.elapsed.as_secs_f64(),
+            rate(self.rate()),
+            ms(self.p50()),
+            ms(self.p99())
+        )
+    }
+}
+
+/// The median of some durations (zero for none).
+pub fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort_unstable();
+    times.get(times.len() / 2).copied().unwrap_or_default()
+}
+
+/// Announce a section of the progress output.
+pub fn section(name: &str) {
+    println!();
+    println!("== {name}");
+}
+
+/// A duration in µs or ms.
+pub fn ms(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1000.0 {
+        format!("{us:.1} µs")
+    } else {
+        format!("{:.2} ms", us / 1000.0)
+    }
+}
+
+/// A rate per second.
+pub fn rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.2} M/s", per_s / 1e6)
+    } else if per_s >= 1e3 {
+        format!("{:.1} k/s", per_s / 1e3)
+    } else {
+        format!("{per_s:.0} /s")
+    }
+}
+
+/// `ours / baseline`, or `-` when the baseline is zero.
+pub fn ratio(ours: f64, baseline: f64) -> String {
+    if baseline > 0.0 {
+        format!("{:.2}x", ours / baseline)
+    } else {
+        "-".to_owned()
+    }
+}
+
+/// `PASS (target …)` or `MISS (target …)`.
+pub fn verdict(pass: bool, target: String) -> String {
+    format!("{} (target {target})", if pass { "PASS" } else { "MISS" })
+}
+
+#[derive(Debug)]
+enum Line {
+    Header(String),
+    Row([String; 5]),
+}
+
+/// The figures, printed at the end as Markdown tables, one per section.
+#[derive(Debug, Default)]
+pub struct Table {
+    lines: Vec<Line>,
+}
+
+impl Table {
+    /// Start a section.
+    pub fn header(&mut self, title: &str) {
+        self.lines.push(Line::Header(title.to_owned()));
+    }
+
+    /// One measurement beside its baseline.
+    pub fn row(
+        &mut self,
+        what: &str,
+        ours: String,
+        baseline: String,
+        ratio: String,
+        target: String,
+    ) {
+        self.lines.push(Line::Row([what.to_owned(), ours, baseline, ratio, target]));
+    }
+
+    /// Print every section.
+    pub fn print(&self) {
+        let titles = ["measurement", "ours", "baseline (same run)", "ours/baseline", "target"];
+        let mut widths = titles.map(|t| t.chars().count());
+        for line in &self.lines {
+            if let Line::Row(cells) = line {
+                for (w, c) in widths.iter_mut().zip(cells) {
+                    *w = (*w).max(c.chars().count());
+                }
+            }
+        }
+        let fmt_row = |cells: &[String; 5]| {
+            let mut out = String::from("|");
+            for (w, c) in widths.iter().zip(cells) {
+                out.push_str(&format!(" {c}{} |", " ".repeat(w - c.chars().count())));
+            }
+            out
+        };
+        println!();
+        println!(
+            "== results (ratio = ours / baseline; for times lower is better, for rates higher)"
+        );
+        for line in &self.lines {
+            match line {
+                Line::Header(title) => {
+                    println!();
+                    println!("{title}");
+                    println!();
+                    println!("{}", fmt_row(&titles.map(str::to_owned)));
+                    println!("{}", fmt_row(&widths.map(|w| "-".repeat(w))));
+                }
+                Line::Row(cells) => println!("{}", fmt_row(cells)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let run = Run::from_parts(
+            (1..=100).rev().map(Duration::from_millis).collect(),
+            Duration::from_secs(2),
+        );
+        assert_eq!(run.p50(), Duration::from_millis(50));
+        assert_eq!(run.p99(), Duration::from_millis(99));
+        assert_eq!(run.rate(), 50.0);
+        assert_eq!(ratio(3.0, 0.0), "-");
+        assert_eq!(median(vec![]), Duration::ZERO);
+    }
+}
