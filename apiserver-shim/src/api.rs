@@ -110,13 +110,19 @@ impl Api {
             .expect("built-in type")
     }
 
+    /// The key of an object and the object as stored; 404 if there is none.
+    fn stored(&self, target: &Target<'_>, name: &str) -> ApiResult<(String, Object)> {
+        let rt = target.rt;
+        let key = key_for(rt, target.namespace.as_deref(), name);
+        match self.store.get(&key).map_err(internal)? {
+            Some(object) => Ok((key, object)),
+            None => Err(ApiError::not_found(rt.group, rt.plural, name)),
+        }
+    }
+
     /// GET one object.
     pub fn get(&self, target: &Target<'_>, name: &str) -> ApiResult<Value> {
-        let key = key_for(target.rt, target.namespace.as_deref(), name);
-        match self.store.get(&key).map_err(internal)? {
-            Some(object) => decode(&object),
-            None => Err(ApiError::not_found(target.rt.group, target.rt.plural, name)),
-        }
+        decode(&self.stored(target, name)?.1)
     }
 
     /// LIST, as a `<Kind>List`.
@@ -351,12 +357,7 @@ impl Api {
             Some(rv) => Some(parse_resource_version(rv)?),
             None => None,
         };
-        let key = key_for(rt, target.namespace.as_deref(), name);
-        let current = self
-            .store
-            .get(&key)
-            .map_err(internal)?
-            .ok_or_else(|| ApiError::not_found(rt.group, rt.plural, name))?;
+        let (key, current) = self.stored(target, name)?;
         if let Some(expected) = expected {
             if expected != current.mod_revision {
                 return Err(ApiError::from_store(
@@ -445,12 +446,7 @@ impl Api {
         params: &DeleteParams,
     ) -> ApiResult<Value> {
         let rt = target.rt;
-        let key = key_for(rt, target.namespace.as_deref(), name);
-        let current = self
-            .store
-            .get(&key)
-            .map_err(internal)?
-            .ok_or_else(|| ApiError::not_found(rt.group, rt.plural, name))?;
+        let (key, current) = self.stored(target, name)?;
         let old = decode(&current)?;
         if let Some(uid) = &params.uid {
             let actual = meta_str(&old, "uid").unwrap_or_default();
