@@ -1,10 +1,12 @@
-//! Group commit.
+//! Group commit, leader and followers.
 //!
 //! Writers apply their change to sled in memory (under the store's write lock, which fixes their
-//! revision), hand the resulting event to the [`Commit`] queue and wait. One committer thread
-//! takes everything queued, makes it durable with a single sync, wakes every writer it covered
-//! and only then publishes the events to watchers. While a sync runs, new writers queue up for the
-//! next one, so the number of syncs per write falls as concurrency grows.
+//! revision) and queue the event and its write-ahead log record here. Then each waits for its
+//! revision to be durable: the first waiter to find no sync in progress becomes the leader, takes
+//! everything queued, appends it to the write-ahead log with one `fdatasync`, hands the events to
+//! the watchers' publisher and wakes every writer it covered. Writers that arrive during that
+//! sync queue up for the next one, so syncs per write fall as concurrency grows, and a lone writer
+//! syncs on its own thread with no hand-off.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,26 +22,30 @@ struct State {
     applied: Revision,
     /// Events applied but not yet durable, in revision order.
     pending: Vec<Arc<Event>>,
+    /// Their write-ahead log records, encoded, in the same order.
+    wal: Vec<u8>,
+    /// Someone is syncing (or checkpointing) now.
+    busy: bool,
     /// Set by the first failed sync; the store is read-only from then on.
     failed: Option<String>,
     shutdown: bool,
 }
 
-/// What the committer should do next.
-pub(crate) enum Work {
-    /// Sync everything up to `through`, then publish `events`.
-    Sync { through: Revision, events: Vec<Arc<Event>> },
-    /// Nothing to sync now; time for housekeeping.
-    Idle,
-    /// The store is closing and everything is durable.
-    Stop,
+/// What a leader must make durable.
+#[derive(Debug)]
+pub(crate) struct Batch {
+    /// Everything up to this revision.
+    pub through: Revision,
+    /// The events to publish once durable.
+    pub events: Vec<Arc<Event>>,
+    /// Their write-ahead log records.
+    pub wal: Vec<u8>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Commit {
     state: Mutex<State>,
-    work: Condvar,
-    durable_cv: Condvar,
+    changed: Condvar,
     durable: AtomicU64,
 }
 
@@ -47,8 +53,7 @@ impl Commit {
     pub(crate) fn new(revision: Revision) -> Commit {
         Commit {
             state: Mutex::new(State { applied: revision, ..State::default() }),
-            work: Condvar::new(),
-            durable_cv: Condvar::new(),
+            changed: Condvar::new(),
             durable: AtomicU64::new(revision),
         }
     }
@@ -70,68 +75,98 @@ impl Commit {
         Ok(())
     }
 
-    /// Queue an event that has just been applied. Called under the store's write lock, so
-    /// events arrive in revision order.
-    pub(crate) fn record(&self, event: Arc<Event>) {
+    /// Queue an event that has just been applied, with its encoded write-ahead log record.
+    /// Called under the store's write lock, so events arrive in revision order.
+    pub(crate) fn record(&self, event: Arc<Event>, wal_record: impl FnOnce(&mut Vec<u8>)) {
         let mut state = self.state.lock();
         debug_assert!(event.revision > state.applied);
         state.applied = event.revision;
         state.pending.push(event);
-        self.work.notify_one();
+        wal_record(&mut state.wal);
     }
 
-    /// Block until `revision` is durable.
-    pub(crate) fn wait_durable(&self, revision: Revision) -> Result<()> {
+    /// Wait until `revision` is durable, or become the leader who makes it so: `Some(batch)`
+    /// means the caller must sync the batch and then call [`Commit::finish`].
+    pub(crate) fn wait_or_lead(&self, revision: Revision) -> Result<Option<Batch>> {
         if self.durable() >= revision {
-            return Ok(());
+            return Ok(None);
         }
         let mut state = self.state.lock();
         loop {
             if self.durable() >= revision {
-                return Ok(());
+                return Ok(None);
             }
             if let Some(why) = &state.failed {
                 return Err(Error::Failed(why.clone()));
             }
-            self.durable_cv.wait(&mut state);
+            if !state.busy && state.applied > self.durable() {
+                state.busy = true;
+                return Ok(Some(Batch {
+                    through: state.applied,
+                    events: std::mem::take(&mut state.pending),
+                    wal: std::mem::take(&mut state.wal),
+                }));
+            }
+            self.changed.wait(&mut state);
         }
     }
 
-    /// The committer's next piece of work; waits up to `idle` for writes to arrive.
-    pub(crate) fn next_work(&self, idle: Duration) -> Work {
-        let mut state = self.state.lock();
-        let ready = |s: &State| s.failed.is_none() && s.applied > self.durable();
-        if !ready(&state) && !state.shutdown {
-            let _ = self.work.wait_for(&mut state, idle);
-        }
-        if ready(&state) {
-            let events = std::mem::take(&mut state.pending);
-            return Work::Sync { through: state.applied, events };
-        }
-        if state.shutdown {
-            Work::Stop
-        } else {
-            Work::Idle
-        }
-    }
-
-    /// Report the outcome of a sync up to `through` and wake the writers waiting on it.
+    /// Report a leader's sync up to `through` and wake everyone waiting.
     pub(crate) fn finish(&self, through: Revision, outcome: &Result<()>) {
         let mut state = self.state.lock();
         match outcome {
             Ok(()) => self.durable.store(through, Ordering::Release),
             Err(e) => {
                 tracing::error!(error = %e, "sync failed; the store accepts no more writes");
-                state.failed = Some(e.to_string());
+                state.failed.get_or_insert_with(|| e.to_string());
             }
         }
-        self.durable_cv.notify_all();
+        state.busy = false;
+        self.changed.notify_all();
     }
 
-    /// Ask the committer to finish what is queued and stop.
+    /// Hold off every sync while `f` runs (a checkpoint must not interleave with appends).
+    pub(crate) fn exclusive<T>(&self, f: impl FnOnce() -> T) -> T {
+        {
+            let mut state = self.state.lock();
+            while state.busy {
+                self.changed.wait(&mut state);
+            }
+            state.busy = true;
+        }
+        let out = f();
+        let mut state = self.state.lock();
+        state.busy = false;
+        self.changed.notify_all();
+        out
+    }
+
+    /// Mark the store failed (a checkpoint could not be made durable) and wake every waiter.
+    pub(crate) fn fail(&self, why: String) {
+        let mut state = self.state.lock();
+        tracing::error!(error = %why, "the store accepts no more writes");
+        state.failed.get_or_insert(why);
+        self.changed.notify_all();
+    }
+
+    /// Whether a sync or checkpoint has failed.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.state.lock().failed.is_some()
+    }
+
+    /// Sleep up to `timeout` (for housekeeping); `false` once the store is closing.
+    pub(crate) fn idle(&self, timeout: Duration) -> bool {
+        let mut state = self.state.lock();
+        if !state.shutdown {
+            let _ = self.changed.wait_for(&mut state, timeout);
+        }
+        !state.shutdown
+    }
+
+    /// Refuse new writes and end the housekeeping loop.
     pub(crate) fn shut_down(&self) {
         let mut state = self.state.lock();
         state.shutdown = true;
-        self.work.notify_all();
+        self.changed.notify_all();
     }
 }

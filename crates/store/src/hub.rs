@@ -1,6 +1,6 @@
 //! Fan-out of durable events to live watchers.
 //!
-//! The committer publishes each group of events once it is on disk. Every watcher has a bounded
+//! The syncing leader publishes each group of events once it is on disk. Every watcher has a bounded
 //! queue; publishing never waits: a watcher whose queue is full is ended (it will see
 //! [`Error::WatcherTooSlow`](crate::Error::WatcherTooSlow) after draining what it has), so a
 //! slow watcher costs neither writers nor other watchers anything.

@@ -24,6 +24,7 @@ mod history;
 mod hub;
 mod sled_store;
 mod sync;
+mod wal;
 mod watch;
 
 use std::sync::Arc;

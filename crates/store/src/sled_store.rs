@@ -1,10 +1,11 @@
 //! The embedded backend: one sled database (one directory) per store.
 //!
 //! Writes are serialized by a write lock that fixes each write's revision and applies the object,
-//! its log entry and the new revision in one atomic sled batch; durability is the committer's job
-//! (see [`crate::commit`]). Reads take the lock shared, so a read sees a state at one revision,
-//! and they return only once that revision is durable: nothing a client reads can be lost in a
-//! crash.
+//! its log entry and the new revision in one atomic sled batch, in memory. Durability is group
+//! commit's job: a leader appends the writes to the write-ahead log with one `fdatasync` per
+//! group (see [`crate::commit`] and [`crate::wal`]); sled is flushed only at checkpoints. Reads
+//! take the lock shared, so a read sees a state at one revision, and they return only once that
+//! revision is durable: nothing a client reads can be lost in a crash.
 
 use std::fs::{File, TryLockError};
 use std::io;
@@ -20,10 +21,11 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 use crate::codec::{self, DecodeError};
-use crate::commit::{Commit, Work};
+use crate::commit::Commit;
 use crate::continue_token::ContinueToken;
 use crate::hub::Hub;
 use crate::sync::{sync_dir, DiskSync};
+use crate::wal::{self, Wal};
 use crate::watch::Watch;
 use crate::{
     Error, Event, EventKind, HistoryWindow, ListOptions, ListPage, Object, Result, Revision, Store,
@@ -53,6 +55,10 @@ pub struct Options {
     pub max_value_bytes: usize,
     /// sled's page cache, in bytes. Every tenant has its own store, so keep it modest.
     pub cache_capacity: u64,
+    /// Checkpoint (flush sled and empty the write-ahead log) once the log is this large…
+    pub checkpoint_bytes: u64,
+    /// …or this long after the last checkpoint, whichever comes first.
+    pub checkpoint_interval: Duration,
 }
 
 impl Default for Options {
@@ -65,6 +71,8 @@ impl Default for Options {
             // kube-apiserver accepts request bodies up to 3 MiB.
             max_value_bytes: 3 * 1024 * 1024,
             cache_capacity: 64 * 1024 * 1024,
+            checkpoint_bytes: 64 * 1024 * 1024,
+            checkpoint_interval: Duration::from_secs(30),
         }
     }
 }
@@ -83,7 +91,7 @@ impl Options {
 #[derive(Debug)]
 pub struct SledStore {
     inner: Arc<Inner>,
-    committer: Option<JoinHandle<()>>,
+    housekeeping: Option<JoinHandle<()>>,
     publisher: Option<JoinHandle<()>>,
 }
 
@@ -101,6 +109,9 @@ struct Inner {
     compaction: Mutex<()>,
     hub: Hub,
     disk: Mutex<DiskSync>,
+    wal: Mutex<Wal>,
+    /// Durable events go to the publisher thread, in commit order, through this channel.
+    publisher: Mutex<Option<std::sync::mpsc::Sender<Published>>>,
 }
 
 impl SledStore {
@@ -117,8 +128,28 @@ impl SledStore {
         let db = open_sled(&path, &config)?;
 
         let corrupt = |detail: String| Error::Corrupt { path: path.clone(), detail };
-        let (revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
+        let (mut revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
+        // Acknowledged writes newer than what sled recovered are in the write-ahead log.
+        let (mut wal, records) = Wal::open(&path)?;
+        for record in &records {
+            if record.revision <= revision {
+                continue;
+            }
+            if record.revision != revision + 1 {
+                return Err(corrupt(format!(
+                    "the write-ahead log continues at revision {} but the database ends at {revision}",
+                    record.revision
+                )));
+            }
+            let event = codec::decode_event(record.revision, &record.event)
+                .map_err(|e| corrupt(e.to_string()))?
+                .event;
+            db.apply_batch(event_batch(&event, &record.event))?;
+            revision = record.revision;
+        }
+        // Make what was recovered durable in sled itself; then the log can start afresh.
         let disk = DiskSync::open(&path, &db)?;
+        wal.reset()?;
         tracing::debug!(path = %path.display(), revision, compacted, "opened store");
 
         let inner = Arc::new(Inner {
@@ -131,11 +162,14 @@ impl SledStore {
             compaction: Mutex::new(()),
             hub: Hub::new(revision, options.watch_buffer),
             disk: Mutex::new(disk),
+            wal: Mutex::new(wal),
+            publisher: Mutex::new(None),
             options,
         });
         // Fan-out to watchers runs on its own thread, so that a thousand watchers never delay
-        // the next sync; the channel keeps the committer's order.
+        // the next sync; the channel keeps the commit order.
         let (to_publisher, published) = std::sync::mpsc::channel::<Published>();
+        *inner.publisher.lock() = Some(to_publisher);
         let publisher = {
             let inner = inner.clone();
             std::thread::Builder::new().name("carrel-store-publish".into()).spawn(move || {
@@ -144,13 +178,14 @@ impl SledStore {
                 }
             })?
         };
-        let committer = {
+        // Housekeeping: the history window and checkpoints.
+        let housekeeping = {
             let inner = inner.clone();
             std::thread::Builder::new()
-                .name("carrel-store-commit".into())
-                .spawn(move || inner.run_committer(to_publisher))?
+                .name("carrel-store-housekeeping".into())
+                .spawn(move || inner.run_housekeeping())?
         };
-        Ok(SledStore { inner, committer: Some(committer), publisher: Some(publisher) })
+        Ok(SledStore { inner, housekeeping: Some(housekeeping), publisher: Some(publisher) })
     }
 
     /// The directory this store lives in.
@@ -166,11 +201,18 @@ impl Drop for SledStore {
             let _writer = self.inner.writer.write();
             self.inner.commit.shut_down();
         }
-        // The committer stops once everything is durable; the publisher once it has passed on
-        // everything the committer sent.
-        for thread in [self.committer.take(), self.publisher.take()].into_iter().flatten() {
+        if let Some(thread) = self.housekeeping.take() {
             if thread.join().is_err() {
-                tracing::error!(path = %self.inner.path.display(), "a store thread panicked");
+                tracing::error!(path = %self.inner.path.display(), "store housekeeping panicked");
+            }
+        }
+        // A clean close leaves nothing to replay.
+        self.inner.checkpoint();
+        // The publisher ends once it has passed on everything the last sync sent it.
+        self.inner.publisher.lock().take();
+        if let Some(thread) = self.publisher.take() {
+            if thread.join().is_err() {
+                tracing::error!(path = %self.inner.path.display(), "store publisher panicked");
             }
         }
         self.inner.hub.close();
@@ -311,6 +353,22 @@ fn unix_millis() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The sled batch that applies one event: the object, its history log entry and the revision.
+fn event_batch(event: &Event, record: &[u8]) -> sled::Batch {
+    let mut batch = sled::Batch::default();
+    let object_key = codec::object_key(&event.key);
+    match event.kind {
+        EventKind::Deleted => batch.remove(object_key),
+        _ => batch.insert(
+            object_key,
+            codec::encode_object(&event.value, event.create_revision, event.revision),
+        ),
+    }
+    batch.insert(&codec::log_key(event.revision), record);
+    batch.insert(codec::META_REVISION, &codec::encode_u64(event.revision));
+    batch
+}
+
 /// Durable events on their way to watchers, and the revision they bring the hub up to.
 type Published = (Vec<Arc<Event>>, Revision);
 
@@ -412,24 +470,14 @@ impl Inner {
             }
         };
 
-        let mut batch = sled::Batch::default();
-        let object_key = codec::object_key(key);
-        match event.kind {
-            EventKind::Deleted => batch.remove(object_key),
-            _ => batch.insert(
-                object_key,
-                codec::encode_object(&event.value, event.create_revision, revision),
-            ),
-        }
-        batch.insert(&codec::log_key(revision), codec::encode_event(&event, unix_millis()));
-        batch.insert(codec::META_REVISION, &codec::encode_u64(revision));
-        self.db.apply_batch(batch)?;
+        let record = codec::encode_event(&event, unix_millis());
+        self.db.apply_batch(event_batch(&event, &record))?;
         *writer = revision;
         let object = event.object();
-        self.commit.record(Arc::new(event));
+        self.commit.record(Arc::new(event), |wal| wal::encode(revision, &record, wal));
         drop(writer);
 
-        self.commit.wait_durable(revision)?;
+        self.wait_durable(revision)?;
         Ok(object)
     }
 
@@ -474,7 +522,7 @@ impl Inner {
         }
         drop(reader);
 
-        self.commit.wait_durable(read_at)?;
+        self.wait_durable(read_at)?;
         let continue_token = match (more, items.last()) {
             (true, Some(last)) => {
                 Some(ContinueToken { revision, last_key: last.key.clone() }.encode())
@@ -556,26 +604,57 @@ impl Inner {
         self.compact_to(boundary)
     }
 
-    fn run_committer(self: Arc<Self>, publisher: std::sync::mpsc::Sender<Published>) {
-        let interval = self.options.compaction_interval;
-        let mut last_housekeeping = Instant::now();
-        loop {
-            match self.commit.next_work(interval) {
-                Work::Sync { through, events } => {
-                    let outcome = self.disk.lock().sync(&self.db);
-                    self.commit.finish(through, &outcome);
-                    if outcome.is_ok() && publisher.send((events, through)).is_err() {
-                        tracing::error!(path = %self.path.display(), "store publisher is gone");
-                    }
+    /// Make sled's own state durable, then empty the write-ahead log: everything in it is now in
+    /// sled on disk. No sync runs meanwhile (`Commit::exclusive`), so no append interleaves.
+    fn checkpoint(&self) {
+        if self.commit.is_failed() {
+            return;
+        }
+        let outcome = self.commit.exclusive(|| {
+            self.disk
+                .lock()
+                .sync(&self.db)
+                .and_then(|()| self.wal.lock().reset().map_err(Error::from))
+        });
+        if let Err(e) = outcome {
+            self.commit.fail(format!("checkpoint failed: {e}"));
+        }
+    }
+
+    /// Block until `revision` is durable, syncing as the leader when no one else is.
+    fn wait_durable(&self, revision: Revision) -> Result<()> {
+        while let Some(batch) = self.commit.wait_or_lead(revision)? {
+            let outcome = self.wal.lock().append(&batch.wal).map_err(Error::from);
+            if outcome.is_ok() {
+                // Still the only leader, so events reach the publisher in revision order.
+                let sent = self
+                    .publisher
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|p| p.send((batch.events, batch.through)).is_ok());
+                if !sent {
+                    tracing::debug!(path = %self.path.display(), "no publisher: store closing");
                 }
-                Work::Idle => {}
-                Work::Stop => return,
             }
-            if last_housekeeping.elapsed() >= interval {
-                last_housekeeping = Instant::now();
-                if let Err(e) = self.enforce_history() {
-                    tracing::warn!(path = %self.path.display(), error = %e, "compaction failed");
-                }
+            self.commit.finish(batch.through, &outcome);
+            outcome?;
+        }
+        Ok(())
+    }
+
+    fn run_housekeeping(self: Arc<Self>) {
+        let interval = self.options.compaction_interval;
+        let mut last_checkpoint = Instant::now();
+        while self.commit.idle(interval) {
+            let wal_len = self.wal.lock().len();
+            if wal_len >= self.options.checkpoint_bytes
+                || (wal_len > 0 && last_checkpoint.elapsed() >= self.options.checkpoint_interval)
+            {
+                last_checkpoint = Instant::now();
+                self.checkpoint();
+            }
+            if let Err(e) = self.enforce_history() {
+                tracing::warn!(path = %self.path.display(), error = %e, "compaction failed");
             }
         }
     }
@@ -650,7 +729,7 @@ impl Store for SledStore {
         let read_at = *reader;
         let object = inner.read_object(key)?;
         drop(reader);
-        inner.commit.wait_durable(read_at)?;
+        inner.wait_durable(read_at)?;
         Ok(object)
     }
 

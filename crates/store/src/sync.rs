@@ -1,4 +1,5 @@
-//! Making sled's writes durable with a real sync.
+//! Making sled's own writes durable with a real sync, at open and at checkpoints (acknowledged
+//! writes are durable earlier, in the write-ahead log: see [`crate::wal`]).
 //!
 //! sled's `flush` writes its log buffers and calls `sync_file_range`, which starts and waits for
 //! writeback of the data pages but neither flushes the drive's cache nor commits the file's
