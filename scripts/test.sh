@@ -15,4 +15,15 @@ export CARREL_PYTHON="$venv/bin/python"
 # The crash test kills a writer with SIGKILL this many times (see crates/store/tests/crash.rs).
 export CARREL_CRASH_ITERATIONS="${CARREL_CRASH_ITERATIONS:-25}"
 
-cargo test --workspace --locked "$@"
+# Cargo prints a summary per test binary, the last often for a crate without doc tests; close with
+# one line for the whole run.
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+passed=$(grep -oE '^test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
+failed=$(grep -oE '^test result: .*; [0-9]+ failed' "$log" | grep -oE '[0-9]+ failed' | awk '{s += $1} END {print s + 0}')
+echo "tests: ${passed} passed, ${failed} failed"
+exit "$status"
