@@ -750,3 +750,36 @@ fn api_resources_and_diff() {
     let out = ok(server.kubectl(K31, &["get", "configmap", "cfg", "-o", "jsonpath={.data.mode}"]));
     assert_eq!(out, "slow", "diff changes nothing");
 }
+
+#[test]
+fn status_subresource_and_wait_for_condition() {
+    let server = TestServer::start("");
+    ok(server.kubectl_with_input(K31, &["apply", "-f", "-"], Some(DEPLOYMENT_V1)));
+    // Nothing reconciles deployments here; write the status as a controller would.
+    let status = r#"{"status":{"replicas":2,"readyReplicas":2,"conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable"}]}}"#;
+    ok(server.kubectl(
+        K31,
+        &["patch", "deployment", "web", "--subresource=status", "--type=merge", "-p", status],
+    ));
+    ok(server
+        .kubectl(K31, &["wait", "--for=condition=Available", "deployment/web", "--timeout=20s"]));
+    // The status went through /status only: a spec patch through it changes nothing else, and the
+    // main resource does not take status.
+    ok(server.kubectl(
+        K31,
+        &["patch", "deployment", "web", "--type=merge", "-p", r#"{"status":{"readyReplicas":0}}"#],
+    ));
+    let out = ok(server.kubectl(
+        K31,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas} {.metadata.generation}",
+        ],
+    ));
+    assert_eq!(out, "2 1", "status is written through /status only, and it leaves the generation");
+    let out = ok(server.kubectl(K31, &["get", "deployment", "web"]));
+    assert!(out.lines().nth(1).is_some_and(|l| l.contains("2/2")), "{out}");
+}
