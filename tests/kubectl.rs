@@ -517,7 +517,8 @@ fn openapi_create_and_apply_validate_against_the_served_schemas() {
             &["create", "-f", "-", "--validate=strict"],
             Some(&openapi_deployment("typo", "replicass")),
         ));
-        assert!(err.contains(r#"unknown field "replicass""#), "{base}: {err}");
+        // The server refuses it (kubectl sends fieldValidation=Strict), naming the field's path.
+        assert!(err.contains(r#"unknown field "spec.replicass""#), "{base}: {err}");
         fails(server.kubectl(K31, &["get", "deployment", "typo"]));
     }
 }
@@ -666,6 +667,24 @@ fn server_side_field_validation() {
     );
     assert!(answer.contains("unknown field \\\"metadata.colour\\\""), "{answer}");
     fails(server.kubectl(K31, &["get", "configmap", "strict"]));
+    // Duplicate fields: an error under Strict, a warning by default.
+    let duplicated = |name: &str, query: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-i", "-X", "POST", "-H", "Content-Type: application/json", "-d"])
+            .arg(format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","name":"{name}"}}}}"#
+            ))
+            .arg(format!("{}/api/v1/namespaces/default/configmaps{query}", server.url))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let answer = duplicated("dup-strict", "?fieldValidation=Strict");
+    assert!(answer.contains(r#"duplicate field \"metadata.name\""#), "{answer}");
+    fails(server.kubectl(K31, &["get", "configmap", "dup-strict"]));
+    let answer = duplicated("dup-warn", "");
+    assert!(answer.contains("201 Created"), "{answer}");
+    assert!(answer.to_lowercase().contains(r#"duplicate field \"metadata.name\""#), "{answer}");
     let answer = post("bad", "?fieldValidation=Sometimes");
     assert!(answer.contains("\"code\":400"), "{answer}");
 }

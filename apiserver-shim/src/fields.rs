@@ -34,22 +34,25 @@ impl FieldValidation {
     }
 }
 
-/// Drop the fields of `object` that its kind's schema does not know, and answer by `mode`: the
-/// warnings to send (`unknown field "spec.foo"`), or a 400 under Strict.
+/// Drop the fields of `object` that its kind's schema does not know, and answer by `mode` for
+/// them and for the `duplicates` found while decoding: the warnings to send
+/// (`unknown field "spec.foo"`, `duplicate field "metadata.name"`), or a 400 under Strict.
 pub fn prune(
     rt: &ResourceType,
     object: &mut Value,
     mode: FieldValidation,
+    duplicates: &[String],
 ) -> ApiResult<Vec<String>> {
-    let Some(names) = kind_names(rt.group, rt.version, rt.kind) else {
-        return Ok(Vec::new());
-    };
-    let schemas = cached_schemas(rt.group, rt.version);
     let mut unknown = Vec::new();
-    if let Value::Object(map) = object {
+    if let (Some(names), Value::Object(map)) = (kind_names(rt.group, rt.version, rt.kind), object) {
+        let schemas = cached_schemas(rt.group, rt.version);
         prune_object(&schemas, &names.kind, map, "", &mut unknown);
     }
-    let messages: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    let messages: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .chain(duplicates.iter().map(|f| format!("duplicate field \"{f}\"")))
+        .collect();
     match mode {
         FieldValidation::Strict if !messages.is_empty() => Err(ApiError::bad_request(format!(
             "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
@@ -145,7 +148,7 @@ mod tests {
 
     #[test]
     fn strict_refuses_unknown_fields_with_their_paths() {
-        let e = prune(deployments(), &mut manifest(), FieldValidation::Strict).unwrap_err();
+        let e = prune(deployments(), &mut manifest(), FieldValidation::Strict, &[]).unwrap_err();
         assert_eq!(e.code, 400);
         assert!(e.message.contains("unknown field \"metadata.colour\""), "{}", e.message);
         assert!(e.message.contains("unknown field \"spec.replicass\""), "{}", e.message);
@@ -159,12 +162,16 @@ mod tests {
     #[test]
     fn warn_and_ignore_drop_them() {
         let mut object = manifest();
-        let warnings = prune(deployments(), &mut object, FieldValidation::Warn).unwrap();
-        assert_eq!(warnings.len(), 3);
+        let warnings =
+            prune(deployments(), &mut object, FieldValidation::Warn, &["kind".into()]).unwrap();
+        assert_eq!(warnings.len(), 4);
+        assert!(warnings.contains(&"duplicate field \"kind\"".to_string()), "{warnings:?}");
         assert!(object["spec"].get("replicass").is_none());
         assert_eq!(object["metadata"]["labels"]["any-label"], "ok", "map keys are not fields");
         let mut object = manifest();
-        assert!(prune(deployments(), &mut object, FieldValidation::Ignore).unwrap().is_empty());
+        assert!(prune(deployments(), &mut object, FieldValidation::Ignore, &[])
+            .unwrap()
+            .is_empty());
         assert!(object["metadata"].get("colour").is_none());
     }
 }

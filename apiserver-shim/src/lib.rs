@@ -20,6 +20,7 @@ pub mod selector;
 pub mod server;
 pub mod status;
 pub mod strategic;
+pub mod strict_json;
 pub mod table;
 pub mod tls;
 

@@ -8,6 +8,7 @@ use crate::resource::Subresource;
 use crate::scale::{scale_of, update_scale};
 use crate::status::{ApiError, ApiResult};
 use crate::strategic;
+use crate::strict_json;
 
 /// The patch types Kubernetes defines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub fn apply(
     dry_run: bool,
     validation: FieldValidation,
 ) -> ApiResult<(Value, Vec<String>)> {
-    let patch: Value = serde_json::from_slice(raw)
+    let (patch, duplicates) = strict_json::parse(raw)
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
     let current = api.get(target, name)?;
     let base = match subresource {
@@ -93,7 +94,7 @@ pub fn apply(
         patched["metadata"]["resourceVersion"] =
             current.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null);
     }
-    let warnings = fields::prune(target.rt, &mut patched, validation)?;
+    let warnings = fields::prune(target.rt, &mut patched, validation, &duplicates)?;
     Ok((api.update(target, name, patched, subresource, dry_run)?, warnings))
 }
 

@@ -25,6 +25,7 @@ use crate::resource::{ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
+use crate::strict_json;
 use crate::table::{self, IncludeObject, TableOptions};
 
 /// The largest request body accepted, as kube-apiserver's limit.
@@ -354,17 +355,26 @@ async fn read_body(body: Body) -> ApiResult<Bytes> {
 
 /// Decode a request body by its Content-Type.
 fn decode_body(headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    decode_body_checked(headers, body).map(|(value, _)| value)
+}
+
+/// Decode a request body by its Content-Type, with the paths of any duplicate JSON fields (YAML
+/// refuses duplicate keys itself; protobuf cannot carry them).
+fn decode_body_checked(headers: &HeaderMap, body: &[u8]) -> ApiResult<(Value, Vec<String>)> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json");
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match media.as_str() {
-        "application/json" | "" => serde_json::from_slice(body)
+        "application/json" | "" => strict_json::parse(body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
+            .map(|v| (v, Vec::new()))
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}"))),
-        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode_request(body),
+        crate::protobuf::MEDIA_TYPE => {
+            crate::protobuf::decode_request(body).map(|v| (v, Vec::new()))
+        }
         _ => Err(ApiError::unsupported_media_type(content_type)),
     }
 }
@@ -517,8 +527,8 @@ async fn resource(
         (Method::POST, None) => {
             let dry = dry_run(query)?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
-            let mut object = decode_body(headers, &read_body(body).await?)?;
-            let warnings = fields::prune(&rt, &mut object, validation)?;
+            let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
+            let warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
             let rt2 = rt.clone();
             let created =
                 blocking(move || api.create(&Target { rt: &rt2, namespace }, object, dry)).await?;
@@ -528,10 +538,10 @@ async fn resource(
         (Method::PUT, Some(name)) => {
             let dry = dry_run(query)?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
-            let mut object = decode_body(headers, &read_body(body).await?)?;
+            let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
             let warnings = match sub {
                 Some(Subresource::Scale) => Vec::new(),
-                _ => fields::prune(&rt, &mut object, validation)?,
+                _ => fields::prune(&rt, &mut object, validation, &duplicates)?,
             };
             let rt2 = rt.clone();
             let updated = blocking(move || {

@@ -19,9 +19,9 @@
 //!
 //! What kubectl decides from these documents: when a kind's PATCH operation lists the
 //! `fieldValidation` query parameter, kubectl leaves validation to the server and skips its own.
-//! This server checks unknown fields (`crate::fields`) but not yet duplicate ones, so the
-//! parameter is left out ([`SERVER_FIELD_VALIDATION`]) and kubectl also validates manifests itself
-//! against `/openapi/v2`.
+//! This server checks unknown and duplicate fields itself (`crate::fields`,
+//! `crate::strict_json`), so PATCH lists the parameter ([`SERVER_FIELD_VALIDATION`]) and kubectl
+//! sends `fieldValidation=Strict` instead of validating against `/openapi/v2` first.
 
 pub mod annotations;
 mod v2;
@@ -62,9 +62,8 @@ pub const V2_PROTOBUF_ANSWER: &str = "application/octet-stream";
 
 /// Whether PATCH operations advertise the `fieldValidation` query parameter. kubectl skips its
 /// client-side validation for a kind whose PATCH does, trusting the server to reject unknown and
-/// duplicate fields under `fieldValidation=Strict`; this server rejects unknown fields but does not
-/// detect duplicate ones yet, so this stays `false` until it does.
-pub const SERVER_FIELD_VALIDATION: bool = false;
+/// duplicate fields under `fieldValidation=Strict`, which this server does.
+pub const SERVER_FIELD_VALIDATION: bool = true;
 
 const WATCH: &str = "application/json;stream=watch";
 const PATCH_TYPES: &[&str] = &[
