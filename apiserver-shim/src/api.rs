@@ -594,9 +594,13 @@ impl Api {
         params: &DeleteParams,
     ) -> ApiResult<Value> {
         let all = ListParams { limit: None, continue_token: None, ..list.clone() };
-        let listed = self.list(target, &all)?;
+        let mut listed = self.list(target, &all)?;
         let mut deleted = Vec::new();
-        for item in listed["items"].as_array().cloned().unwrap_or_default() {
+        let items = match listed["items"].take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        for item in items {
             let name = meta_str(&item, "name").unwrap_or_default().to_owned();
             let namespace = meta_str(&item, "namespace").map(str::to_owned);
             let one =

@@ -43,11 +43,15 @@ pub fn prune(
     mode: FieldValidation,
     duplicates: &[String],
 ) -> ApiResult<Vec<String>> {
-    let mut unknown = Vec::new();
-    if let (Some(names), Value::Object(map)) = (kind_names(rt.group, rt.version, rt.kind), object) {
-        let schemas = cached_schemas(rt.group, rt.version);
-        prune_object(&schemas, &names.kind, map, "", &mut unknown);
-    }
+    let unknown = match (kind_names(rt.group, rt.version, rt.kind), object) {
+        (Some(names), Value::Object(map)) => {
+            let schemas = cached_schemas(rt.group, rt.version);
+            let mut walker = Walker { schemas: &schemas, path: String::new(), unknown: Vec::new() };
+            walker.named(&names.kind, map);
+            walker.unknown
+        }
+        _ => Vec::new(),
+    };
     let messages: Vec<String> = unknown
         .iter()
         .map(|f| format!("unknown field \"{f}\""))
@@ -66,64 +70,76 @@ pub fn prune(
     }
 }
 
-fn prune_object(
-    schemas: &Schemas,
-    name: &str,
-    object: &mut Map<String, Value>,
-    path: &str,
-    unknown: &mut Vec<String>,
-) {
-    let Some(schema) = schemas.get(name) else { return };
-    prune_with(schemas, schema, object, path, unknown);
+/// Walks an object against its schemas. `path` is the path of the object being walked, kept in
+/// one buffer (segments pushed and popped) so that known fields cost no allocation.
+struct Walker<'a> {
+    schemas: &'a Schemas,
+    path: String,
+    unknown: Vec<String>,
 }
 
-fn prune_with(
-    schemas: &Schemas,
-    schema: &Value,
-    object: &mut Map<String, Value>,
-    path: &str,
-    unknown: &mut Vec<String>,
-) {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
-        // A map (additionalProperties) or a free-form object (RawExtension and the like).
-        if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
-            for (key, value) in object.iter_mut() {
-                descend(schemas, values, value, &format!("{path}{key}"), unknown);
-            }
+impl Walker<'_> {
+    fn named(&mut self, name: &str, object: &mut Map<String, Value>) {
+        let schemas = self.schemas;
+        if let Some(schema) = schemas.get(name) {
+            self.object(schema, object);
         }
-        return;
-    };
-    object.retain(|key, _| {
-        let known = properties.contains_key(key);
-        if !known {
-            unknown.push(format!("{path}{key}"));
-        }
-        known
-    });
-    for (key, value) in object.iter_mut() {
-        descend(schemas, &properties[key], value, &format!("{path}{key}"), unknown);
     }
-}
 
-fn descend(
-    schemas: &Schemas,
-    schema: &Value,
-    value: &mut Value,
-    path: &str,
-    unknown: &mut Vec<String>,
-) {
-    match value {
-        Value::Object(map) => match referenced(schema) {
-            Some(name) => prune_object(schemas, name, map, &format!("{path}."), unknown),
-            None => prune_with(schemas, schema, map, &format!("{path}."), unknown),
-        },
-        Value::Array(items) => {
-            let item_schema = schema.get("items").cloned().unwrap_or(Value::Null);
-            for (i, item) in items.iter_mut().enumerate() {
-                descend(schemas, &item_schema, item, &format!("{path}[{i}]"), unknown);
+    fn object(&mut self, schema: &Value, object: &mut Map<String, Value>) {
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            // A map (additionalProperties) or a free-form object (RawExtension and the like).
+            if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+                for (key, value) in object.iter_mut() {
+                    self.field(key, values, value);
+                }
             }
+            return;
+        };
+        object.retain(|key, _| {
+            let known = properties.contains_key(key);
+            if !known {
+                self.unknown.push(format!("{}{key}", self.path));
+            }
+            known
+        });
+        for (key, value) in object.iter_mut() {
+            self.field(key, &properties[key], value);
         }
-        _ => {}
+    }
+
+    fn field(&mut self, key: &str, schema: &Value, value: &mut Value) {
+        if !(value.is_object() || value.is_array()) {
+            return;
+        }
+        let len = self.path.len();
+        self.path.push_str(key);
+        self.value(schema, value);
+        self.path.truncate(len);
+    }
+
+    fn value(&mut self, schema: &Value, value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                self.path.push('.');
+                match referenced(schema) {
+                    Some(name) => self.named(name, map),
+                    None => self.object(schema, map),
+                }
+            }
+            Value::Array(items) => {
+                let item_schema = schema.get("items").unwrap_or(&Value::Null);
+                for (i, item) in items.iter_mut().enumerate() {
+                    if item.is_object() || item.is_array() {
+                        let len = self.path.len();
+                        self.path.push_str(&format!("[{i}]"));
+                        self.value(item_schema, item);
+                        self.path.truncate(len);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 

@@ -84,13 +84,12 @@ struct ResourcePath<'a> {
 }
 
 async fn dispatch(State(server): State<Arc<Server>>, request: Request) -> Response {
-    let method = request.method().clone();
-    let path = request.uri().path().to_owned();
-    let query = Query::parse(request.uri().query());
-    let headers = request.headers().clone();
-    let result = route(&server, &method, &path, &query, &headers, request.into_body()).await;
+    let (parts, body) = request.into_parts();
+    let path = parts.uri.path();
+    let query = Query::parse(parts.uri.query());
+    let result = route(&server, &parts.method, path, &query, &parts.headers, body).await;
     let response = result.unwrap_or_else(IntoResponse::into_response);
-    tracing::debug!(%method, %path, status = response.status().as_u16(), "request");
+    tracing::debug!(method = %parts.method, %path, status = response.status().as_u16(), "request");
     response
 }
 
@@ -486,12 +485,12 @@ async fn resource(
             .await?;
             let accept = accept(headers);
             if table::wants_table(accept) {
-                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let items = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
                 let options =
                     TableOptions { include_object: include_object(query), no_headers: false };
                 let t = table::table(
                     &rt,
-                    &items,
+                    items,
                     list["metadata"].clone(),
                     table::table_version(accept),
                     options,
@@ -697,11 +696,15 @@ async fn watch_stream(
         let ns = namespace.clone();
         let api2 = api.clone();
         let list_params = ListParams { limit: None, continue_token: None, ..params.clone() };
-        let list =
+        let mut list =
             blocking(move || api2.list(&Target { rt: &rt2, namespace: ns }, &list_params)).await?;
         let start =
             list["metadata"]["resourceVersion"].as_str().unwrap_or("0").parse::<u64>().unwrap_or(0);
-        (list["items"].as_array().cloned().unwrap_or_default(), start)
+        let items = match list["items"].take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        (items, start)
     } else {
         (Vec::new(), parse_resource_version(&rv)?)
     };

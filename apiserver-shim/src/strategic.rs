@@ -31,9 +31,7 @@ impl Patcher {
         let schema = self
             .schemas
             .get(parent)
-            .and_then(|s| {
-                s.pointer(&format!("/properties/{}", name.replace('~', "~0").replace('/', "~1")))
-            })
+            .and_then(|s| s.get("properties")?.get(name))
             .and_then(referenced);
         let annotations = list_annotations(parent, name);
         let strategy = annotations.and_then(|a| a.patch_strategy);
