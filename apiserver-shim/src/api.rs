@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use carrel_store::{ListOptions as StoreListOptions, Object, Revision, Store, Watch};
 
 use crate::defaults;
+use crate::managed::{self, Owner};
 use crate::names::{self, NameRule};
 use crate::object::{
     self, finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339, spec_part,
@@ -59,6 +60,27 @@ pub struct DeleteParams {
     pub propagation_policy: Option<String>,
 }
 
+/// How a write is made: for real or as a dry run, and by whom.
+#[derive(Clone, Debug)]
+pub struct Write {
+    /// `dryRun=All`: check and answer, store nothing.
+    pub dry_run: bool,
+    /// Who writes, for `managedFields`.
+    pub owner: Owner,
+}
+
+impl Write {
+    /// A write by field manager `manager`.
+    pub fn by(manager: impl Into<String>, dry_run: bool) -> Write {
+        Write { dry_run, owner: Owner::manager(manager) }
+    }
+
+    /// A write the server makes on its own (bootstrap objects): not tracked in managedFields.
+    pub fn server() -> Write {
+        Write { dry_run: false, owner: Owner::Server }
+    }
+}
+
 /// The API over one store.
 #[derive(Debug)]
 pub struct Api {
@@ -83,7 +105,11 @@ impl Api {
             if api.store.get(&key).map_err(internal)?.is_none() {
                 let body =
                     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-                match api.create(&Target { rt: namespaces, namespace: None }, body, false) {
+                match api.create(
+                    &Target { rt: namespaces, namespace: None },
+                    body,
+                    &Write::server(),
+                ) {
                     Ok(_) | Err(ApiError { code: 409, .. }) => {}
                     Err(e) => return Err(e),
                 }
@@ -147,6 +173,7 @@ impl Api {
                     &StoreListOptions {
                         limit: params.limit.map(|l| l.saturating_sub(items.len()).max(1)),
                         continue_token: token.clone(),
+                        ..Default::default()
                     },
                 )
                 .map_err(|e| ApiError::from_store(e, target.rt.group, target.rt.plural, ""))?;
@@ -232,7 +259,7 @@ impl Api {
         &self,
         target: &Target<'_>,
         mut object: Value,
-        dry_run: bool,
+        write: &Write,
     ) -> ApiResult<Value> {
         let rt = target.rt;
         check_type(rt, &object)?;
@@ -298,10 +325,11 @@ impl Api {
         object::normalize_metadata(&mut object);
         defaults::on_create(rt, &mut object);
         defaults::validate(rt, &object)?;
+        managed::record_update(rt, None, &mut object, &write.owner);
 
         let key =
             key_for(rt, Some(&namespace).filter(|_| rt.namespaced).map(|s| s.as_str()), &name);
-        if dry_run {
+        if write.dry_run {
             if self.store.get(&key).map_err(internal)?.is_some() {
                 return Err(ApiError::already_exists(rt.group, rt.plural, &name));
             }
@@ -322,7 +350,8 @@ impl Api {
         let sa = self.rt("", "serviceaccounts");
         let body =
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
-        match self.create(&Target { rt: sa, namespace: Some(namespace.into()) }, body, false) {
+        let target = Target { rt: sa, namespace: Some(namespace.into()) };
+        match self.create(&target, body, &Write::server()) {
             Ok(_) | Err(ApiError { code: 409, .. }) => Ok(()),
             Err(e) => Err(e),
         }
@@ -335,8 +364,9 @@ impl Api {
         name: &str,
         mut object: Value,
         subresource: Option<Subresource>,
-        dry_run: bool,
+        write: &Write,
     ) -> ApiResult<Value> {
+        let dry_run = write.dry_run;
         let rt = target.rt;
         check_type(rt, &object)?;
         let body_name = meta_str(&object, "name").unwrap_or_default();
@@ -377,6 +407,13 @@ impl Api {
                 if merged["status"].is_null() {
                     merged.as_object_mut().expect("object").remove("status");
                 }
+                // managedFields as sent (or as server-side apply set them) are kept.
+                match object.pointer("/metadata/managedFields") {
+                    Some(managed) => {
+                        metadata_mut(&mut merged).insert("managedFields".into(), managed.clone())
+                    }
+                    None => metadata_mut(&mut merged).remove("managedFields"),
+                };
                 merged
             }
             _ => {
@@ -410,6 +447,7 @@ impl Api {
         object::normalize_metadata(&mut new);
         defaults::on_update(rt, &old, &mut new)?;
         defaults::validate(rt, &new)?;
+        managed::record_update(rt, Some(&old), &mut new, &write.owner);
 
         // Removing the last finalizer of an object being deleted completes its deletion.
         if is_deleting(&new) && finalizers(&new).is_empty() {
@@ -574,7 +612,7 @@ impl Api {
                 self.store
                     .list(
                         &prefix_for(rt, Some(namespace)),
-                        &StoreListOptions { limit: Some(1), continue_token: None },
+                        &StoreListOptions { limit: Some(1), ..Default::default() },
                     )
                     .map(|p| !p.items.is_empty())
                     .unwrap_or(true)
@@ -643,7 +681,7 @@ fn preserve_system_metadata(old: &Value, new: &mut Value) {
 }
 
 /// The body must be an object of the right kind and apiVersion, when those are given.
-fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
+pub fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
     let Some(root) = object.as_object() else {
         return Err(ApiError::bad_request("the request body must be a JSON object"));
     };

@@ -7,8 +7,10 @@
 pub mod api;
 pub mod defaults;
 pub mod discovery;
+pub mod fieldpath;
 pub mod fields;
 pub mod kubeconfig;
+pub mod managed;
 pub mod names;
 pub mod object;
 pub mod openapi;
@@ -23,6 +25,7 @@ pub mod strategic;
 pub mod strict_json;
 pub mod table;
 pub mod tls;
+pub mod typed;
 
 pub use api::Api;
 pub use resource::{Registry, ResourceType, Subresource};

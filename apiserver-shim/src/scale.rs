@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::api::{Api, Target};
+use crate::api::{Api, Target, Write};
 use crate::object::label_pairs;
 use crate::status::{ApiError, ApiResult, Cause};
 
@@ -35,7 +35,7 @@ pub fn update_scale(
     target: &Target<'_>,
     name: &str,
     scale: Value,
-    dry_run: bool,
+    write: &Write,
 ) -> ApiResult<Value> {
     let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64).ok_or_else(|| {
         ApiError::invalid(
@@ -64,5 +64,5 @@ pub fn update_scale(
         }
     }
     object["spec"]["replicas"] = json!(replicas);
-    api.update(target, name, object, None, dry_run)
+    api.update(target, name, object, None, write)
 }

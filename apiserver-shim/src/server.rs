@@ -15,16 +15,17 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::api::{
-    decode_event_object, parse_resource_version, Api, DeleteParams, ListParams, Target,
+    decode_event_object, parse_resource_version, Api, DeleteParams, ListParams, Target, Write,
 };
 use crate::discovery;
 use crate::fields::{self, FieldValidation};
+use crate::managed::{self, Owner};
 use crate::openapi;
 use crate::patch;
 use crate::resource::{ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::status::{ApiError, ApiResult};
+use crate::status::{ApiError, ApiResult, Cause};
 use crate::strict_json;
 use crate::table::{self, IncludeObject, TableOptions};
 
@@ -388,6 +389,77 @@ fn dry_run(query: &Query) -> ApiResult<bool> {
     }
 }
 
+/// The field manager of a write: `fieldManager`, else from the User-Agent; `options` names the
+/// request's options kind for errors.
+fn field_manager(query: &Query, headers: &HeaderMap, options: &str) -> ApiResult<String> {
+    let agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let manager = managed::manager_of(query.get("fieldManager"), agent);
+    managed::validate_manager(options, &manager)?;
+    Ok(manager)
+}
+
+/// How a create or update is made: dry run or not, and by which field manager.
+fn write_of(
+    query: &Query,
+    headers: &HeaderMap,
+    options: &str,
+    sub: Option<Subresource>,
+) -> ApiResult<Write> {
+    Ok(Write {
+        dry_run: dry_run(query)?,
+        owner: Owner::Update {
+            manager: field_manager(query, headers, options)?,
+            subresource: sub.map(Subresource::name),
+        },
+    })
+}
+
+/// `PatchOptions`: server-side apply needs a field manager and alone may force.
+fn patch_options(
+    query: &Query,
+    headers: &HeaderMap,
+    kind: patch::PatchKind,
+) -> ApiResult<patch::PatchOptions> {
+    let apply = kind == patch::PatchKind::Apply;
+    let invalid = |field: &str, reason: &'static str, message: &str| {
+        ApiError::invalid(
+            "meta.k8s.io",
+            "PatchOptions",
+            "",
+            vec![Cause::new(reason, field, message)],
+        )
+    };
+    let force = match query.get("force") {
+        None | Some("") | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "invalid force value {other:?}: must be true or false"
+            )))
+        }
+    };
+    if force && !apply {
+        return Err(invalid(
+            "force",
+            "FieldValueForbidden",
+            "Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    if apply && query.get("fieldManager").is_none_or(str::is_empty) {
+        return Err(invalid(
+            "fieldManager",
+            "FieldValueRequired",
+            "Required value: is required for apply patch",
+        ));
+    }
+    Ok(patch::PatchOptions {
+        dry_run: dry_run(query)?,
+        validation: FieldValidation::parse(query.get("fieldValidation"))?,
+        manager: field_manager(query, headers, "PatchOptions")?,
+        force,
+    })
+}
+
 fn list_params(query: &Query) -> ApiResult<ListParams> {
     let limit = match query.get("limit") {
         None | Some("") | Some("0") => None,
@@ -524,18 +596,19 @@ async fn resource(
             Ok(respond_object(StatusCode::OK, &rt, object, headers, query))
         }
         (Method::POST, None) => {
-            let dry = dry_run(query)?;
+            let write = write_of(query, headers, "CreateOptions", sub)?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
             let warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
             let rt2 = rt.clone();
             let created =
-                blocking(move || api.create(&Target { rt: &rt2, namespace }, object, dry)).await?;
+                blocking(move || api.create(&Target { rt: &rt2, namespace }, object, &write))
+                    .await?;
             let response = respond_object(StatusCode::CREATED, &rt, created, headers, query);
             Ok(with_warnings(response, &warnings))
         }
         (Method::PUT, Some(name)) => {
-            let dry = dry_run(query)?;
+            let write = write_of(query, headers, "UpdateOptions", sub)?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
             let warnings = match sub {
@@ -546,8 +619,8 @@ async fn resource(
             let updated = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
                 match sub {
-                    Some(Subresource::Scale) => update_scale(&api, &target, &name, object, dry),
-                    _ => api.update(&target, &name, object, sub, dry),
+                    Some(Subresource::Scale) => update_scale(&api, &target, &name, object, &write),
+                    _ => api.update(&target, &name, object, sub, &write),
                 }
             })
             .await?;
@@ -559,24 +632,24 @@ async fn resource(
             Ok(with_warnings(response, &warnings))
         }
         (Method::PATCH, Some(name)) => {
-            let dry = dry_run(query)?;
             let kind = patch::PatchKind::from_content_type(
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or(""),
             )?;
-            let validation = FieldValidation::parse(query.get("fieldValidation"))?;
+            let options = patch_options(query, headers, kind)?;
             let raw = read_body(body).await?;
             let rt2 = rt.clone();
-            let (patched, warnings) = blocking(move || {
+            let patched = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
-                patch::apply(&api, &target, &name, sub, kind, &raw, dry, validation)
+                patch::patch(&api, &target, &name, sub, kind, &raw, &options)
             })
             .await?;
-            let patched = match sub {
-                Some(Subresource::Scale) => scale_of(&patched),
-                _ => patched,
+            let object = match sub {
+                Some(Subresource::Scale) => scale_of(&patched.object),
+                _ => patched.object,
             };
-            let response = respond_object(StatusCode::OK, &rt, patched, headers, query);
-            Ok(with_warnings(response, &warnings))
+            let code = if patched.created { StatusCode::CREATED } else { StatusCode::OK };
+            let response = respond_object(code, &rt, object, headers, query);
+            Ok(with_warnings(response, &patched.warnings))
         }
         (Method::DELETE, name) => {
             let raw = read_body(body).await?;

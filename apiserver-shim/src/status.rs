@@ -124,6 +124,11 @@ impl ApiError {
         .about(group, resource, name)
     }
 
+    /// 409 Conflict for a server-side apply whose fields other managers own.
+    pub fn apply_conflict(message: String, causes: Vec<Cause>) -> ApiError {
+        ApiError { causes, ..ApiError::new(409, "Conflict", message) }
+    }
+
     /// 410 Expired (Gone).
     pub fn expired(message: impl Into<String>) -> ApiError {
         ApiError::new(410, "Expired", message)
