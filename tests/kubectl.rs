@@ -725,6 +725,19 @@ fn bad_bodies_are_status_errors_and_change_nothing() {
             br#"{"apiVersion":"apps/v1","kind":"ConfigMap","metadata":{"name":"x"}}"#.to_vec(),
             400,
         ),
+        // Wrong types: a number where a map of strings is, a string where labels are.
+        (
+            "application/json",
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":1}}"#
+                .to_vec(),
+            400,
+        ),
+        (
+            "application/json",
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","labels":"a=b"}}"#
+                .to_vec(),
+            400,
+        ),
         ("text/plain", b"hello".to_vec(), 415),
         (
             "application/json",

@@ -323,6 +323,7 @@ impl Api {
             meta.remove("generation");
         }
         object::normalize_metadata(&mut object);
+        check_types(rt, &object)?;
         defaults::on_create(rt, &mut object);
         defaults::validate(rt, &object)?;
         managed::record_update(rt, None, &mut object, &write.owner);
@@ -445,6 +446,7 @@ impl Api {
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
         object::normalize_metadata(&mut new);
+        check_types(rt, &new)?;
         defaults::on_update(rt, &old, &mut new)?;
         defaults::validate(rt, &new)?;
         managed::record_update(rt, Some(&old), &mut new, &write.owner);
@@ -707,6 +709,18 @@ pub fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
     Ok(())
+}
+
+/// Every field must hold a value of its type, or the object cannot be decoded: 400, as
+/// kube-apiserver answers a body its decoder refuses.
+fn check_types(rt: &ResourceType, object: &Value) -> ApiResult<()> {
+    crate::openapi::check_types(rt.group, rt.version, rt.kind, object).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = rt.kind,
+            version = rt.version,
+        ))
+    })
 }
 
 fn group_segment(rt: &ResourceType) -> &str {

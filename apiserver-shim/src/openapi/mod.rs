@@ -296,10 +296,22 @@ pub struct KindNames {
 struct Kind {
     names: fn() -> KindNames,
     add: fn(&mut SchemaGenerator) -> Value,
+    decode: fn(&Value) -> Result<(), String>,
 }
 
-fn kind_of<T: JsonSchema + ListableResource>() -> Kind {
+fn kind_of<T>() -> Kind
+where
+    T: JsonSchema + ListableResource + serde::de::DeserializeOwned,
+{
     Kind {
+        decode: |value| {
+            serde_path_to_error::deserialize::<_, T>(value)
+                .map(drop)
+                .map_err(|e| match e.path().to_string().as_str() {
+                    "." => e.inner().to_string(),
+                    path => format!("{path}: {}", e.inner()),
+                })
+        },
         names: || {
             let kind = T::schema_name().into_owned();
             KindNames { list: format!("{kind}List"), kind }
@@ -354,6 +366,16 @@ fn kind(group: &str, version: &str, kind: &str) -> Option<Kind> {
 /// The schema names of a served kind, or `None` when k8s-openapi does not know it.
 pub fn kind_names(group: &str, version: &str, kind_name: &str) -> Option<KindNames> {
     kind(group, version, kind_name).map(|k| (k.names)())
+}
+
+/// Whether `object` decodes as its kind's type: every field of the type that the object sets
+/// holds a value of the field's type (a number where Kubernetes has an int32, …). The error
+/// names the field, as kube-apiserver's decoder does. Kinds without a type pass.
+pub fn check_types(group: &str, version: &str, kind_name: &str, object: &Value) -> Result<(), String> {
+    match kind(group, version, kind_name) {
+        Some(k) => (k.decode)(object),
+        None => Ok(()),
+    }
 }
 
 /// `{group, version, kind}`, as the `x-kubernetes-group-version-kind` extension spells it.

@@ -362,3 +362,18 @@ fn operation_ids_and_tags_name_the_group_version() {
     assert_eq!(document_key("", "v1"), "api/v1");
     assert_eq!(document_key("apps", "v1"), "apis/apps/v1");
 }
+
+#[test]
+fn values_of_the_wrong_type_are_named_by_their_field() {
+    let deployment = |replicas: Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"replicas": replicas, "selector": {}, "template": {"spec": {"containers": [
+                   {"name": "c", "image": "x", "resources": {"limits": {"cpu": 1}}}]}}}})
+    };
+    assert_eq!(check_types("apps", "v1", "Deployment", &deployment(json!(2))), Ok(()));
+    let err = check_types("apps", "v1", "Deployment", &deployment(json!("two"))).unwrap_err();
+    assert!(err.starts_with("spec.replicas: invalid type: string \"two\""), "{err}");
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": ["a"]}});
+    let err = check_types("", "v1", "Pod", &pod).unwrap_err();
+    assert!(err.starts_with("metadata.labels: "), "{err}");
+}
