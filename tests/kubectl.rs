@@ -147,12 +147,12 @@ fn bad_input_is_refused_with_clear_errors() {
 }
 
 #[test]
-fn get_watch_streams_changes() {
+fn get_watch_streams_changes_as_table_rows() {
     let server = TestServer::start("");
     let kubeconfig = server.kubeconfig();
     let home = server.dir.path().join("home-watch");
     let mut watcher = std::process::Command::new(carrel_e2e::kubectl_path(K31))
-        .args(["get", "configmaps", "-w", "--request-timeout=20s"])
+        .args(["get", "pods", "-w", "--request-timeout=20s"])
         .env("KUBECONFIG", &kubeconfig)
         .env("HOME", &home)
         .stdout(std::process::Stdio::piped())
@@ -171,21 +171,25 @@ fn get_watch_streams_changes() {
     });
     // Wait until the watch is established (the initial list printed nothing or the header).
     std::thread::sleep(std::time::Duration::from_millis(500));
-    ok(server.kubectl(K31, &["create", "configmap", "seen", "--from-literal=a=b"]));
+    ok(server.kubectl(K31, &["run", "seen", "--image=nginx:1.27"]));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    let mut saw = false;
-    while std::time::Instant::now() < deadline {
+    let (mut header, mut row) = (None, None);
+    while std::time::Instant::now() < deadline && row.is_none() {
         match lines_rx.recv_timeout(std::time::Duration::from_millis(200)) {
-            Ok(line) if line.starts_with("seen ") => {
-                saw = true;
-                break;
-            }
+            Ok(line) if line.starts_with("NAME") => header = Some(line),
+            Ok(line) if line.starts_with("seen ") => row = Some(line),
             _ => {}
         }
     }
     let _ = watcher.kill();
     let _ = watcher.wait();
-    assert!(saw, "kubectl get -w did not print the new configmap");
+    let row = row.expect("kubectl get -w did not print the new pod");
+    // The watch is served as Table rows: the columns kubectl users know for pods.
+    let header = header.expect("kubectl get -w printed no header");
+    let columns: Vec<&str> = header.split_whitespace().collect();
+    assert_eq!(columns, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"], "{header}");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[..4], ["seen", "0/1", "Pending", "0"], "{row}");
 }
 
 #[test]

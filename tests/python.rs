@@ -61,3 +61,8 @@ fn python_errors_are_status_objects() {
 fn python_strategic_merge_patch_of_service_ports() {
     run("strategic_merge_patch_of_service_ports");
 }
+
+#[test]
+fn python_informer_converges_through_relists_and_rewatches() {
+    run("informer_converges_through_relists_and_rewatches");
+}

@@ -3,9 +3,11 @@
 Usage: client_checks.py SERVER_URL SCENARIO. Exits non-zero (with a traceback) when a check fails.
 """
 
+import os
 import sys
 import tempfile
-import os
+import threading
+import time
 
 from kubernetes import client, utils, watch
 
@@ -157,6 +159,89 @@ def strategic_merge_patch_of_service_ports(api):
     assert ports[443].target_port == 8443, ports[443]
 
 
+def informer_converges_through_relists_and_rewatches(api):
+    """An informer as client-go runs one: a paginated LIST, then WATCHes from the list's
+    resourceVersion with bookmarks and a short timeout, each new watch resuming from the last
+    resourceVersion seen; a label selector makes objects enter and leave its view."""
+    core = client.CoreV1Api(api)
+    selector = "app=informer"
+    labels = {"app": "informer"}
+    for i in range(5):
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"cm{i}", "labels": labels}, "data": {"i": str(i)}}
+        )
+    core.create_namespaced_config_map("default", {"metadata": {"name": "outsider"}})
+
+    cache = {}
+    events = []
+    done = threading.Event()
+    errors = []
+
+    def run():
+        try:
+            token, rv = None, None
+            while True:
+                page = core.list_namespaced_config_map(
+                    "default", label_selector=selector, limit=2, _continue=token
+                )
+                for item in page.items:
+                    cache[item.metadata.name] = item.metadata.resource_version
+                rv = rv or page.metadata.resource_version
+                token = page.metadata._continue
+                if not token:
+                    break
+            w = watch.Watch()
+            while not done.is_set():
+                for event in w.stream(
+                    core.list_namespaced_config_map,
+                    "default",
+                    label_selector=selector,
+                    resource_version=rv,
+                    allow_watch_bookmarks=True,
+                    timeout_seconds=1,
+                ):
+                    kind, obj = event["type"], event["object"]
+                    events.append(kind)
+                    if kind == "BOOKMARK":
+                        rv = obj["metadata"]["resourceVersion"]
+                        continue
+                    rv = obj.metadata.resource_version
+                    if kind == "DELETED":
+                        cache.pop(obj.metadata.name, None)
+                    else:
+                        cache[obj.metadata.name] = obj.metadata.resource_version
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+
+    informer = threading.Thread(target=run, daemon=True)
+    informer.start()
+    time.sleep(0.5)
+    for i in range(5, 8):
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"cm{i}", "labels": labels}}
+        )
+    core.patch_namespaced_config_map("cm1", "default", {"data": {"i": "changed"}})
+    core.delete_namespaced_config_map("cm2", "default")
+    # Leaving the selector is a DELETED for the informer; joining it an ADDED.
+    core.patch_namespaced_config_map("cm3", "default", {"metadata": {"labels": {"app": "other"}}})
+    core.patch_namespaced_config_map("outsider", "default", {"metadata": {"labels": labels}})
+    time.sleep(1.5)  # past a watch timeout: the informer re-watches from where it was
+    core.patch_namespaced_config_map("cm0", "default", {"data": {"i": "late"}})
+
+    expected = {
+        i.metadata.name: i.metadata.resource_version
+        for i in core.list_namespaced_config_map("default", label_selector=selector).items
+    }
+    deadline = time.time() + 10
+    while time.time() < deadline and cache != expected and not errors:
+        time.sleep(0.1)
+    done.set()
+    assert not errors, errors
+    assert cache == expected, (cache, expected)
+    assert set(expected) == {"cm0", "cm1", "cm4", "cm5", "cm6", "cm7", "outsider"}, expected
+    assert "DELETED" in events and "MODIFIED" in events, events
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
@@ -165,6 +250,7 @@ SCENARIOS = {
         lists_paginate_and_select,
         errors_are_status_objects,
         strategic_merge_patch_of_service_ports,
+        informer_converges_through_relists_and_rewatches,
     ]
 }
 
