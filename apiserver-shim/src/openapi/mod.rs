@@ -305,12 +305,12 @@ where
 {
     Kind {
         decode: |value| {
-            serde_path_to_error::deserialize::<_, T>(value)
-                .map(drop)
-                .map_err(|e| match e.path().to_string().as_str() {
+            serde_path_to_error::deserialize::<_, T>(value).map(drop).map_err(|e| {
+                match e.path().to_string().as_str() {
                     "." => e.inner().to_string(),
                     path => format!("{path}: {}", e.inner()),
-                })
+                }
+            })
         },
         names: || {
             let kind = T::schema_name().into_owned();
@@ -371,7 +371,12 @@ pub fn kind_names(group: &str, version: &str, kind_name: &str) -> Option<KindNam
 /// Whether `object` decodes as its kind's type: every field of the type that the object sets
 /// holds a value of the field's type (a number where Kubernetes has an int32, …). The error
 /// names the field, as kube-apiserver's decoder does. Kinds without a type pass.
-pub fn check_types(group: &str, version: &str, kind_name: &str, object: &Value) -> Result<(), String> {
+pub fn check_types(
+    group: &str,
+    version: &str,
+    kind_name: &str,
+    object: &Value,
+) -> Result<(), String> {
     match kind(group, version, kind_name) {
         Some(k) => (k.decode)(object),
         None => Ok(()),
