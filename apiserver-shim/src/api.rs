@@ -43,6 +43,23 @@ pub struct ListParams {
     pub limit: Option<usize>,
     /// `continue`.
     pub continue_token: Option<String>,
+    /// `resourceVersion` and `resourceVersionMatch`: which state to list.
+    pub version: ListVersion,
+}
+
+/// Which state a list shows, as kube-apiserver reads `resourceVersion` and
+/// `resourceVersionMatch` (see "Semantics for get and list" in the Kubernetes API concepts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ListVersion {
+    /// No `resourceVersion`: the most recent state. (A continued list shows its first page's.)
+    #[default]
+    MostRecent,
+    /// `resourceVersion=0`: any state; this server serves the most recent.
+    Any,
+    /// The most recent state, which must be at least this revision (else 504 Timeout).
+    NotOlderThan(Revision),
+    /// The state at exactly this revision, from the store's history (410 once compacted).
+    Exact(Revision),
 }
 
 /// `DeleteOptions`, from the body and the query.
@@ -159,12 +176,42 @@ impl Api {
         let prefix = prefix_for(target.rt, target.namespace.as_deref());
         let filtering = params.labels.as_ref().is_some_and(|l| !l.is_everything())
             || params.fields.as_ref().is_some_and(|f| !f.is_everything());
+        let (exact, minimum) = match params.version {
+            ListVersion::MostRecent | ListVersion::Any => (None, None),
+            ListVersion::NotOlderThan(revision) => (None, Some(revision)),
+            ListVersion::Exact(revision) => (Some(revision), None),
+        };
+        // kube-apiserver's answer to a revision it has not reached
+        // (storage.NewTooLargeResourceVersionError).
+        let too_large = |requested: Revision, current: Revision| ApiError {
+            causes: vec![Cause::new("ResourceVersionTooLarge", "", "Too large resource version")],
+            retry_after: Some(1),
+            ..ApiError::timeout(format!(
+                "Timeout: Too large resource version: {requested}, current: {current}"
+            ))
+        };
+        let store_error = |e: carrel_store::Error| match e {
+            carrel_store::Error::Expired { .. } if params.continue_token.is_some() => {
+                ApiError::expired(
+                    "The provided continue parameter is too old to display a consistent list \
+                     result. You can start a new list without the continue parameter.",
+                )
+            }
+            carrel_store::Error::Expired { .. } => {
+                ApiError::expired("The resourceVersion for the provided list is too old.")
+            }
+            carrel_store::Error::FutureRevision { requested, current } => {
+                too_large(requested, current)
+            }
+            e => ApiError::from_store(e, target.rt.group, target.rt.plural, ""),
+        };
         let mut items = Vec::new();
         let mut token = params.continue_token.clone();
         let revision;
         let next;
         // With a selector, keep reading pages until `limit` matches are found (as the watch
-        // cache does) so that `limit` bounds the answer, not the scan.
+        // cache does) so that `limit` bounds the answer, not the scan. Every page is read at the
+        // first one's revision, which the continue token carries.
         loop {
             let page = self
                 .store
@@ -173,10 +220,10 @@ impl Api {
                     &StoreListOptions {
                         limit: params.limit.map(|l| l.saturating_sub(items.len()).max(1)),
                         continue_token: token.clone(),
-                        ..Default::default()
+                        revision: exact.filter(|_| token.is_none()),
                     },
                 )
-                .map_err(|e| ApiError::from_store(e, target.rt.group, target.rt.plural, ""))?;
+                .map_err(store_error)?;
             for object in &page.items {
                 let value = decode(object)?;
                 if self.selected(target.rt, &value, params) {
@@ -190,6 +237,9 @@ impl Api {
                 break;
             }
             token = page.continue_token;
+        }
+        if let Some(minimum) = minimum.filter(|m| *m > revision) {
+            return Err(too_large(minimum, revision));
         }
         let mut metadata = Map::new();
         metadata.insert("resourceVersion".into(), revision.to_string().into());

@@ -472,6 +472,69 @@ fn list_params(query: &Query) -> ApiResult<ListParams> {
         fields: query.get("fieldSelector").map(FieldSelector::parse).transpose()?,
         limit,
         continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+        // Only a list reads `resourceVersion` this way (see `list_version`); a watch reads it
+        // itself, and its initial list shows the most recent state.
+        version: crate::api::ListVersion::MostRecent,
+    })
+}
+
+/// Which state a list shows: `resourceVersion` and `resourceVersionMatch`, checked as
+/// kube-apiserver checks `ListOptions` (422 Invalid) and read as its storage reads them.
+fn list_version(query: &Query, params: &ListParams) -> ApiResult<crate::api::ListVersion> {
+    use crate::api::ListVersion;
+    use crate::status::Cause;
+    let rv = query.get("resourceVersion").unwrap_or_default();
+    let matching = query.get("resourceVersionMatch").unwrap_or_default();
+    let continuing = params.continue_token.is_some();
+    if !matching.is_empty() {
+        let field = "resourceVersionMatch";
+        let forbidden =
+            |why: &str| Cause::new("FieldValueForbidden", field, format!("Forbidden: {why}"));
+        let mut causes = Vec::new();
+        if rv.is_empty() {
+            causes.push(forbidden(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if continuing {
+            causes.push(forbidden("resourceVersionMatch is forbidden when continue is provided"));
+        }
+        if matching != "Exact" && matching != "NotOlderThan" {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                field,
+                format!("Unsupported value: \"{matching}\": supported values: \"Exact\", \"NotOlderThan\", \"\""),
+            ));
+        }
+        if matching == "Exact" && rv == "0" {
+            causes.push(forbidden(
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes));
+        }
+    }
+    if rv.is_empty() {
+        return Ok(ListVersion::MostRecent);
+    }
+    if continuing {
+        // The token carries its list's revision; "0" is tolerated, as kube-apiserver does.
+        if rv != "0" {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        return Ok(ListVersion::MostRecent);
+    }
+    let revision = parse_resource_version(rv)?;
+    Ok(match matching {
+        "Exact" => ListVersion::Exact(revision),
+        _ if revision == 0 => ListVersion::Any,
+        "NotOlderThan" => ListVersion::NotOlderThan(revision),
+        // Unset: kube-apiserver's legacy reading, exact for a paginated list.
+        _ if params.limit.is_some() => ListVersion::Exact(revision),
+        _ => ListVersion::NotOlderThan(revision),
     })
 }
 
@@ -542,13 +605,8 @@ async fn resource(
     match (method.clone(), path.name.clone()) {
         (Method::GET, None) if watch => watch_stream(server, rt, namespace, query, headers).await,
         (Method::GET, None) => {
-            let params = list_params(query)?;
-            let resource_version_match = query.get("resourceVersionMatch").unwrap_or_default();
-            if resource_version_match == "Exact" {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch=Exact is not supported by this server; list without it",
-                ));
-            }
+            let mut params = list_params(query)?;
+            params.version = list_version(query, &params)?;
             let rt2 = rt.clone();
             let list = blocking(move || {
                 let target = Target { rt: &rt2, namespace };

@@ -348,7 +348,7 @@ fn reads_and_lists(tmp: &Path, value: &Bytes, table: &mut Table) -> BenchResult<
         Ok(page.items.len())
     })?;
     let paged = repeat_timed(|| {
-        let mut options = ListOptions { limit: Some(LIST_PAGE), continue_token: None };
+        let mut options = ListOptions { limit: Some(LIST_PAGE), ..ListOptions::default() };
         let mut total = 0;
         let mut pages = 0;
         loop {

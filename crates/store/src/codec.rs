@@ -3,12 +3,17 @@
 //!
 //! ```text
 //! o<key>            -> [1][create_revision u64][mod_revision u64][value]
-//! l<revision u64>   -> [1][kind u8][unix millis u64][create_revision u64]
+//! l<revision u64>   -> [2][kind u8][unix millis u64][create_revision u64][prev_mod_revision u64]
 //!                      [key len u32][key][prev len u32 | u32::MAX][prev][value]
 //! m<name>           -> metadata: format, revision, compacted
 //! ```
 //!
-//! Integers are big-endian, so log keys sort by revision.
+//! Integers are big-endian, so log keys sort by revision. A log record carries the revision the
+//! key had before the write (`prev_mod_revision`, 0 for a creation), so that a list at a past
+//! revision can rebuild every object from the current state and the newer history alone, even when
+//! the write that made the older state has been compacted. Layout 1 wrote log records of version 1,
+//! without it; they are still read (see [`LogView::prev_mod_revision`]), and a layout 1 database
+//! is upgraded in place when opened (only the layout number changes).
 
 use bytes::Bytes;
 
@@ -21,8 +26,14 @@ pub(crate) const META_REVISION: &[u8] = b"mrevision";
 pub(crate) const META_COMPACTED: &[u8] = b"mcompacted";
 
 /// The layout version written in `META_FORMAT`.
-pub(crate) const FORMAT: u64 = 1;
-const RECORD_VERSION: u8 = 1;
+pub(crate) const FORMAT: u64 = 2;
+/// The layout before log records carried the previous mod revision; still readable.
+pub(crate) const FORMAT_WITHOUT_PREV_REVISION: u64 = 1;
+const OBJECT_VERSION: u8 = 1;
+/// Log records as written now.
+const LOG_VERSION: u8 = 2;
+/// Log records written by layout 1: no previous mod revision.
+const LOG_VERSION_WITHOUT_PREV_REVISION: u8 = 1;
 const NO_PREV: u32 = u32::MAX;
 
 /// Why a stored record could not be read.
@@ -68,7 +79,7 @@ pub(crate) fn decode_u64(bytes: &[u8]) -> Result<u64, DecodeError> {
 
 pub(crate) fn encode_object(value: &[u8], create: Revision, modified: Revision) -> Vec<u8> {
     let mut out = Vec::with_capacity(17 + value.len());
-    out.push(RECORD_VERSION);
+    out.push(OBJECT_VERSION);
     out.extend_from_slice(&create.to_be_bytes());
     out.extend_from_slice(&modified.to_be_bytes());
     out.extend_from_slice(value);
@@ -88,7 +99,7 @@ pub(crate) fn decode_object_header(record: &[u8]) -> Result<ObjectHeader, Decode
     if record.len() < OBJECT_HEADER_LEN {
         return Err(bad("shorter than its header"));
     }
-    if record[0] != RECORD_VERSION {
+    if record[0] != OBJECT_VERSION {
         return Err(bad("unknown record version"));
     }
     Ok(ObjectHeader {
@@ -116,13 +127,20 @@ fn kind_byte(kind: EventKind) -> u8 {
     }
 }
 
-pub(crate) fn encode_event(event: &Event, unix_millis: u64) -> Vec<u8> {
+/// The log record of `event`; `prev_mod_revision` is the key's mod revision before the write (0
+/// for a creation).
+pub(crate) fn encode_event(
+    event: &Event,
+    prev_mod_revision: Revision,
+    unix_millis: u64,
+) -> Vec<u8> {
     let prev_len = event.prev_value.as_ref().map_or(0, |p| p.len());
-    let mut out = Vec::with_capacity(34 + event.key.len() + prev_len + event.value.len());
-    out.push(RECORD_VERSION);
+    let mut out = Vec::with_capacity(42 + event.key.len() + prev_len + event.value.len());
+    out.push(LOG_VERSION);
     out.push(kind_byte(event.kind));
     out.extend_from_slice(&unix_millis.to_be_bytes());
     out.extend_from_slice(&event.create_revision.to_be_bytes());
+    out.extend_from_slice(&prev_mod_revision.to_be_bytes());
     out.extend_from_slice(&len_u32(event.key.len()).to_be_bytes());
     out.extend_from_slice(event.key.as_bytes());
     match &event.prev_value {
@@ -145,6 +163,32 @@ fn len_u32(len: usize) -> u32 {
 pub(crate) struct LogRecord {
     pub event: Event,
     pub unix_millis: u64,
+}
+
+/// A log record read in place: the fixed fields and the key, with the values left unread, so that
+/// a scan of the history can skip the records of other keys without copying their values.
+pub(crate) struct LogView<'a> {
+    pub kind: EventKind,
+    pub unix_millis: u64,
+    pub create_revision: Revision,
+    /// The key's mod revision before the write (0 for a creation); `None` in a record of layout
+    /// 1, which did not keep it.
+    pub prev_mod_revision: Option<Revision>,
+    pub key: &'a str,
+    prev_value: Option<&'a [u8]>,
+    value: &'a [u8],
+}
+
+impl LogView<'_> {
+    /// The value before the write, for a modification.
+    pub(crate) fn prev_value(&self) -> Option<Bytes> {
+        self.prev_value.map(Bytes::copy_from_slice)
+    }
+
+    /// The value after the write; for a deletion, the last value.
+    pub(crate) fn value(&self) -> Bytes {
+        Bytes::copy_from_slice(self.value)
+    }
 }
 
 struct Reader<'a> {
@@ -171,10 +215,12 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(crate) fn decode_event(revision: Revision, record: &[u8]) -> Result<LogRecord, DecodeError> {
+/// Read a log record in place.
+pub(crate) fn view_event(record: &[u8]) -> Result<LogView<'_>, DecodeError> {
     let bad = |why| DecodeError { what: "log", why };
     let mut r = Reader { buf: record };
-    if r.u8()? != RECORD_VERSION {
+    let version = r.u8()?;
+    if version != LOG_VERSION && version != LOG_VERSION_WITHOUT_PREV_REVISION {
         return Err(bad("unknown record version"));
     }
     let kind = match r.u8()? {
@@ -185,17 +231,39 @@ pub(crate) fn decode_event(revision: Revision, record: &[u8]) -> Result<LogRecor
     };
     let unix_millis = r.u64()?;
     let create_revision = r.u64()?;
+    let prev_mod_revision = match version {
+        LOG_VERSION => Some(r.u64()?),
+        _ => None,
+    };
     let key_len = r.u32()? as usize;
-    let key =
-        std::str::from_utf8(r.take(key_len)?).map_err(|_| bad("key is not UTF-8"))?.to_owned();
+    let key = std::str::from_utf8(r.take(key_len)?).map_err(|_| bad("key is not UTF-8"))?;
     let prev_value = match r.u32()? {
         NO_PREV => None,
-        n => Some(Bytes::copy_from_slice(r.take(n as usize)?)),
+        n => Some(r.take(n as usize)?),
     };
-    let value = Bytes::copy_from_slice(r.buf);
-    Ok(LogRecord {
-        event: Event { kind, revision, key, value, prev_value, create_revision },
+    Ok(LogView {
+        kind,
         unix_millis,
+        create_revision,
+        prev_mod_revision,
+        key,
+        prev_value,
+        value: r.buf,
+    })
+}
+
+pub(crate) fn decode_event(revision: Revision, record: &[u8]) -> Result<LogRecord, DecodeError> {
+    let view = view_event(record)?;
+    Ok(LogRecord {
+        event: Event {
+            kind: view.kind,
+            revision,
+            key: view.key.to_owned(),
+            value: view.value(),
+            prev_value: view.prev_value(),
+            create_revision: view.create_revision,
+        },
+        unix_millis: view.unix_millis,
     })
 }
 
@@ -214,10 +282,50 @@ mod tests {
                 prev_value: prev,
                 create_revision: 7,
             };
-            let record = decode_event(42, &encode_event(&event, 1234)).unwrap();
+            let encoded = encode_event(&event, 41, 1234);
+            let record = decode_event(42, &encoded).unwrap();
             assert_eq!(record.event, event);
             assert_eq!(record.unix_millis, 1234);
+            assert_eq!(view_event(&encoded).unwrap().prev_mod_revision, Some(41));
         }
+    }
+
+    /// A log record as layout 1 wrote it: no previous mod revision.
+    fn encode_event_v1(event: &Event, unix_millis: u64) -> Vec<u8> {
+        let mut out = vec![LOG_VERSION_WITHOUT_PREV_REVISION, kind_byte(event.kind)];
+        out.extend_from_slice(&unix_millis.to_be_bytes());
+        out.extend_from_slice(&event.create_revision.to_be_bytes());
+        out.extend_from_slice(&len_u32(event.key.len()).to_be_bytes());
+        out.extend_from_slice(event.key.as_bytes());
+        match &event.prev_value {
+            Some(prev) => {
+                out.extend_from_slice(&len_u32(prev.len()).to_be_bytes());
+                out.extend_from_slice(prev);
+            }
+            None => out.extend_from_slice(&NO_PREV.to_be_bytes()),
+        }
+        out.extend_from_slice(&event.value);
+        out
+    }
+
+    #[test]
+    fn layout_1_log_records_are_still_read() {
+        let event = Event {
+            kind: EventKind::Modified,
+            revision: 9,
+            key: "/k".into(),
+            value: Bytes::from_static(b"new"),
+            prev_value: Some(Bytes::from_static(b"old")),
+            create_revision: 3,
+        };
+        let encoded = encode_event_v1(&event, 77);
+        let record = decode_event(9, &encoded).unwrap();
+        assert_eq!(record.event, event);
+        assert_eq!(record.unix_millis, 77);
+        assert_eq!(view_event(&encoded).unwrap().prev_mod_revision, None, "layout 1 had none");
+        let mut unknown = encode_event(&event, 5, 77);
+        unknown[0] = 3;
+        assert!(decode_event(9, &unknown).is_err());
     }
 
     #[test]
@@ -230,7 +338,7 @@ mod tests {
             prev_value: None,
             create_revision: 1,
         };
-        let record = encode_event(&event, 0);
+        let record = encode_event(&event, 0, 0);
         // Every strict prefix that cuts into the fixed fields must fail cleanly.
         for len in 0..(record.len() - 1) {
             assert!(decode_event(1, &record[..len]).is_err(), "prefix of {len} bytes decoded");

@@ -1,5 +1,6 @@
-//! Continue tokens: the revision a paginated list started at and the last key it returned.
-//! Opaque to clients (URL-safe base64), validated on the way back in.
+//! Continue tokens: the revision a paginated list started at and the last key it returned; the
+//! next page is read at that revision, so that all pages are one snapshot. Opaque to clients
+//! (URL-safe base64), validated on the way back in.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;

@@ -49,7 +49,8 @@ pub enum Error {
         last_delivered: Revision,
     },
 
-    /// A revision newer than the store's current one.
+    /// A revision newer than the store's current one (Kubernetes: 504 Timeout, "Too large
+    /// resource version", for a list).
     #[error("revision {requested} is newer than the current revision {current}")]
     FutureRevision {
         /// The revision asked for.

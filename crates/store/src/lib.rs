@@ -93,13 +93,18 @@ impl Event {
     }
 }
 
-/// How much of a prefix to list.
+/// How much of a prefix to list, and as of when.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListOptions {
     /// The most objects to return in this page; `None` returns them all.
     pub limit: Option<usize>,
     /// The token from the previous page's [`ListPage::continue_token`].
     pub continue_token: Option<String>,
+    /// List the prefix as it was at this revision rather than now: objects created later are
+    /// absent, objects updated or deleted later are shown with their value and revisions of
+    /// then. `None` lists the newest state. A continue token carries its list's revision, so
+    /// this need not be repeated with it (if it is, it must be the token's).
+    pub revision: Option<Revision>,
 }
 
 /// One page of a list.
@@ -108,7 +113,7 @@ pub struct ListPage {
     /// Objects in key order.
     pub items: Vec<Object>,
     /// The revision the list was read at: a watch from this revision misses no later change.
-    /// Every page of one paginated list reports the revision of its first page.
+    /// Every page of one paginated list is read at, and reports, the revision of its first page.
     pub revision: Revision,
     /// Present when more objects follow; pass it back to get the next page.
     pub continue_token: Option<String>,
@@ -124,10 +129,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Objects whose key starts with `prefix`, in key order, one page at a time.
     ///
-    /// An object that exists for the whole of a paginated listing is returned exactly once, even
-    /// while other writes happen. A continue token expires with the history window: once
-    /// [`Store::compacted_revision`] has passed the token's revision, the next page is
-    /// [`Error::Expired`].
+    /// A list is a snapshot at one revision: the newest, or [`ListOptions::revision`]. Every
+    /// following page is read at the first page's revision, so the pages of a paginated list are
+    /// together exactly the snapshot, whatever writes happen meanwhile. A past revision is
+    /// rebuilt from the history, so it must be inside the history window: older than
+    /// [`Store::compacted_revision`] is [`Error::Expired`] (for a continue token too), newer
+    /// than [`Store::current_revision`] is [`Error::FutureRevision`].
     fn list(&self, prefix: &str, options: &ListOptions) -> Result<ListPage>;
 
     /// Store a new object; [`Error::AlreadyExists`] if the key exists.

@@ -1,13 +1,15 @@
 //! The sled backend checked against an in-memory model.
 //!
 //! * `sequential_operations_match_the_model`: random sequences of writes (with and without
-//!   preconditions), reads, paginated lists, compactions, watches and reopens, every result
-//!   compared with a `BTreeMap` model, its revision counter and its event log.
+//!   preconditions), reads, paginated lists (of the newest state, of a past revision, and ones
+//!   whose pages are interleaved with other operations), compactions, watches and reopens, every
+//!   result compared with a `BTreeMap` model, its revision counter and its event log.
 //! * `concurrent_writers_and_watchers_agree`: several writer threads race on overlapping keys
 //!   while two watchers follow the store; the event stream must be the dense, gap-free history
 //!   that explains every acknowledged write, every error and every read.
-//! * `pagination_is_stable_under_concurrent_writes`: a paginated list returns every object that
-//!   lives through it exactly once while other keys churn; continue tokens expire with compaction.
+//! * `pagination_is_stable_under_concurrent_writes`: a paginated list returns exactly the snapshot
+//!   at its first page's revision while keys churn, as the history a watch replays says it was;
+//!   continue tokens expire with compaction.
 //! * `a_slow_watcher_is_ended_without_hurting_anyone_else`: a watcher that does not consume is
 //!   ended with `WatcherTooSlow`; writers and other watchers do not notice.
 
@@ -138,6 +140,12 @@ enum Op {
     Delete(usize, Pre),
     Get(usize),
     List(usize, Option<usize>),
+    /// List a prefix, page by page, at a past revision picked by the seed (sometimes compacted,
+    /// sometimes in the future).
+    ListAt(usize, Option<usize>, u8),
+    /// The next page of the pending paginated list, or the first page of a new one of the prefix:
+    /// other operations run between its pages.
+    Page(usize, usize),
     /// Compact to `seed % (revision + 1)`.
     Compact(u8),
     /// Compact to one past the current revision.
@@ -178,7 +186,9 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(k, v, p)| Op::Update(k, v, p)),
         3 => (key.clone(), pre_strategy()).prop_map(|(k, p)| Op::Delete(k, p)),
         1 => key.prop_map(Op::Get),
-        2 => (prefix.clone(), limit).prop_map(|(p, l)| Op::List(p, l)),
+        2 => (prefix.clone(), limit.clone()).prop_map(|(p, l)| Op::List(p, l)),
+        2 => (prefix.clone(), limit, any::<u8>()).prop_map(|(p, l, s)| Op::ListAt(p, l, s)),
+        3 => (prefix.clone(), 1usize..=2).prop_map(|(p, l)| Op::Page(p, l)),
         1 => any::<u8>().prop_map(Op::Compact),
         1 => Just(Op::CompactFuture),
         1 => (prefix.clone(), any::<u8>()).prop_map(|(p, s)| Op::Watch(p, s)),
@@ -306,6 +316,24 @@ impl Model {
             .collect()
     }
 
+    /// What a list of `prefix` at `revision` shows: the log replayed up to it, or the error.
+    fn list_at(&self, prefix: &str, revision: Revision) -> Result<Vec<Object>, Fail> {
+        if revision > self.revision {
+            return Err(Fail::Future { requested: revision, current: self.revision });
+        }
+        if revision < self.compacted {
+            return Err(Fail::Expired { requested: revision, oldest_available: self.compacted });
+        }
+        let mut state = BTreeMap::new();
+        for event in &self.log[..revision as usize] {
+            match event.kind {
+                EventKind::Deleted => state.remove(&event.key),
+                _ => state.insert(event.key.clone(), event.object()),
+            };
+        }
+        Ok(state.into_values().filter(|o| o.key.starts_with(prefix)).collect())
+    }
+
     /// What a watch of `prefix` from `after` yields.
     fn watch(&self, prefix: &str, after: Revision) -> Result<Vec<Event>, Fail> {
         if after < self.compacted {
@@ -345,13 +373,33 @@ struct Harness {
     store: Option<SledStore>,
     model: Model,
     live: Vec<(&'static str, Watch)>,
+    /// A paginated list in progress across operations.
+    paging: Option<Paging>,
+}
+
+/// A paginated list whose next page is still to be read.
+#[derive(Debug)]
+struct Paging {
+    prefix: &'static str,
+    limit: usize,
+    /// The first page's revision.
+    revision: Revision,
+    /// How many objects its pages have returned so far.
+    returned: usize,
+    token: String,
 }
 
 impl Harness {
     fn new() -> Harness {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = open_new(&dir.path().join("store"), Options::create());
-        let mut h = Harness { dir, store: Some(store), model: Model::default(), live: Vec::new() };
+        let mut h = Harness {
+            dir,
+            store: Some(store),
+            model: Model::default(),
+            live: Vec::new(),
+            paging: None,
+        };
         h.open_live();
         h
     }
@@ -451,7 +499,7 @@ impl Harness {
         };
         let mut token = None;
         for (i, page_want) in pages.iter().enumerate() {
-            let options = ListOptions { limit, continue_token: token.take() };
+            let options = ListOptions { limit, continue_token: token.take(), revision: None };
             let page = self.store().list(prefix, &options).map_err(|e| {
                 TestCaseError::fail(format!("list {prefix:?} {options:?}: {:?}", fail(e)))
             })?;
@@ -475,6 +523,80 @@ impl Harness {
                 limit
             );
             token = page.continue_token;
+        }
+        Ok(())
+    }
+
+    /// A list of `prefix` at `revision`, page by page, against the model's state then.
+    fn check_list_at(
+        &self,
+        prefix: &str,
+        limit: Option<usize>,
+        revision: Revision,
+    ) -> Result<(), TestCaseError> {
+        let context = format!("list {prefix:?} limit {limit:?} at {revision}");
+        let first = ListOptions { limit, continue_token: None, revision: Some(revision) };
+        let want = match self.model.list_at(prefix, revision) {
+            Err(e) => {
+                let got = self.store().list(prefix, &first).map(|p| p.items).map_err(fail);
+                prop_assert_eq!(got, Err(e), "{}", context);
+                return Ok(());
+            }
+            Ok(want) => want,
+        };
+        let pages: Vec<&[Object]> = match limit {
+            Some(l) if !want.is_empty() => want.chunks(l).collect(),
+            _ => vec![&want[..]],
+        };
+        let mut options = first;
+        for (i, page_want) in pages.iter().enumerate() {
+            let page = self
+                .store()
+                .list(prefix, &options)
+                .map_err(|e| TestCaseError::fail(format!("{context}: page {i}: {:?}", fail(e))))?;
+            prop_assert_eq!(&page.items[..], *page_want, "{}: page {}", context, i);
+            prop_assert_eq!(page.revision, revision, "{}: page {} revision", context, i);
+            let last = i + 1 == pages.len();
+            prop_assert_eq!(page.continue_token.is_none(), last, "{}: page {}", context, i);
+            // Later pages need only the token, which carries the revision.
+            options = ListOptions { limit, continue_token: page.continue_token, revision: None };
+        }
+        Ok(())
+    }
+
+    /// The next page of the pending paginated list (or the first of a new one): the snapshot at
+    /// its first page's revision, whatever happened since, unless that revision was compacted.
+    fn check_page(&mut self, prefix: &'static str, limit: usize) -> Result<(), TestCaseError> {
+        let (options, prefix, limit, revision, returned) = match self.paging.take() {
+            Some(p) => {
+                let options = ListOptions {
+                    limit: Some(p.limit),
+                    continue_token: Some(p.token),
+                    revision: None,
+                };
+                (options, p.prefix, p.limit, p.revision, p.returned)
+            }
+            None => {
+                let options = ListOptions { limit: Some(limit), ..ListOptions::default() };
+                (options, prefix, limit, self.model.revision, 0)
+            }
+        };
+        let context = format!("page {returned}.. of {prefix:?} at {revision}, limit {limit}");
+        let got = self.store().list(prefix, &options).map_err(fail);
+        let snapshot = match self.model.list_at(prefix, revision) {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                prop_assert_eq!(got.map(|p| p.items), Err(e), "{}", context);
+                return Ok(());
+            }
+        };
+        let page = got.map_err(|e| TestCaseError::fail(format!("{context}: {e:?}")))?;
+        let end = (returned + limit).min(snapshot.len());
+        prop_assert_eq!(&page.items[..], &snapshot[returned..end], "{}", context);
+        prop_assert_eq!(page.revision, revision, "{}", context);
+        prop_assert_eq!(page.continue_token.is_some(), end < snapshot.len(), "{}", context);
+        if let Some(token) = page.continue_token {
+            self.paging = Some(Paging { prefix, limit, revision, returned: end, token });
         }
         Ok(())
     }
@@ -534,6 +656,16 @@ impl Harness {
                 prop_assert_eq!(got, Ok(self.model.get(KEYS[*k])), "op {}: {:?}", i, op);
             }
             Op::List(p, limit) => self.check_list(PREFIXES[*p], *limit)?,
+            Op::ListAt(p, limit, seed) => {
+                let (compacted, current) = (self.model.compacted, self.model.revision);
+                let revision = match seed % 4 {
+                    0 => compacted,
+                    1 => compacted.saturating_sub(1),
+                    _ => Revision::from(*seed) % (current + 2),
+                };
+                self.check_list_at(PREFIXES[*p], *limit, revision)?;
+            }
+            Op::Page(p, limit) => self.check_page(PREFIXES[*p], *limit)?,
             Op::Compact(seed) => {
                 let to = Revision::from(*seed) % (self.model.revision + 1);
                 let got = self.store().compact(to).map_err(fail);
@@ -567,6 +699,17 @@ impl Harness {
         Ok(())
     }
 
+    /// Every prefix listed at every revision up to one past the current one.
+    fn check_all_lists_at(&self) -> Result<(), TestCaseError> {
+        for prefix in PREFIXES {
+            for revision in 0..=self.model.revision + 1 {
+                self.check_list_at(prefix, None, revision)?;
+                self.check_list_at(prefix, Some(2), revision)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every prefix watched from every revision up to one past the current one.
     fn check_all_watches(&self) -> Result<(), TestCaseError> {
         for prefix in PREFIXES {
@@ -595,12 +738,14 @@ fn run_sequence(ops: &[Op]) -> Result<(), TestCaseError> {
         h.check_list(prefix, Some(2))?;
     }
     h.check_all_watches()?;
+    h.check_all_lists_at()?;
     // And all of it survives a reopen.
     h.reopen()?;
     prop_assert_eq!(h.store().current_revision(), h.model.revision);
     prop_assert_eq!(h.store().compacted_revision(), h.model.compacted);
     h.check_list("", None)?;
-    h.check_all_watches()
+    h.check_all_watches()?;
+    h.check_all_lists_at()
 }
 
 proptest! {
@@ -1018,12 +1163,17 @@ fn pagination_is_stable_under_concurrent_writes() {
         thread::sleep(Duration::from_millis(1));
     }
 
+    let mut passes = Vec::new();
     for pass in 0..3 {
         let writes_before = churn_writes.load(Ordering::Relaxed);
         let mut pages = Vec::new();
         let mut token = None;
         loop {
-            let options = ListOptions { limit: Some(PAGE_LIMIT), continue_token: token.take() };
+            let options = ListOptions {
+                limit: Some(PAGE_LIMIT),
+                continue_token: token.take(),
+                ..ListOptions::default()
+            };
             let page = store.list(PAGE_PREFIX, &options).expect("list a page");
             token = page.continue_token.clone();
             pages.push(page);
@@ -1069,20 +1219,43 @@ fn pagination_is_stable_under_concurrent_writes() {
             .map(|o| Object::clone(o))
             .collect();
         assert_eq!(listed_stable, stable, "pass {pass}: the stable keys, each once, in order");
+        passes.push((first, items.into_iter().cloned().collect::<Vec<Object>>()));
     }
     stop.store(true, Ordering::Relaxed);
     churner.join().expect("churn panicked").expect("churn writes all succeed");
 
+    // Each pass is exactly the snapshot at its first page's revision: churned keys included as
+    // they were then, whatever happened to them while the pages were read. What they were then
+    // comes from the history, replayed by a watch.
+    let mut replay = store.watch("", 0).expect("replay the whole history");
+    let events = take_events(&mut replay, store.current_revision() as usize).expect("history");
+    let history = History::replay(events).expect("a consistent history");
+    let mut keys: Vec<&String> =
+        history.states.keys().filter(|k| k.starts_with(PAGE_PREFIX)).collect();
+    keys.sort();
+    for (pass, (revision, items)) in passes.iter().enumerate() {
+        let snapshot: Vec<Object> =
+            keys.iter().filter_map(|k| history.state_at(k, *revision)).collect();
+        assert!(
+            snapshot.len() > stable.len(),
+            "pass {pass}: some churned keys existed at revision {revision}"
+        );
+        assert_eq!(items, &snapshot, "pass {pass}: the pages against the snapshot at {revision}");
+    }
+
     // A continue token lives as long as its revision is not compacted.
     let first_page = |store: &SledStore| {
         let page = store
-            .list(PAGE_PREFIX, &ListOptions { limit: Some(PAGE_LIMIT), continue_token: None })
+            .list(PAGE_PREFIX, &ListOptions { limit: Some(PAGE_LIMIT), ..ListOptions::default() })
             .expect("first page");
         (page.revision, page.continue_token.expect("more pages"))
     };
     let (revision, token) = first_page(&store);
-    let next =
-        |token: &str| ListOptions { limit: Some(PAGE_LIMIT), continue_token: Some(token.into()) };
+    let next = |token: &str| ListOptions {
+        limit: Some(PAGE_LIMIT),
+        continue_token: Some(token.into()),
+        ..ListOptions::default()
+    };
     store.compact(revision).expect("compact to the token's revision");
     let page =
         store.list(PAGE_PREFIX, &next(&token)).expect("the token's revision is still available");

@@ -6,7 +6,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use carrel_store::{Error, EventKind, HistoryWindow, ListOptions, Options, SledStore, Store};
+use carrel_store::{
+    Error, EventKind, HistoryWindow, ListOptions, ListPage, Object, Options, Revision, SledStore,
+    Store,
+};
 
 fn open_new(dir: &Path) -> SledStore {
     SledStore::open(dir.join("store"), Options::create()).expect("open a new store")
@@ -14,6 +17,24 @@ fn open_new(dir: &Path) -> SledStore {
 
 fn v(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn limit(n: usize) -> ListOptions {
+    ListOptions { limit: Some(n), ..ListOptions::default() }
+}
+
+fn at(revision: Revision) -> ListOptions {
+    ListOptions { revision: Some(revision), ..ListOptions::default() }
+}
+
+/// Every page of a list, following its continue tokens.
+fn all_pages(store: &SledStore, prefix: &str, first: ListOptions) -> Vec<ListPage> {
+    let mut pages = vec![store.list(prefix, &first).unwrap()];
+    while let Some(token) = pages.last().unwrap().continue_token.clone() {
+        let next = ListOptions { continue_token: Some(token), ..first.clone() };
+        pages.push(store.list(prefix, &next).unwrap());
+    }
+    pages
 }
 
 /// Poll `cond` until it holds; the deadline only guards against a hang, it measures nothing.
@@ -223,7 +244,7 @@ fn list_pages_follow_continue_tokens_within_a_prefix() {
     store.create("/podsx/a/p0", v("neighbour")).unwrap();
 
     let mut seen = Vec::new();
-    let mut options = ListOptions { limit: Some(3), continue_token: None };
+    let mut options = limit(3);
     let first_revision = store.current_revision();
     loop {
         let page = store.list("/pods/a/", &options).unwrap();
@@ -240,12 +261,244 @@ fn list_pages_follow_continue_tokens_within_a_prefix() {
     assert_eq!(seen, expected);
 
     // A token from one listing is refused for another.
-    let page =
-        store.list("/pods/a/", &ListOptions { limit: Some(1), continue_token: None }).unwrap();
-    let foreign = ListOptions { limit: None, continue_token: page.continue_token };
+    let page = store.list("/pods/a/", &limit(1)).unwrap();
+    let foreign = ListOptions { continue_token: page.continue_token.clone(), ..Default::default() };
     assert!(matches!(store.list("/pods/b/", &foreign), Err(Error::InvalidContinue { .. })));
+    // The token carries its revision: repeating it is fine, asking for another is refused.
+    let same = ListOptions { revision: Some(page.revision), ..foreign.clone() };
+    assert_eq!(store.list("/pods/a/", &same).unwrap().items[0].key, "/pods/a/p1");
+    let other = ListOptions { revision: Some(page.revision - 1), ..foreign };
+    assert!(matches!(store.list("/pods/a/", &other), Err(Error::InvalidContinue { .. })));
     // `/pods/` must not match `/podsx/`.
     assert_eq!(store.list("/pods/", &ListOptions::default()).unwrap().items.len(), 10);
+}
+
+#[test]
+fn the_pages_of_a_list_are_one_snapshot_whatever_is_written_between_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    for i in 0..6 {
+        store.create(&format!("/cm/k{i}"), v(&format!("old{i}"))).unwrap();
+    }
+    let before = store.list("/cm/", &ListOptions::default()).unwrap();
+    let first = store.list("/cm/", &limit(2)).unwrap();
+    assert_eq!(first.items[..], before.items[..2]);
+    // Between pages: a later key updated, one deleted, one created, one deleted and recreated,
+    // and an already returned one deleted.
+    store.update("/cm/k3", v("new3"), None).unwrap();
+    store.delete("/cm/k4", None).unwrap();
+    store.create("/cm/k2a", v("born later")).unwrap();
+    store.delete("/cm/k5", None).unwrap();
+    store.create("/cm/k5", v("reborn")).unwrap();
+    store.delete("/cm/k0", None).unwrap();
+    let mut items = first.items.clone();
+    let mut token = first.continue_token;
+    while let Some(t) = token {
+        let page =
+            store.list("/cm/", &ListOptions { continue_token: Some(t), ..limit(2) }).unwrap();
+        assert_eq!(page.revision, first.revision);
+        items.extend(page.items);
+        token = page.continue_token;
+    }
+    assert_eq!(items, before.items, "the pages show the state at the first page's revision");
+    // A new list shows the new state.
+    let now: Vec<(String, Bytes)> = store
+        .list("/cm/", &ListOptions::default())
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|o| (o.key, o.value))
+        .collect();
+    let want =
+        [("k1", "old1"), ("k2", "old2"), ("k2a", "born later"), ("k3", "new3"), ("k5", "reborn")];
+    let want: Vec<(String, Bytes)> = want.iter().map(|(k, x)| (format!("/cm/{k}"), v(x))).collect();
+    assert_eq!(now, want);
+}
+
+#[test]
+fn a_list_at_a_past_revision_is_what_a_list_then_returned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    let mut then: Vec<(Revision, Vec<Object>)> = Vec::new();
+    let mut record = |store: &SledStore| {
+        let page = store.list("/pods/", &ListOptions::default()).unwrap();
+        then.push((page.revision, page.items));
+    };
+    record(&store);
+    store.create("/pods/a", v("a1")).unwrap();
+    store.create("/pods/b", v("b1")).unwrap();
+    store.create("/podsx/neighbour", v("n")).unwrap();
+    store.create("/pods/c", v("c1")).unwrap();
+    record(&store);
+    store.update("/pods/a", v("a2"), None).unwrap();
+    record(&store);
+    store.delete("/pods/b", None).unwrap();
+    store.create("/pods/d", v("d1")).unwrap();
+    record(&store);
+    store.update("/pods/c", v("c2"), None).unwrap();
+    store.update("/pods/c", v("c3"), None).unwrap();
+    store.delete("/pods/a", None).unwrap();
+    store.create("/pods/a", v("a-again")).unwrap();
+    record(&store);
+    store.update("/podsx/neighbour", v("n2"), None).unwrap();
+    record(&store);
+
+    assert_eq!(then[1].1.len(), 3, "a, b and c at revision {}", then[1].0);
+    // Each recorded state differs from the one before, except across the write outside the prefix.
+    for pair in then[..5].windows(2) {
+        assert_ne!(pair[0].1, pair[1].1, "revisions {} and {}", pair[0].0, pair[1].0);
+    }
+    assert_eq!(then[4].1, then[5].1);
+    for (revision, items) in &then {
+        let page = store.list("/pods/", &at(*revision)).unwrap();
+        assert_eq!(page.revision, *revision);
+        assert_eq!(&page.items, items, "list at {revision}");
+        // Page by page too: the pages together are the same snapshot.
+        let pages = all_pages(&store, "/pods/", ListOptions { limit: Some(1), ..at(*revision) });
+        assert!(pages.iter().all(|p| p.revision == *revision));
+        let paged: Vec<Object> = pages.into_iter().flat_map(|p| p.items).collect();
+        assert_eq!(&paged, items, "paged list at {revision}");
+    }
+    // Revisions between the recorded ones too: b is deleted at 6, d created at 7.
+    assert_eq!(then[2].0, 5);
+    let page = store.list("/pods/", &at(5)).unwrap();
+    let b = page.items.iter().find(|o| o.key == "/pods/b").expect("b before its deletion");
+    assert_eq!((b.value.clone(), b.create_revision, b.mod_revision), (v("b1"), 2, 2));
+    let keys = |page: ListPage| page.items.into_iter().map(|o| o.key).collect::<Vec<_>>();
+    assert_eq!(keys(store.list("/pods/", &at(6)).unwrap()), ["/pods/a", "/pods/c"]);
+    assert_eq!(keys(store.list("/pods/", &at(7)).unwrap()), ["/pods/a", "/pods/c", "/pods/d"]);
+}
+
+#[test]
+fn a_past_state_is_rebuilt_even_when_the_write_that_made_it_is_compacted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    let a = store.create("/k/a", v("a1")).unwrap();
+    let b = store.create("/k/b", v("b1")).unwrap();
+    for i in 0..5 {
+        store.create(&format!("/other/{i}"), v("x")).unwrap();
+    }
+    let quiet = store.current_revision();
+    store.compact(quiet).unwrap();
+    // The history now starts after the writes that made a and b; change both.
+    store.update("/k/a", v("a2"), None).unwrap();
+    store.delete("/k/b", None).unwrap();
+    let page = store.list("/k/", &at(quiet)).unwrap();
+    assert_eq!(page.items, vec![a, b], "values and revisions as written, before the compaction");
+    // And so after a reopen, from the history on disk.
+    let path = store.path().to_path_buf();
+    drop(store);
+    let store = SledStore::open(&path, Options::default()).unwrap();
+    assert_eq!(store.list("/k/", &at(quiet)).unwrap().items, page.items);
+}
+
+#[test]
+fn a_list_at_a_compacted_or_future_revision_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    for i in 0..6 {
+        store.create(&format!("/k/{i}"), v("x")).unwrap();
+    }
+    store.compact(3).unwrap();
+    match store.list("/k/", &at(2)) {
+        Err(Error::Expired { requested: 2, oldest_available: 3 }) => {}
+        other => panic!("expected Expired, got {other:?}"),
+    }
+    assert!(store.list("/k/", &at(2)).unwrap_err().is_expired());
+    assert_eq!(store.list("/k/", &at(3)).unwrap().items.len(), 3, "the compacted revision itself");
+    assert_eq!(store.list("/k/", &at(6)).unwrap().items.len(), 6, "the current revision");
+    match store.list("/k/", &at(7)) {
+        Err(Error::FutureRevision { requested: 7, current: 6 }) => {}
+        other => panic!("expected FutureRevision, got {other:?}"),
+    }
+    // A paginated list at a revision that is compacted between its pages expires.
+    let first = store.list("/k/", &ListOptions { limit: Some(2), ..at(4) }).unwrap();
+    assert_eq!(first.revision, 4);
+    store.compact(5).unwrap();
+    let next = ListOptions { continue_token: first.continue_token, ..limit(2) };
+    match store.list("/k/", &next) {
+        Err(Error::Expired { requested: 4, oldest_available: 5 }) => {}
+        other => panic!("expected Expired, got {other:?}"),
+    }
+}
+
+/// A database as layout 1 wrote it: its log records lack the previous mod revision.
+#[test]
+fn a_layout_1_database_is_upgraded_and_its_old_history_expires_for_past_lists() {
+    fn log_record_v1(
+        kind: u8,
+        create: u64,
+        key: &str,
+        prev: Option<&[u8]>,
+        value: &[u8],
+    ) -> Vec<u8> {
+        let mut out = vec![1, kind];
+        out.extend_from_slice(&0u64.to_be_bytes());
+        out.extend_from_slice(&create.to_be_bytes());
+        out.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        out.extend_from_slice(key.as_bytes());
+        match prev {
+            Some(p) => {
+                out.extend_from_slice(&(p.len() as u32).to_be_bytes());
+                out.extend_from_slice(p);
+            }
+            None => out.extend_from_slice(&u32::MAX.to_be_bytes()),
+        }
+        out.extend_from_slice(value);
+        out
+    }
+    fn object_record(create: u64, modified: u64, value: &[u8]) -> Vec<u8> {
+        let mut out = vec![1];
+        out.extend_from_slice(&create.to_be_bytes());
+        out.extend_from_slice(&modified.to_be_bytes());
+        out.extend_from_slice(value);
+        out
+    }
+    fn log_key(revision: u64) -> Vec<u8> {
+        let mut k = vec![b'l'];
+        k.extend_from_slice(&revision.to_be_bytes());
+        k
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("old");
+    {
+        // Revision 1 creates /k/a, 2 updates it.
+        let db = sled::open(&path).unwrap();
+        db.insert("mformat", &1u64.to_be_bytes()).unwrap();
+        db.insert(log_key(1), log_record_v1(1, 1, "/k/a", None, b"a1")).unwrap();
+        db.insert(log_key(2), log_record_v1(2, 1, "/k/a", Some(b"a1"), b"a2")).unwrap();
+        db.insert("o/k/a", object_record(1, 2, b"a2")).unwrap();
+        db.insert("mrevision", &2u64.to_be_bytes()).unwrap();
+        db.flush().unwrap();
+    }
+    let store = SledStore::open(&path, Options::default()).unwrap();
+    assert_eq!(store.current_revision(), 2);
+    // Its history still replays.
+    let mut watch = store.watch("", 0).unwrap();
+    assert_eq!(watch.blocking_next().unwrap().unwrap().value, v("a1"));
+    assert_eq!(watch.blocking_next().unwrap().unwrap().prev_value, Some(v("a1")));
+    // Before revision 1 nothing needs rebuilding (a creation); at revision 1, /k/a's state
+    // before the layout 1 update cannot be rebuilt.
+    assert!(store.list("/k/", &at(0)).unwrap().items.is_empty());
+    match store.list("/k/", &at(1)) {
+        Err(Error::Expired { requested: 1, oldest_available: 2 }) => {}
+        other => panic!("expected Expired, got {other:?}"),
+    }
+    // Writes from now on keep it.
+    store.update("/k/a", v("a3"), None).unwrap();
+    let at_2 = store.list("/k/", &at(2)).unwrap().items;
+    assert_eq!((at_2[0].value.clone(), at_2[0].mod_revision), (v("a2"), 2));
+    drop(store);
+    // The layout was upgraded in place. (sled's threads may hold its lock a moment longer.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let db = loop {
+        match sled::open(&path) {
+            Ok(db) => break db,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => panic!("reopen with sled: {e}"),
+        }
+    };
+    assert_eq!(db.get("mformat").unwrap().unwrap().as_ref(), &2u64.to_be_bytes());
 }
 
 #[test]
@@ -327,12 +580,12 @@ fn the_history_window_keeps_the_newest_events() {
         (0..5).map(|_| watch.blocking_next().unwrap().unwrap().revision).collect();
     assert_eq!(revisions, vec![16, 17, 18, 19, 20]);
     // A continue token from before the window is expired too.
-    let page = store.list("", &ListOptions { limit: Some(1), continue_token: None }).unwrap();
+    let page = store.list("", &limit(1)).unwrap();
     for i in 20..30 {
         store.create(&format!("/k{i}"), v("x")).unwrap();
     }
     eventually("compaction past the token", || store.compacted_revision() > page.revision);
-    let next = ListOptions { limit: Some(1), continue_token: page.continue_token };
+    let next = ListOptions { continue_token: page.continue_token, ..limit(1) };
     assert!(store.list("", &next).unwrap_err().is_expired());
 }
 
