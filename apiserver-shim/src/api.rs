@@ -168,6 +168,16 @@ impl Api {
         decode(&self.stored(target, name)?.1)
     }
 
+    /// GET one object as JSON bytes, without decoding and re-encoding it.
+    pub fn get_json(&self, target: &Target<'_>, name: &str) -> ApiResult<Vec<u8>> {
+        let (_, object) = self.stored(target, name)?;
+        match object::splice_resource_version(&object.value, object.mod_revision) {
+            Some(bytes) => Ok(bytes),
+            None => serde_json::to_vec(&decode(&object)?)
+                .map_err(|e| ApiError::internal(format!("cannot encode object: {e}"))),
+        }
+    }
+
     /// LIST, as a `<Kind>List`.
     pub fn list(&self, target: &Target<'_>, params: &ListParams) -> ApiResult<Value> {
         if let Some(fields) = &params.fields {

@@ -78,3 +78,69 @@ pub fn normalize_metadata(object: &mut Value) {
         _ => true,
     });
 }
+
+/// An object's stored JSON (compact, as `serde_json` writes it) with `"resourceVersion":"<rv>"`
+/// put first in its top-level `metadata`, without decoding it; `None` when the bytes have no
+/// top-level `metadata` object. Serving a read this way skips a parse and a re-encode.
+pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
+    const KEY: &[u8] = b"\"metadata\":{";
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut at = None;
+    for (i, &b) in json.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' if depth == 1 && json[i..].starts_with(KEY) => {
+                at = Some(i + KEY.len());
+                break;
+            }
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            _ => {}
+        }
+    }
+    let at = at?;
+    let field = format!("\"resourceVersion\":\"{rv}\"");
+    let mut out = Vec::with_capacity(json.len() + field.len() + 1);
+    out.extend_from_slice(&json[..at]);
+    out.extend_from_slice(field.as_bytes());
+    if json.get(at) != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(&json[at..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_resource_version_goes_into_the_top_level_metadata_only() {
+        for object in [
+            json!({"apiVersion": "v1", "data": {"metadata": "{\"x\":1}", "\"metadata\":{": "y"}, "kind": "ConfigMap", "metadata": {"name": "a"}}),
+            json!({"aggregationRule": {"x": [{"metadata": {}}]}, "metadata": {}, "spec": {"template": {"metadata": {"labels": {}}}}}),
+        ] {
+            let bytes = serde_json::to_vec(&object).unwrap();
+            let spliced = splice_resource_version(&bytes, 42).unwrap();
+            let parsed: Value = serde_json::from_slice(&spliced).unwrap();
+            let mut expected = object.clone();
+            expected["metadata"]["resourceVersion"] = json!("42");
+            assert_eq!(parsed, expected);
+        }
+        assert_eq!(splice_resource_version(br#"{"kind":"metadata"}"#, 1), None);
+        assert_eq!(splice_resource_version(b"}}", 1), None);
+    }
+}

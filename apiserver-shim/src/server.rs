@@ -107,12 +107,21 @@ fn strip_base<'a>(server: &Server, path: &'a str) -> Option<&'a str> {
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
+    json_bytes_response(code, serde_json::to_vec(value).unwrap_or_default())
+}
+
+fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut response = (code, body).into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// Whether the client takes the object itself as JSON (not a Table, not metadata only).
+fn wants_plain_json(headers: &HeaderMap) -> bool {
+    let accept = accept(headers);
+    !table::wants_table(accept) && !wants_partial_metadata(accept)
 }
 
 fn text(body: &'static str) -> Response {
@@ -643,6 +652,12 @@ async fn resource(
                 ));
             }
             Ok(json_response(StatusCode::OK, &list))
+        }
+        (Method::GET, Some(name)) if sub.is_none() && wants_plain_json(headers) => {
+            let rt2 = rt.clone();
+            let bytes =
+                blocking(move || api.get_json(&Target { rt: &rt2, namespace }, &name)).await?;
+            Ok(json_bytes_response(StatusCode::OK, bytes))
         }
         (Method::GET, Some(name)) => {
             let rt2 = rt.clone();
