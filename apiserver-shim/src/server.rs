@@ -617,6 +617,16 @@ async fn resource(
             let mut params = list_params(query)?;
             params.version = list_version(query, &params)?;
             let rt2 = rt.clone();
+            if wants_plain_json(headers)
+                && !accept(headers).contains("as=PartialObjectMetadataList")
+            {
+                let bytes = blocking(move || {
+                    let target = Target { rt: &rt2, namespace };
+                    api.list_json(&target, &params)
+                })
+                .await?;
+                return Ok(json_bytes_response(StatusCode::OK, bytes));
+            }
             let list = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
                 api.list(&target, &params)
