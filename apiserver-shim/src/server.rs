@@ -738,8 +738,12 @@ async fn resource(
             let raw = read_body(body).await?;
             let mut params = delete_params(headers, &raw)?;
             params.dry_run |= dry_run(query)?;
-            if let Some(g) = query.get("gracePeriodSeconds") {
-                params.grace_period_seconds = g.parse().ok();
+            if let Some(g) = query.get("gracePeriodSeconds").filter(|g| !g.is_empty()) {
+                params.grace_period_seconds = Some(g.parse().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "invalid gracePeriodSeconds {g:?}: must be an integer"
+                    ))
+                })?);
             }
             if let Some(p) = query.get("propagationPolicy") {
                 params.propagation_policy = Some(p.to_owned());
@@ -834,11 +838,14 @@ async fn watch_stream(
         }
     };
     let bookmarks = query.flag("allowWatchBookmarks");
-    let timeout = query
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(Duration::from_secs(30 * 60));
+    let timeout = match query.get("timeoutSeconds") {
+        None | Some("") => Duration::from_secs(30 * 60),
+        Some(t) => Duration::from_secs(t.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid timeoutSeconds {t:?}: must be a non-negative integer"
+            ))
+        })?),
+    };
     let accept = accept(headers).to_owned();
     let as_table = table::wants_table(&accept);
     let table_version = table::table_version(&accept);
@@ -871,6 +878,8 @@ async fn watch_stream(
     let store_watch =
         blocking(move || api2.watch(&Target { rt: &rt2, namespace: ns }, start)).await;
 
+    let filtering = params.labels.as_ref().is_some_and(|l| !l.is_everything())
+        || params.fields.as_ref().is_some_and(|f| !f.is_everything());
     let encoder = EventEncoder { rt: rt.clone(), as_table, table_version, include, first: true };
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     tokio::spawn(async move {
@@ -927,8 +936,15 @@ async fn watch_stream(
                         Some(Ok(event)) => event,
                     };
                     last = event.revision;
-                    let Some((kind, object)) = translate(&api, &rt, &params, &event) else { continue };
-                    if tx.send(encoder.event(kind, &object)).await.is_err() {
+                    let line = if !filtering && !encoder.as_table {
+                        encoder.stored(&event)
+                    } else {
+                        let Some((kind, object)) = translate(&api, &rt, &params, &event) else {
+                            continue;
+                        };
+                        encoder.event(kind, &object)
+                    };
+                    if tx.send(line).await.is_err() {
                         return;
                     }
                 }
@@ -1006,6 +1022,32 @@ impl EventEncoder {
             return self.raw(kind, &t);
         }
         self.raw(kind, object)
+    }
+
+    /// A store event as a JSON watch line, from the stored bytes (no selectors, no Table): no
+    /// decoding and re-encoding of the object.
+    fn stored(&self, event: &carrel_store::Event) -> Bytes {
+        let kind = match event.kind {
+            carrel_store::EventKind::Created => "ADDED",
+            carrel_store::EventKind::Modified => "MODIFIED",
+            carrel_store::EventKind::Deleted => "DELETED",
+        };
+        let object = event.object();
+        match crate::object::splice_resource_version(&object.value, object.mod_revision) {
+            Some(spliced) => {
+                let mut line = Vec::with_capacity(spliced.len() + 32);
+                line.extend_from_slice(b"{\"type\":\"");
+                line.extend_from_slice(kind.as_bytes());
+                line.extend_from_slice(b"\",\"object\":");
+                line.extend_from_slice(&spliced);
+                line.extend_from_slice(b"}\n");
+                Bytes::from(line)
+            }
+            None => match decode_event_object(event) {
+                Ok(object) => self.raw(kind, &object),
+                Err(e) => self.raw("ERROR", &e.to_status()),
+            },
+        }
     }
 
     fn raw(&self, kind: &str, object: &Value) -> Bytes {
