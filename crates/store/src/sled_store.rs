@@ -871,7 +871,11 @@ impl Store for SledStore {
         let read_at = *reader;
         let object = inner.read_object(key)?;
         drop(reader);
-        inner.wait_durable(read_at)?;
+        // What the read shows must be durable. An object is the key's last write, so it is
+        // durable once its own revision is: an old object needs no wait for the writes in flight
+        // on other keys. An absent key may be a deletion not yet durable: wait for everything.
+        let shown = object.as_ref().map_or(read_at, |o| o.mod_revision);
+        inner.wait_durable(shown)?;
         Ok(object)
     }
 
