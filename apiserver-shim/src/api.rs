@@ -454,7 +454,7 @@ impl Api {
         if rt.group.is_empty() && rt.plural == "namespaces" {
             self.bootstrap_namespace(&name)?;
         }
-        decode(&stored)
+        Ok(written(object, &stored))
     }
 
     /// Every namespace gets a `default` ServiceAccount.
@@ -585,7 +585,7 @@ impl Api {
             .store
             .update(&key, encode(&new)?, Some(current.mod_revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-        decode(&stored)
+        Ok(written(new, &stored))
     }
 
     /// DELETE one object. Objects with finalizers are marked for deletion and stay until the
@@ -668,7 +668,7 @@ impl Api {
                 .store
                 .update(&key, encode(&marked)?, Some(current.mod_revision))
                 .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-            let answer = decode(&stored)?;
+            let answer = written(marked, &stored);
             if is_namespace {
                 self.finish_namespace(name)?;
             }
@@ -874,11 +874,21 @@ pub fn decode_event_object(event: &carrel_store::Event) -> ApiResult<Value> {
 }
 
 fn encode(object: &Value) -> ApiResult<Bytes> {
-    let mut stored = object.clone();
-    metadata_mut(&mut stored).remove("resourceVersion");
-    serde_json::to_vec(&stored)
-        .map(Bytes::from)
-        .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+    let encoded = if object.pointer("/metadata/resourceVersion").is_some() {
+        let mut stored = object.clone();
+        metadata_mut(&mut stored).remove("resourceVersion");
+        serde_json::to_vec(&stored)
+    } else {
+        serde_json::to_vec(object)
+    };
+    encoded.map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+}
+
+/// The object just written, as the API shows it: with the write's revision.
+fn written(mut object: Value, stored: &Object) -> Value {
+    metadata_mut(&mut object)
+        .insert("resourceVersion".into(), stored.mod_revision.to_string().into());
+    object
 }
 
 fn internal(e: carrel_store::Error) -> ApiError {

@@ -349,6 +349,13 @@ fn subresource_of(path: &ResourcePath<'_>) -> ApiResult<Option<Subresource>> {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        // The worker thread becomes a blocking thread for the call and hands its other tasks
+        // to a fresh worker: no round trip through the blocking pool for the common case of a
+        // store call that does not wait long.
+        return tokio::task::block_in_place(f);
+    }
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::internal(format!("request task failed: {e}")))?
