@@ -1,6 +1,6 @@
 //! The API's operations on objects: what kube-apiserver's generic registry does between decoding
 //! a request and encoding the answer. Everything here is synchronous (the store blocks on disk);
-//! the HTTP layer runs it on a blocking pool.
+//! the HTTP layer runs it off the async workers (`block_in_place`, or the blocking pool).
 
 use std::sync::Arc;
 
