@@ -132,9 +132,18 @@ pub fn parse_resource_version(rv: &str) -> ApiResult<Revision> {
 }
 
 impl Api {
-    /// The API over `store`, with the system namespaces created if missing.
+    /// A tenant's cluster API over `store`, with the system namespaces created if missing.
     pub fn new(store: Arc<dyn Store>) -> ApiResult<Api> {
-        let api = Api { store, registry: Registry::default() };
+        Api::with_registry(store, Registry::default())
+    }
+
+    /// The host API over `store`: a cluster that also serves `Tenant`s.
+    pub fn host(store: Arc<dyn Store>) -> ApiResult<Api> {
+        Api::with_registry(store, Registry::host())
+    }
+
+    fn with_registry(store: Arc<dyn Store>, registry: Registry) -> ApiResult<Api> {
+        let api = Api { store, registry };
         let namespaces = api.rt("", "namespaces");
         for ns in SYSTEM_NAMESPACES {
             let key = key_for(namespaces, None, ns);
@@ -435,6 +444,7 @@ impl Api {
         }
         object::normalize_metadata(&mut object);
         check_types(rt, &object)?;
+        check_tenant(rt, &object, &name)?;
         defaults::on_create(rt, &mut object);
         defaults::validate(rt, &object)?;
         managed::record_update(rt, None, &mut object, &write.owner);
@@ -558,6 +568,7 @@ impl Api {
         }
         object::normalize_metadata(&mut new);
         check_types(rt, &new)?;
+        check_tenant(rt, &new, name)?;
         defaults::on_update(rt, &old, &mut new)?;
         defaults::validate(rt, &new)?;
         managed::record_update(rt, Some(&old), &mut new, &write.owner);
@@ -820,6 +831,19 @@ pub fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
     Ok(())
+}
+
+/// A `Tenant` (on the host API) must pass its own checks.
+fn check_tenant(rt: &ResourceType, object: &Value, name: &str) -> ApiResult<()> {
+    if *rt != crate::tenant::types::TENANTS {
+        return Ok(());
+    }
+    let causes = crate::tenant::types::validate(object);
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(rt.group, rt.kind, name, causes))
+    }
 }
 
 /// Every field must hold a value of its type, or the object cannot be decoded: 400, as

@@ -24,6 +24,7 @@ pub mod status;
 pub mod strategic;
 pub mod strict_json;
 pub mod table;
+pub mod tenant;
 pub mod tls;
 pub mod typed;
 

@@ -261,15 +261,29 @@ pub static BUILT_IN: &[ResourceType] = &[
 #[derive(Clone, Debug)]
 pub struct Registry {
     types: Vec<ResourceType>,
+    host: bool,
 }
 
+/// A tenant's cluster: the built-in types.
 impl Default for Registry {
     fn default() -> Self {
-        Registry { types: BUILT_IN.to_vec() }
+        Registry { types: BUILT_IN.to_vec(), host: false }
     }
 }
 
 impl Registry {
+    /// The host API's types: the built-in ones and Carrel's `Tenant`.
+    pub fn host() -> Registry {
+        let mut types = BUILT_IN.to_vec();
+        types.push(crate::tenant::types::TENANTS);
+        Registry { types, host: true }
+    }
+
+    /// Whether this is the host API's registry.
+    pub fn is_host(&self) -> bool {
+        self.host
+    }
+
     /// The type served at `group/version/plural`.
     pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
         self.types.iter().find(|t| t.group == group && t.version == version && t.plural == plural)

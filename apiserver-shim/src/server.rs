@@ -28,6 +28,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::strict_json;
 use crate::table::{self, IncludeObject, TableOptions};
+use crate::tenant::Clusters;
 
 /// The largest request body accepted, as kube-apiserver's limit.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -52,6 +53,24 @@ impl Server {
 /// The axum router for a server.
 pub fn router(server: Arc<Server>) -> Router {
     Router::new().fallback(dispatch).with_state(server)
+}
+
+/// The axum router for every cluster of a listener: `/tenants/<name>/…` goes to that tenant's
+/// API (404 when there is no such tenant), everything else to the host API.
+pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
+    Router::new().fallback(dispatch_cluster).with_state(clusters)
+}
+
+async fn dispatch_cluster(State(clusters): State<Arc<Clusters>>, request: Request) -> Response {
+    match clusters.route(request.uri().path()) {
+        Some(server) => dispatch(State(server), request).await,
+        None => {
+            let path = request.uri().path();
+            let rest = path.strip_prefix(crate::tenant::clusters::TENANTS_PREFIX).unwrap_or(path);
+            let name = rest.split('/').next().unwrap_or_default();
+            ApiError::not_found(crate::tenant::types::GROUP, "tenants", name).into_response()
+        }
+    }
 }
 
 /// Query parameters, in order.
@@ -219,15 +238,16 @@ async fn openapi(
         return Err(ApiError::method_not_allowed("the OpenAPI documents are read-only"));
     }
     // The documents are built on first use, off the async workers.
+    let host = server.api.registry().is_host();
     if segments.first() == Some(&"v2") {
-        blocking(|| {
-            openapi::v2();
+        blocking(move || {
+            openapi::v2(host);
             Ok(())
         })
         .await?;
     } else {
-        blocking(|| {
-            openapi::v3();
+        blocking(move || {
+            openapi::v3(host);
             Ok(())
         })
         .await?;
@@ -235,7 +255,7 @@ async fn openapi(
     let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
     let header =
         |value: &str| HeaderValue::from_str(value).map_err(|e| ApiError::internal(e.to_string()));
-    match openapi::answer(segments, query.get("hash"), accept(headers), if_none_match) {
+    match openapi::answer(host, segments, query.get("hash"), accept(headers), if_none_match) {
         openapi::Answer::Body { body, content_type, etag, immutable } => {
             let mut response = (StatusCode::OK, body).into_response();
             let h = response.headers_mut();

@@ -165,6 +165,7 @@ const RBAC: &str = "io.k8s.api.rbac.v1.";
 const NETWORKING: &str = "io.k8s.api.networking.v1.";
 const POLICY: &str = "io.k8s.api.policy.v1.";
 const STORAGE: &str = "io.k8s.api.storage.v1.";
+const CARREL: &str = "dev.carrel.v1alpha1.";
 
 /// Every annotated field: (package, schema name, property, annotations); the package prefix
 /// and the name make the schema's full name.
@@ -224,6 +225,7 @@ static TABLE: &[(&str, &str, &str, ListAnnotations)] = &[
     (CORE, "PodAffinityTerm", "mismatchLabelKeys", ATOMIC),
     (CORE, "TopologySpreadConstraint", "matchLabelKeys", ATOMIC),
     (CORE, "PodStatus", "conditions", map(&["type"]).merge("type")),
+    (CARREL, "TenantStatus", "conditions", map(&["type"]).merge("type")),
     (CORE, "PodStatus", "podIPs", map(&["ip"]).merge("ip")),
     (CORE, "PodStatus", "hostIPs", ATOMIC.merge("ip")),
     (CORE, "PodStatus", "initContainerStatuses", ATOMIC),

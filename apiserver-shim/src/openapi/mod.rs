@@ -139,21 +139,30 @@ pub enum Answer {
     NotFound,
 }
 
-/// The v3 documents for the built-in types, built on first use.
-pub fn v3() -> &'static V3 {
-    static V3_DOCUMENTS: OnceLock<V3> = OnceLock::new();
-    V3_DOCUMENTS.get_or_init(|| build_v3(&Registry::default()))
+/// The v3 documents of a tenant's cluster (`host` false) or of the host API, built on first use.
+pub fn v3(host: bool) -> &'static V3 {
+    static TENANT: OnceLock<V3> = OnceLock::new();
+    static HOST: OnceLock<V3> = OnceLock::new();
+    match host {
+        false => TENANT.get_or_init(|| build_v3(&Registry::default())),
+        true => HOST.get_or_init(|| build_v3(&Registry::host())),
+    }
 }
 
-/// The v2 document for the built-in types, built on first use.
-pub fn v2() -> &'static V2 {
-    static V2_DOCUMENT: OnceLock<V2> = OnceLock::new();
-    V2_DOCUMENT.get_or_init(|| build_v2(&Registry::default()))
+/// The v2 document of a tenant's cluster (`host` false) or of the host API, built on first use.
+pub fn v2(host: bool) -> &'static V2 {
+    static TENANT: OnceLock<V2> = OnceLock::new();
+    static HOST: OnceLock<V2> = OnceLock::new();
+    match host {
+        false => TENANT.get_or_init(|| build_v2(&Registry::default())),
+        true => HOST.get_or_init(|| build_v2(&Registry::host())),
+    }
 }
 
 /// Answer `GET /openapi/<segments…>` with the query's `hash`, the request's Accept and
 /// If-None-Match headers.
 pub fn answer(
+    host: bool,
     segments: &[&str],
     hash: Option<&str>,
     accept: &str,
@@ -161,11 +170,11 @@ pub fn answer(
 ) -> Answer {
     match segments {
         ["v3"] => {
-            Answer::Body { body: &v3().root, content_type: JSON, etag: None, immutable: false }
+            Answer::Body { body: &v3(host).root, content_type: JSON, etag: None, immutable: false }
         }
         ["v3", rest @ ..] => {
             let key = rest.join("/");
-            let Some(document) = v3().documents.get(&key) else { return Answer::NotFound };
+            let Some(document) = v3(host).documents.get(&key) else { return Answer::NotFound };
             match hash {
                 Some(h) if !h.is_empty() && h != document.hash => {
                     Answer::Redirect(format!("/openapi/v3/{key}?hash={}", document.hash))
@@ -180,7 +189,7 @@ pub fn answer(
             }
         }
         ["v2"] => {
-            let v2 = v2();
+            let v2 = v2(host);
             let (document, content_type) = if accept.contains("protobuf") {
                 (&v2.protobuf, V2_PROTOBUF_ANSWER)
             } else {
@@ -359,6 +368,7 @@ fn kind(group: &str, version: &str, kind: &str) -> Option<Kind> {
         ("policy", "v1", "PodDisruptionBudget") => kind_of::<policy::PodDisruptionBudget>(),
         ("scheduling.k8s.io", "v1", "PriorityClass") => kind_of::<scheduling::PriorityClass>(),
         ("storage.k8s.io", "v1", "StorageClass") => kind_of::<storage::StorageClass>(),
+        ("carrel.dev", "v1alpha1", "Tenant") => kind_of::<crate::tenant::types::Tenant>(),
         _ => return None,
     })
 }
@@ -967,7 +977,7 @@ pub fn cached_schemas(group: &str, version: &str) -> Schemas {
     if let Some(found) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return found.clone();
     }
-    let built = std::sync::Arc::new(schemas_for(&Registry::default(), group, version));
+    let built = std::sync::Arc::new(schemas_for(&Registry::host(), group, version));
     cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
     built
 }

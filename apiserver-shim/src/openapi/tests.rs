@@ -248,7 +248,7 @@ fn every_ref_resolves_inside_its_document() {
 /// The table names only fields that exist, and every list field of a served schema is in it.
 #[test]
 fn the_annotation_table_matches_the_schemas() {
-    let registry = Registry::default();
+    let registry = Registry::host();
     let mut schemas = Map::new();
     for (group, versions) in registry.groups() {
         for version in versions {
@@ -297,8 +297,8 @@ fn the_hash_is_stable_and_names_the_content() {
 
 #[test]
 fn answers_follow_the_hash() {
-    let current = &v3().documents["apis/batch/v1"].hash;
-    match answer(&["v3", "apis", "batch", "v1"], Some(current), "", None) {
+    let current = &v3(false).documents["apis/batch/v1"].hash;
+    match answer(false, &["v3", "apis", "batch", "v1"], Some(current), "", None) {
         Answer::Body { immutable, content_type, etag, .. } => {
             assert!(immutable);
             assert_eq!(content_type, JSON);
@@ -307,21 +307,24 @@ fn answers_follow_the_hash() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        answer(&["v3", "apis", "batch", "v1"], None, "", None),
+        answer(false, &["v3", "apis", "batch", "v1"], None, "", None),
         Answer::Body { immutable: false, .. }
     ));
     assert_eq!(
-        answer(&["v3", "apis", "batch", "v1"], Some("0BAD"), "", None),
+        answer(false, &["v3", "apis", "batch", "v1"], Some("0BAD"), "", None),
         Answer::Redirect(format!("/openapi/v3/apis/batch/v1?hash={current}"))
     );
     assert_eq!(
-        answer(&["v3", "apis", "batch", "v1"], None, "", Some(&format!("\"{current}\""))),
+        answer(false, &["v3", "apis", "batch", "v1"], None, "", Some(&format!("\"{current}\""))),
         Answer::NotModified
     );
-    assert_eq!(answer(&["v3", "apis", "nope", "v1"], None, "", None), Answer::NotFound);
-    assert_eq!(answer(&["v4"], None, "", None), Answer::NotFound);
-    assert!(matches!(answer(&["v3"], None, "", None), Answer::Body { content_type: JSON, .. }));
-    match answer(&["v2"], None, V2_PROTOBUF, None) {
+    assert_eq!(answer(false, &["v3", "apis", "nope", "v1"], None, "", None), Answer::NotFound);
+    assert_eq!(answer(false, &["v4"], None, "", None), Answer::NotFound);
+    assert!(matches!(
+        answer(false, &["v3"], None, "", None),
+        Answer::Body { content_type: JSON, .. }
+    ));
+    match answer(false, &["v2"], None, V2_PROTOBUF, None) {
         Answer::Body { content_type, body, .. } => {
             assert_eq!(content_type, V2_PROTOBUF_ANSWER);
             // Document.swagger (field 1) comes first.
@@ -333,7 +336,7 @@ fn answers_follow_the_hash() {
 
 #[test]
 fn the_v2_document_holds_every_kind_in_swagger_form() {
-    let v2: Value = serde_json::from_slice(&v2().json.body).unwrap();
+    let v2: Value = serde_json::from_slice(&v2(false).json.body).unwrap();
     assert_eq!(v2["swagger"], "2.0");
     let deployment = &v2["definitions"]["io.k8s.api.apps.v1.Deployment"];
     assert_eq!(
@@ -376,4 +379,19 @@ fn values_of_the_wrong_type_are_named_by_their_field() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": ["a"]}});
     let err = check_types("", "v1", "Pod", &pod).unwrap_err();
     assert!(err.starts_with("metadata.labels: "), "{err}");
+}
+
+#[test]
+fn the_host_documents_serve_tenants_and_tenant_documents_do_not() {
+    let host = &v3(true).documents;
+    let tenants: Value = serde_json::from_slice(&host["apis/carrel.dev/v1alpha1"].body).unwrap();
+    let schema = &tenants["components"]["schemas"]["dev.carrel.v1alpha1.Tenant"];
+    assert_eq!(
+        schema["x-kubernetes-group-version-kind"],
+        json!([{"group": "carrel.dev", "kind": "Tenant", "version": "v1alpha1"}])
+    );
+    assert!(schema["properties"]["spec"].is_object(), "{schema}");
+    assert!(!v3(false).documents.contains_key("apis/carrel.dev/v1alpha1"));
+    let v2: Value = serde_json::from_slice(&v2(true).json.body).unwrap();
+    assert!(v2["definitions"]["dev.carrel.v1alpha1.TenantSpec"].is_object());
 }

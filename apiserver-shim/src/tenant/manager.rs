@@ -1,0 +1,512 @@
+//! The tenant manager: turns the host API's `Tenant` objects into served tenant clusters.
+//!
+//! For each tenant it keeps a store directory (`<data>/tenants/<name>/store`), serves the
+//! tenant's API under `/tenants/<name>`, keeps a host namespace `carrel-<name>` holding a Secret
+//! `admin-kubeconfig`, and reports all that in the tenant's status. A finalizer holds a deleted
+//! tenant until its API is no longer served, its data is gone and its host namespace is deleted;
+//! a tenant whose TTL has passed is deleted. Everything is derived from the `Tenant` objects and
+//! the data directory, so a restarted manager ([`Manager::resume`]) serves every tenant again.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use carrel_store::{Options, SledStore};
+
+use crate::api::{Api, DeleteParams, Target, Write};
+use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
+use crate::resource::{ResourceType, Subresource};
+use crate::server::Server;
+use crate::status::ApiError;
+use crate::tenant::types::{parse_duration, TENANTS};
+use crate::tenant::Clusters;
+
+/// The finalizer that holds a deleted tenant until its cluster is torn down.
+pub const FINALIZER: &str = "carrel.dev/tenant";
+/// The field manager of the manager's writes.
+const MANAGER: &str = "carrel-tenant-manager";
+/// The Secret in a tenant's host namespace that holds its admin kubeconfig.
+pub const KUBECONFIG_SECRET: &str = "admin-kubeconfig";
+
+/// What can go wrong while reconciling a tenant.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The host API refused a read or a write.
+    #[error("host API: {0}")]
+    Api(#[from] ApiError),
+    /// The tenant's store could not be opened.
+    #[error("tenant {tenant}: opening its store: {source}")]
+    Store {
+        /// The tenant.
+        tenant: String,
+        /// Why.
+        source: carrel_store::Error,
+    },
+    /// The tenant's data directory could not be created or removed.
+    #[error("tenant {tenant}: {path}: {source}")]
+    Io {
+        /// The tenant.
+        tenant: String,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The name of a tenant's namespace in the host.
+pub fn host_namespace(tenant: &str) -> String {
+    format!("carrel-{tenant}")
+}
+
+/// Reconciles tenants.
+pub struct Manager {
+    host: Arc<Api>,
+    clusters: Arc<Clusters>,
+    data_dir: PathBuf,
+    endpoint: String,
+    kubeconfig: Box<dyn Fn(&str) -> String + Send + Sync>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("data_dir", &self.data_dir)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// A manager of the tenants of `host`, serving them in `clusters`, keeping their data under
+    /// `data_dir/tenants`; `endpoint` is the listener's URL (`https://127.0.0.1:6443`) and
+    /// `kubeconfig` writes an admin kubeconfig for a tenant's URL.
+    pub fn new(
+        host: Arc<Api>,
+        clusters: Arc<Clusters>,
+        data_dir: &Path,
+        endpoint: &str,
+        kubeconfig: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Manager {
+        Manager {
+            host,
+            clusters,
+            data_dir: data_dir.join("tenants"),
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            kubeconfig: Box::new(kubeconfig),
+        }
+    }
+
+    fn target(&self) -> Target<'static> {
+        Target { rt: &TENANTS, namespace: None }
+    }
+
+    fn rt(&self, plural: &str) -> &ResourceType {
+        self.host.registry().get("", "v1", plural).expect("a core type")
+    }
+
+    /// Reconcile every tenant, and stop serving clusters whose tenant is gone: what a restarted
+    /// manager does first.
+    pub fn resume(&self) -> Result<(), ManagerError> {
+        let list = self.host.list(&self.target(), &Default::default())?;
+        let names: Vec<String> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| meta_str(t, "name").map(str::to_owned))
+            .collect();
+        for name in &names {
+            if let Err(e) = self.reconcile(name) {
+                tracing::warn!(tenant = %name, error = %e, "reconciling a tenant failed");
+            }
+        }
+        for served in self.clusters.names() {
+            if !names.contains(&served) {
+                self.clusters.remove(&served);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bring one tenant's cluster in line with its `Tenant` object.
+    pub fn reconcile(&self, name: &str) -> Result<(), ManagerError> {
+        let tenant = match self.host.get(&self.target(), name) {
+            Ok(t) => t,
+            Err(ApiError { code: 404, .. }) => {
+                self.clusters.remove(name);
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if is_deleting(&tenant) {
+            return self.tear_down(name, tenant);
+        }
+        if let Some(expiry) = expires_at(&tenant) {
+            if expiry <= chrono::Utc::now() {
+                tracing::info!(tenant = %name, "the tenant's TTL has passed: deleting it");
+                self.host.delete(&self.target(), name, &DeleteParams::default())?;
+                return Ok(());
+            }
+        }
+        let tenant = self.ensure_finalizer(name, tenant)?;
+        if let Err(e) = self.serve(name) {
+            self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string())?;
+            return Err(e);
+        }
+        self.ensure_host_namespace(name)?;
+        self.set_status(name, &tenant, "Ready", "Serving", "the tenant's API is served")?;
+        Ok(())
+    }
+
+    /// Delete every tenant whose TTL has passed.
+    pub fn expire(&self) -> Result<(), ManagerError> {
+        let list = self.host.list(&self.target(), &Default::default())?;
+        let now = chrono::Utc::now();
+        for tenant in list["items"].as_array().into_iter().flatten() {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            if !is_deleting(tenant) && expires_at(tenant).is_some_and(|e| e <= now) {
+                self.reconcile(name)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn ensure_finalizer(&self, name: &str, tenant: Value) -> Result<Value, ManagerError> {
+        if finalizers(&tenant).iter().any(|f| f == FINALIZER) {
+            return Ok(tenant);
+        }
+        let mut updated = tenant;
+        let list = updated["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+        let mut list = list;
+        list.push(json!(FINALIZER));
+        updated["metadata"]["finalizers"] = Value::Array(list);
+        Ok(self.host.update(&self.target(), name, updated, None, &Write::by(MANAGER, false))?)
+    }
+
+    fn store_dir(&self, name: &str) -> PathBuf {
+        self.data_dir.join(name)
+    }
+
+    /// Serve the tenant's API, opening (or creating) its store.
+    fn serve(&self, name: &str) -> Result<(), ManagerError> {
+        if self.clusters.tenant(name).is_some() {
+            return Ok(());
+        }
+        let dir = self.store_dir(name);
+        std::fs::create_dir_all(&dir).map_err(|source| ManagerError::Io {
+            tenant: name.into(),
+            path: dir.clone(),
+            source,
+        })?;
+        let store = SledStore::open(dir.join("store"), Options::create())
+            .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
+        let api = Api::new(Arc::new(store))?;
+        let server = Server::new(Arc::new(api), &format!("/tenants/{name}"));
+        self.clusters.insert(name, Arc::new(server));
+        tracing::info!(tenant = %name, "serving the tenant's API");
+        Ok(())
+    }
+
+    fn ensure_host_namespace(&self, name: &str) -> Result<(), ManagerError> {
+        let namespace = host_namespace(name);
+        let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
+        let body = json!({"metadata": {"name": namespace, "labels": {"carrel.dev/tenant": name}}});
+        match self.host.create(&namespaces, body, &Write::by(MANAGER, false)) {
+            Ok(_) | Err(ApiError { code: 409, .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let secrets = Target { rt: self.rt("secrets"), namespace: Some(namespace) };
+        let kubeconfig = (self.kubeconfig)(&self.url(name));
+        let secret = json!({
+            "metadata": {"name": KUBECONFIG_SECRET, "labels": {"carrel.dev/tenant": name}},
+            "type": "Opaque",
+            "data": {"kubeconfig": base64_encode(kubeconfig.as_bytes())},
+        });
+        match self.host.get(&secrets, KUBECONFIG_SECRET) {
+            Ok(existing) if existing["data"] == secret["data"] => Ok(()),
+            Ok(mut existing) => {
+                existing["data"] = secret["data"].clone();
+                self.host.update(
+                    &secrets,
+                    KUBECONFIG_SECRET,
+                    existing,
+                    None,
+                    &Write::by(MANAGER, false),
+                )?;
+                Ok(())
+            }
+            Err(ApiError { code: 404, .. }) => {
+                self.host.create(&secrets, secret, &Write::by(MANAGER, false))?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The tenant's API URL.
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/tenants/{name}", self.endpoint)
+    }
+
+    fn set_status(
+        &self,
+        name: &str,
+        tenant: &Value,
+        phase: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ManagerError> {
+        let ready = if phase == "Ready" { "True" } else { "False" };
+        let previous = tenant.pointer("/status/conditions/0");
+        let transition = match previous {
+            Some(c) if c["status"] == ready => c["lastTransitionTime"].clone(),
+            _ => json!(now_rfc3339()),
+        };
+        let mut status = json!({
+            "phase": phase,
+            "conditions": [{
+                "type": "Ready",
+                "status": ready,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": transition,
+            }],
+            "endpoint": self.url(name),
+            "hostNamespace": host_namespace(name),
+        });
+        if let Some(expiry) = expires_at(tenant) {
+            status["expiresAt"] = json!(expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+        }
+        if let Some(usage) = tenant.pointer("/status/gpuUsage") {
+            status["gpuUsage"] = usage.clone();
+        }
+        if tenant.get("status") == Some(&status) {
+            return Ok(());
+        }
+        let mut updated = tenant.clone();
+        updated["status"] = status;
+        self.host.update(
+            &self.target(),
+            name,
+            updated,
+            Some(Subresource::Status),
+            &Write::by(MANAGER, false),
+        )?;
+        Ok(())
+    }
+
+    /// Stop serving the tenant, remove its data and its host namespace, then let it go.
+    fn tear_down(&self, name: &str, tenant: Value) -> Result<(), ManagerError> {
+        if tenant.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating") {
+            let mut updated = tenant.clone();
+            updated["status"]["phase"] = json!("Terminating");
+            self.host.update(
+                &self.target(),
+                name,
+                updated,
+                Some(Subresource::Status),
+                &Write::by(MANAGER, false),
+            )?;
+        }
+        self.clusters.remove(name);
+        let dir = self.store_dir(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|source| ManagerError::Io {
+                tenant: name.into(),
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
+        match self.host.delete(&namespaces, &host_namespace(name), &DeleteParams::default()) {
+            Ok(_) | Err(ApiError { code: 404, .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let current = self.host.get(&self.target(), name)?;
+        let mut updated = current;
+        let kept: Vec<Value> =
+            finalizers(&updated).into_iter().filter(|f| f != FINALIZER).map(Value::from).collect();
+        updated["metadata"]["finalizers"] = Value::Array(kept);
+        match self.host.update(&self.target(), name, updated, None, &Write::by(MANAGER, false)) {
+            Ok(_) | Err(ApiError { code: 404, .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(tenant = %name, "tenant deleted");
+        Ok(())
+    }
+
+    /// Reconcile on every change to a `Tenant`, and check TTLs every `tick`, until `stop`.
+    pub async fn run(self: Arc<Self>, tick: Duration, stop: tokio::sync::watch::Receiver<bool>) {
+        let mut stop = stop;
+        let mut after = self.host.current_revision();
+        {
+            let manager = self.clone();
+            let _ = tokio::task::spawn_blocking(move || manager.resume()).await;
+        }
+        let mut ticker = tokio::time::interval(tick);
+        loop {
+            let watch = match self.host.watch(&self.target(), after) {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %e, "watching tenants failed; resuming from now");
+                    after = self.host.current_revision();
+                    let manager = self.clone();
+                    let _ = tokio::task::spawn_blocking(move || manager.resume()).await;
+                    continue;
+                }
+            };
+            let mut watch = watch;
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = ticker.tick() => {
+                        let manager = self.clone();
+                        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || manager.expire()).await {
+                            tracing::warn!(error = %e, "expiring tenants failed");
+                        }
+                    }
+                    next = watch.next() => {
+                        let event = match next {
+                            Some(Ok(event)) => event,
+                            Some(Err(e)) => {
+                                tracing::warn!(error = %e, "the tenants watch ended; watching again");
+                                break;
+                            }
+                            None => break,
+                        };
+                        after = event.revision;
+                        let Some(name) = event.key.rsplit('/').next().map(str::to_owned) else { continue };
+                        let manager = self.clone();
+                        let result = tokio::task::spawn_blocking(move || manager.reconcile(&name)).await;
+                        if let Ok(Err(e)) = result {
+                            tracing::warn!(error = %e, "reconciling a tenant failed");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// When a tenant expires: its creation time plus its TTL.
+pub fn expires_at(tenant: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
+    let ttl = tenant.pointer("/spec/ttl").and_then(Value::as_str)?;
+    let ttl = parse_duration(ttl).ok()?;
+    let created = meta_str(tenant, "creationTimestamp")?;
+    let created = chrono::DateTime::parse_from_rfc3339(created).ok()?.with_timezone(&chrono::Utc);
+    Some(created + chrono::Duration::from_std(ttl).ok()?)
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::server::clusters_router;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        host: Arc<Api>,
+        clusters: Arc<Clusters>,
+        manager: Manager,
+    }
+
+    fn fixture_in(dir: tempfile::TempDir) -> Fixture {
+        let store = SledStore::open(dir.path().join("host"), Options::create()).unwrap();
+        let host = Arc::new(Api::host(Arc::new(store)).unwrap());
+        let clusters = Arc::new(Clusters::new(Arc::new(Server::new(host.clone(), ""))));
+        let manager = Manager::new(
+            host.clone(),
+            clusters.clone(),
+            dir.path(),
+            "https://127.0.0.1:6443",
+            |url| format!("server: {url}"),
+        );
+        Fixture { dir, host, clusters, manager }
+    }
+
+    fn create(f: &Fixture, name: &str, spec: Value) {
+        let body = json!({"apiVersion": "carrel.dev/v1alpha1", "kind": "Tenant",
+                          "metadata": {"name": name}, "spec": spec});
+        f.host
+            .create(&Target { rt: &TENANTS, namespace: None }, body, &Write::by("test", false))
+            .unwrap();
+    }
+
+    async fn status_of(f: &Fixture, path: &str) -> u16 {
+        let router = clusters_router(f.clusters.clone());
+        let response =
+            router.oneshot(Request::get(path).body(Body::empty()).unwrap()).await.unwrap();
+        response.status().as_u16()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_tenant_is_served_reported_and_torn_down() {
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 404);
+        create(&f, "team-a", json!({"ttl": "2h"}));
+        f.manager.reconcile("team-a").unwrap();
+        assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 200);
+        assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 200);
+        let tenant = f.host.get(&f.manager.target(), "team-a").unwrap();
+        assert_eq!(tenant["status"]["phase"], "Ready");
+        assert_eq!(tenant["status"]["endpoint"], "https://127.0.0.1:6443/tenants/team-a");
+        assert!(tenant["status"]["expiresAt"].is_string());
+        assert_eq!(finalizers(&tenant), vec![FINALIZER.to_owned()]);
+        let secrets =
+            Target { rt: f.manager.rt("secrets"), namespace: Some("carrel-team-a".into()) };
+        let secret = f.host.get(&secrets, KUBECONFIG_SECRET).unwrap();
+        assert!(secret["data"]["kubeconfig"].is_string());
+        // Reconciling again changes nothing.
+        f.manager.reconcile("team-a").unwrap();
+        let again = f.host.get(&f.manager.target(), "team-a").unwrap();
+        assert_eq!(again["metadata"]["resourceVersion"], tenant["metadata"]["resourceVersion"]);
+
+        f.host.delete(&f.manager.target(), "team-a", &DeleteParams::default()).unwrap();
+        f.manager.reconcile("team-a").unwrap();
+        assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 404);
+        assert!(!f.dir.path().join("tenants/team-a").exists());
+        assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code, 404);
+        assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 404);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_expired_tenant_is_deleted_and_a_restart_serves_the_rest_again() {
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        create(&f, "short", json!({"ttl": "1ns"}));
+        create(&f, "kept", json!({}));
+        f.manager.resume().unwrap();
+        // The expired tenant is marked for deletion; the next reconcile tears it down.
+        f.manager.reconcile("short").unwrap();
+        assert_eq!(f.host.get(&f.manager.target(), "short").unwrap_err().code, 404);
+        assert_eq!(f.clusters.names(), vec!["kept".to_owned()]);
+
+        // Something written in the tenant survives a restart of everything.
+        let kept = f.clusters.tenant("kept").unwrap();
+        let router = crate::server::router(kept);
+        let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#;
+        let request = Request::post("/tenants/kept/api/v1/namespaces/default/configmaps")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        assert_eq!(router.oneshot(request).await.unwrap().status().as_u16(), 201);
+        let Fixture { dir, host, clusters, manager } = f;
+        drop((host, clusters, manager));
+        let f = fixture_in(dir);
+        f.manager.resume().unwrap();
+        assert_eq!(f.clusters.names(), vec!["kept".to_owned()]);
+        assert_eq!(
+            status_of(&f, "/tenants/kept/api/v1/namespaces/default/configmaps/c").await,
+            200
+        );
+    }
+}

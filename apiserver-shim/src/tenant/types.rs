@@ -1,0 +1,273 @@
+//! The `Tenant` resource (`tenants.carrel.dev/v1alpha1`, cluster-scoped): served by the host API
+//! only. Its Rust type gives the host's OpenAPI documents their schema and checks the types of
+//! what clients write, as the k8s-openapi types do for the built-in kinds.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use serde_json::Value;
+
+use crate::names;
+use crate::resource::{ResourceType, Subresource};
+use crate::status::Cause;
+
+/// The API group of Carrel's own resources.
+pub const GROUP: &str = "carrel.dev";
+/// The served version.
+pub const VERSION: &str = "v1alpha1";
+
+/// The `tenants` resource type, served by the host API only.
+pub const TENANTS: ResourceType = ResourceType {
+    group: GROUP,
+    version: VERSION,
+    kind: "Tenant",
+    plural: "tenants",
+    singular: "tenant",
+    namespaced: false,
+    short_names: &["tn"],
+    categories: &[],
+    subresources: &[Subresource::Status],
+};
+
+/// A tenant: a private Kubernetes cluster, served at `/tenants/<name>/` on the host's listener.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.carrel.v1alpha1.Tenant")]
+pub struct Tenant {
+    /// APIVersion defines the versioned schema of this representation of an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind is a string value representing the REST resource this object represents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Standard object's metadata. The name is the tenant's name: a DNS-1123 label.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What the tenant is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<TenantSpec>,
+    /// What the tenant manager observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TenantStatus>,
+}
+
+/// What a tenant is given.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.carrel.v1alpha1.TenantSpec")]
+pub struct TenantSpec {
+    /// GPU quota: how many MIG slices of each profile (`1g.18gb`, `3g.71gb`, …) the tenant may
+    /// hold at once.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_quota: BTreeMap<String, i64>,
+    /// How long the tenant lives after its creation, as a Go duration (`90m`, `2h`, `1h30m`);
+    /// it is deleted when that time has passed. Unset: no expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+    /// The Pod Security Standard enforced on the tenant's pods: `baseline` (the default) or
+    /// `restricted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_security: Option<String>,
+}
+
+/// What the tenant manager observed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.carrel.v1alpha1.TenantStatus")]
+pub struct TenantStatus {
+    /// Provisioning, Ready, Terminating or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The latest observations of the tenant's state (`Ready`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The URL of the tenant's API server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// The PEM certificate of the tenant's CA, which signs its client certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// The host namespace holding the tenant's workloads and its admin kubeconfig Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_namespace: Option<String>,
+    /// GPU slices held, per MIG profile.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_usage: BTreeMap<String, i64>,
+    /// When the tenant expires (RFC 3339), from its TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+impl k8s_openapi::Resource for Tenant {
+    const API_VERSION: &'static str = "carrel.dev/v1alpha1";
+    const GROUP: &'static str = GROUP;
+    const KIND: &'static str = "Tenant";
+    const VERSION: &'static str = VERSION;
+    const URL_PATH_SEGMENT: &'static str = "tenants";
+    type Scope = k8s_openapi::ClusterResourceScope;
+}
+
+impl k8s_openapi::ListableResource for Tenant {
+    const LIST_KIND: &'static str = "TenantList";
+}
+
+/// The longest tenant name: its host namespace `carrel-<name>` must be a DNS-1123 label.
+pub const MAX_NAME_LEN: usize = 63 - "carrel-".len();
+
+/// A Go duration (`90m`, `1h30m`, `1.5h`, `45s`): a sequence of decimal numbers, each with a
+/// unit among `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("invalid duration {text:?}: use a Go duration such as 90m or 1h30m");
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len =
+            rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(number_len);
+        let number: f64 = number.parse().map_err(|_| bad())?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let seconds = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += number * seconds;
+        rest = tail;
+    }
+    std::time::Duration::try_from_secs_f64(total).map_err(|_| bad())
+}
+
+/// The checks a `Tenant` must pass: a name that can be a DNS-1123 label with room for the
+/// `carrel-` host namespace prefix, a valid TTL, a known pod security level and non-negative
+/// GPU quotas for named profiles.
+pub fn validate(tenant: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    for problem in names::dns1123_label(name) {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: \"{name}\": {problem}"),
+        ));
+    }
+    if name.len() > MAX_NAME_LEN {
+        causes.push(Cause::new(
+            "FieldValueTooLong",
+            "metadata.name",
+            format!("Too long: may not be more than {MAX_NAME_LEN} bytes (the host namespace is carrel-<name>)"),
+        ));
+    }
+    if let Some(ttl) = tenant.pointer("/spec/ttl").and_then(Value::as_str) {
+        match parse_duration(ttl) {
+            Ok(d) if d.is_zero() => causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.ttl",
+                format!("Invalid value: \"{ttl}\": must be positive"),
+            )),
+            Ok(_) => {}
+            Err(e) => causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.ttl",
+                format!("Invalid value: {e}"),
+            )),
+        }
+    }
+    if let Some(level) = tenant.pointer("/spec/podSecurity").and_then(Value::as_str) {
+        if !matches!(level, "baseline" | "restricted") {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                "spec.podSecurity",
+                format!("Unsupported value: \"{level}\": supported values: \"baseline\", \"restricted\""),
+            ));
+        }
+    }
+    if let Some(quota) = tenant.pointer("/spec/gpuQuota").and_then(Value::as_object) {
+        for (profile, count) in quota {
+            let field = format!("spec.gpuQuota[{profile}]");
+            if !is_profile_name(profile) {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    field.clone(),
+                    format!("Invalid value: \"{profile}\": a MIG profile name such as 1g.18gb or 1g.18gb+me"),
+                ));
+            }
+            if count.as_i64().is_none_or(|c| c < 0) {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    field,
+                    format!("Invalid value: {count}: must be a non-negative integer"),
+                ));
+            }
+        }
+    }
+    causes
+}
+
+/// `<n>g.<m>gb`, optionally `+me`, or `<n>c.<n>g.<m>gb` (compute-instance profiles).
+fn is_profile_name(name: &str) -> bool {
+    let base = name.strip_suffix("+me").unwrap_or(name);
+    let parts: Vec<&str> = base.split('.').collect();
+    let number = |s: &str, suffix: &str| {
+        s.strip_suffix(suffix)
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    match parts.as_slice() {
+        [g, mem] => number(g, "g") && number(mem, "gb"),
+        [c, g, mem] => number(c, "c") && number(g, "g") && number(mem, "gb"),
+        _ => false,
+    }
+}
+
+impl k8s_openapi::Metadata for Tenant {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("90m").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("1h30m").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("1.5h").unwrap().as_secs(), 5400);
+        assert_eq!(parse_duration("250ms").unwrap().as_millis(), 250);
+        for bad in ["", "10", "h", "1d", "-1h", "1h x"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn tenants_are_validated_with_field_paths() {
+        let ok = json!({"metadata": {"name": "team-a"}, "spec": {"ttl": "2h", "podSecurity": "restricted", "gpuQuota": {"1g.18gb": 2, "3g.71gb+me": 1}}});
+        assert!(validate(&ok).is_empty(), "{:?}", validate(&ok));
+        let bad = json!({"metadata": {"name": "Team_A"}, "spec": {"ttl": "2 days", "podSecurity": "privileged", "gpuQuota": {"big": -1}}});
+        let fields: Vec<String> = validate(&bad).into_iter().map(|c| c.field).collect();
+        for field in ["metadata.name", "spec.ttl", "spec.podSecurity", "spec.gpuQuota[big]"] {
+            assert!(fields.iter().any(|f| f == field), "{field} missing from {fields:?}");
+        }
+        let long = json!({"metadata": {"name": "a".repeat(57)}});
+        assert_eq!(validate(&long)[0].reason, "FieldValueTooLong");
+    }
+}
