@@ -24,6 +24,31 @@ pub enum TlsError {
     /// rustls refused the certificate or key.
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
+    /// Saved certificates could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The files [`Certificates::load_or_generate`] keeps, in the order of the fields they hold.
+const FILES: [&str; 5] = ["ca.crt", "apiserver.crt", "apiserver.key", "admin.crt", "admin.key"];
+
+/// Write a file only its owner can read.
+fn write_private(path: &std::path::Path, content: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(content.as_bytes())?;
+    file.sync_all()
 }
 
 /// A CA and a serving certificate it signed, as PEM.
@@ -72,6 +97,41 @@ impl Certificates {
             admin_cert_pem: admin_cert.pem(),
             admin_key_pem: admin_key.serialize_pem(),
         })
+    }
+
+    /// The certificates saved in `dir`, or fresh ones for `hosts` saved there (keys readable by
+    /// the owner only), so that kubeconfigs written for them stay valid across restarts.
+    pub fn load_or_generate(
+        dir: &std::path::Path,
+        hosts: &[String],
+    ) -> Result<Certificates, TlsError> {
+        let io = |path: std::path::PathBuf| move |source| TlsError::Io { path, source };
+        if FILES.iter().all(|f| dir.join(f).exists()) {
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).map_err(io(dir.join(f)));
+            let certs = Certificates {
+                ca_pem: read(FILES[0])?,
+                cert_pem: read(FILES[1])?,
+                key_pem: read(FILES[2])?,
+                admin_cert_pem: read(FILES[3])?,
+                admin_key_pem: read(FILES[4])?,
+            };
+            certs.server_config()?;
+            return Ok(certs);
+        }
+        let certs = Certificates::generate(hosts)?;
+        std::fs::create_dir_all(dir).map_err(io(dir.to_owned()))?;
+        let contents = [
+            &certs.ca_pem,
+            &certs.cert_pem,
+            &certs.key_pem,
+            &certs.admin_cert_pem,
+            &certs.admin_key_pem,
+        ];
+        for (file, content) in FILES.iter().zip(contents) {
+            let path = dir.join(file);
+            write_private(&path, content).map_err(io(path.clone()))?;
+        }
+        Ok(certs)
     }
 
     /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
@@ -143,5 +203,20 @@ mod tests {
         assert!(certs.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         let config = certs.server_config().unwrap();
         assert_eq!(config.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn saved_certificates_come_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = dir.path().join("pki");
+        let first = Certificates::load_or_generate(&pki, &["127.0.0.1".into()]).unwrap();
+        let again = Certificates::load_or_generate(&pki, &["127.0.0.1".into()]).unwrap();
+        assert_eq!(first.ca_pem, again.ca_pem);
+        assert_eq!(first.admin_key_pem, again.admin_key_pem);
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(pki.join("admin.key")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        std::fs::write(pki.join("apiserver.crt"), "garbage").unwrap();
+        assert!(Certificates::load_or_generate(&pki, &[]).is_err());
     }
 }

@@ -1,0 +1,228 @@
+//! The `carrel` CLI end to end: `carrel up` as a real process, tenants created, used with real
+//! kubectl, deleted, expired, resumed after a restart, and `carrel run`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use carrel_e2e::{fails, kubectl_path, ok};
+
+const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
+
+/// A running `carrel up`, stopped (SIGTERM, then kill) when dropped.
+struct Up {
+    child: Child,
+    data: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Up {
+    fn start(data: &Path) -> Up {
+        let mut child = Command::new(CARREL)
+            .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start carrel up");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        // `carrel up` says where it is before it serves.
+        for line in lines.by_ref() {
+            if line.expect("a line").starts_with("host kubeconfig: ") {
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        Up { child, data: data.to_owned(), home: tempfile::tempdir().expect("home") }
+    }
+
+    fn host_kubeconfig(&self) -> PathBuf {
+        self.data.join("host.kubeconfig")
+    }
+
+    fn carrel(&self, args: &[&str]) -> Output {
+        Command::new(CARREL)
+            .args(args)
+            .env("CARREL_HOST_KUBECONFIG", self.host_kubeconfig())
+            .env("HOME", self.home.path())
+            .output()
+            .expect("run carrel")
+    }
+
+    fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> Output {
+        Command::new(kubectl_path("kubectl.1.33"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .env("HOME", self.home.path())
+            .output()
+            .expect("run kubectl")
+    }
+
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("carrel up did not stop on SIGTERM");
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
+    let kubeconfig = up.home.path().join(format!("{name}.kubeconfig"));
+    let path = kubeconfig.to_string_lossy().into_owned();
+    let mut args = vec!["tenant", "create", name, "--kubeconfig-out", &path];
+    args.extend_from_slice(extra);
+    let out = ok(up.carrel(&args));
+    assert_eq!(out, format!("tenant/{name} created\n"));
+    kubeconfig
+}
+
+#[test]
+fn tenants_are_private_clusters_created_listed_and_deleted() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let a = create(&up, "team-a", &["--gpu", "1g.18gb=2", "--ttl", "2h"]);
+    let b = create(&up, "team-b", &[]);
+    // The same names in both; each sees its own.
+    ok(up.kubectl(&a, &["create", "configmap", "settings", "--from-literal=owner=a"]));
+    ok(up.kubectl(&b, &["create", "configmap", "settings", "--from-literal=owner=b"]));
+    let read = |k: &Path| {
+        ok(up.kubectl(k, &["get", "configmap", "settings", "-o", "jsonpath={.data.owner}"]))
+    };
+    assert_eq!(read(&a), "a");
+    assert_eq!(read(&b), "b");
+    let host = up.host_kubeconfig();
+    let err = fails(up.kubectl(&host, &["get", "configmap", "settings"]));
+    assert!(err.contains("not found"), "{err}");
+    // The host sees the tenants, their namespaces and their kubeconfig Secrets.
+    let names = ok(up.kubectl(&host, &["get", "tenants", "-o", "name"]));
+    assert_eq!(names, "tenant.carrel.dev/team-a\ntenant.carrel.dev/team-b\n");
+    ok(up.kubectl(&host, &["get", "secret", "admin-kubeconfig", "-n", "carrel-team-a"]));
+
+    let list = ok(up.carrel(&["tenant", "list"]));
+    let header: Vec<&str> = list.lines().next().unwrap().split("   ").map(str::trim).collect();
+    assert_eq!(
+        header.iter().filter(|c| !c.is_empty()).copied().collect::<Vec<_>>(),
+        ["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT"]
+    );
+    let row = list.lines().find(|l| l.starts_with("team-a ")).expect("team-a listed");
+    assert!(
+        row.contains("Ready") && row.contains("1g.18gb=2") && row.contains("/tenants/team-a"),
+        "{row}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(up.carrel(&["tenant", "get", "team-a", "-o", "json"]))).unwrap();
+    assert_eq!(json["status"]["hostNamespace"], "carrel-team-a");
+    assert_eq!(
+        ok(up.carrel(&["tenant", "kubeconfig", "team-b"])).trim(),
+        std::fs::read_to_string(&b).unwrap().trim()
+    );
+
+    // Bad input is refused with what to do.
+    let err = fails(up.carrel(&["tenant", "create", "team-a"]));
+    assert!(err.contains("tenant team-a already exists"), "{err}");
+    let err = fails(up.carrel(&["tenant", "create", "Team_C"]));
+    assert!(err.contains("metadata.name") && err.contains("Invalid value"), "{err}");
+    let err = fails(up.carrel(&["tenant", "create", "team-c", "--gpu", "1g.18gb"]));
+    assert!(err.contains("PROFILE=COUNT"), "{err}");
+    let err = fails(up.carrel(&["tenant", "create", "team-c", "--ttl", "2 days"]));
+    assert!(err.contains("spec.ttl"), "{err}");
+
+    // Deleting a tenant removes its API, its data and its host namespace.
+    assert_eq!(ok(up.carrel(&["tenant", "delete", "team-a", "--wait"])), "tenant/team-a deleted\n");
+    let err = fails(up.kubectl(&a, &["get", "configmap", "settings"]));
+    assert!(err.contains("NotFound") || err.contains("not found"), "{err}");
+    assert!(!data.path().join("tenants/team-a").exists());
+    let err = fails(up.carrel(&["tenant", "delete", "team-a"]));
+    assert!(err.contains("does not exist"), "{err}");
+    assert_eq!(read(&b), "b", "the other tenant is untouched");
+    up.stop();
+}
+
+#[test]
+fn a_restart_keeps_tenants_and_their_objects_and_ttls_expire() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let kept = create(&up, "kept", &[]);
+    create(&up, "brief", &["--ttl", "1s"]);
+    ok(up.kubectl(&kept, &["create", "namespace", "work"]));
+    ok(up.kubectl(&kept, &["create", "configmap", "c", "-n", "work", "--from-literal=k=v"]));
+    up.stop();
+
+    // The new process listens on a new port: the tenant's kubeconfig follows it.
+    let up = Up::start(data.path());
+    let kept = up.home.path().join("kept-again.kubeconfig");
+    std::fs::write(&kept, ok(up.carrel(&["tenant", "kubeconfig", "kept"]))).unwrap();
+    let out =
+        ok(up.kubectl(&kept, &["get", "configmap", "c", "-n", "work", "-o", "jsonpath={.data.k}"]));
+    assert_eq!(out, "v");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let list = ok(up.carrel(&["tenant", "list"]));
+        if !list.contains("brief") {
+            assert!(list.contains("kept"), "{list}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the expired tenant is still listed: {list}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    up.stop();
+}
+
+#[test]
+fn carrel_run_gives_a_command_a_throwaway_tenant() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let kubectl = kubectl_path("kubectl.1.33");
+    let kubectl = kubectl.to_string_lossy();
+    let out = ok(up.carrel(&["run", "--", &kubectl, "get", "namespaces", "-o", "name"]));
+    assert!(out.contains("namespace/kube-system"), "{out}");
+    let out = up.carrel(&["run", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "carrel run exits with the command's code");
+    // Nothing is left behind.
+    let list = ok(up.carrel(&["tenant", "list"]));
+    assert_eq!(list.lines().count(), 1, "{list}");
+    assert!(std::fs::read_dir(data.path().join("tenants")).unwrap().next().is_none());
+    up.stop();
+}
+
+#[test]
+fn without_a_host_the_cli_says_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(CARREL)
+        .args(["tenant", "list"])
+        .env_remove("CARREL_HOST_KUBECONFIG")
+        .env("CARREL_DATA_DIR", home.path().join("none"))
+        .output()
+        .unwrap();
+    let err = fails(out);
+    assert!(err.contains("carrel up") && err.contains("--host-kubeconfig"), "{err}");
+
+    // A kubeconfig whose server is not there.
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let kubeconfig = up.host_kubeconfig();
+    up.stop();
+    let out = Command::new(CARREL)
+        .args(["tenant", "list", "--host-kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let err = fails(out);
+    assert!(err.contains("cannot reach the host API"), "{err}");
+}
