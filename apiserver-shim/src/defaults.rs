@@ -1,13 +1,24 @@
-//! What kube-apiserver fills in and checks per kind, without controllers: defaults on create,
-//! immutable fields on update, and the validation clients most often trip over.
+//! What kube-apiserver fills in per kind, without controllers: defaults on create and again on
+//! every update, and the update rules (fields that may not change), whose checks, like the rest
+//! of the validation, live in [`crate::validation`].
+
+use std::borrow::Cow;
 
 use serde_json::{json, Map, Value};
 
 use crate::resource::ResourceType;
-use crate::status::{ApiError, ApiResult, Cause};
+use crate::status::{ApiError, ApiResult};
+use crate::validation;
 
+/// Set `field` unless it is set: a missing field, null and (Go's zero value) an empty string are
+/// unset.
 fn set_default(map: &mut Map<String, Value>, field: &str, value: Value) {
-    if map.get(field).is_none_or(Value::is_null) {
+    let unset = match map.get(field) {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        _ => false,
+    };
+    if unset {
         map.insert(field.into(), value);
     }
 }
@@ -68,10 +79,10 @@ fn default_template(object: &mut Value) {
 
 /// Fill in defaults on create.
 pub fn on_create(rt: &ResourceType, object: &mut Value) {
+    apply_defaults(rt, object);
     match (rt.group, rt.plural) {
         ("", "pods") => {
             if let Some(spec) = object_at(object, "spec") {
-                default_pod_spec(spec);
                 if spec.get("serviceAccountName").is_none() {
                     spec.insert("serviceAccountName".into(), json!("default"));
                     spec.insert("serviceAccount".into(), json!("default"));
@@ -95,6 +106,26 @@ pub fn on_create(rt: &ResourceType, object: &mut Value) {
             }
             object["status"] = json!({"phase": "Active"});
         }
+        ("", "services") => set_default_status(object, json!({"loadBalancer": {}})),
+        ("", "persistentvolumeclaims") => {
+            if let Some(status) = object_at(object, "status") {
+                set_default(status, "phase", json!("Pending"));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The defaults kube-apiserver applies whenever it decodes an object (on create and on every
+/// update), as its `SetDefaults_*` functions do; the status is left alone.
+fn apply_defaults(rt: &ResourceType, object: &mut Value) {
+    match (rt.group, rt.plural) {
+        ("", "pods") => {
+            if let Some(spec) = object_at(object, "spec") {
+                default_pod_spec(spec);
+                requests_from_limits(spec);
+            }
+        }
         ("", "services") => {
             if let Some(spec) = object_at(object, "spec") {
                 set_default(spec, "type", json!("ClusterIP"));
@@ -102,55 +133,138 @@ pub fn on_create(rt: &ResourceType, object: &mut Value) {
                 if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                     for port in ports.iter_mut().filter_map(Value::as_object_mut) {
                         set_default(port, "protocol", json!("TCP"));
-                        if let Some(p) = port.get("port").cloned() {
-                            set_default(port, "targetPort", p);
+                        let unset = match port.get("targetPort") {
+                            None | Some(Value::Null) => true,
+                            Some(Value::String(s)) => s.is_empty(),
+                            Some(n) => n.as_i64() == Some(0),
+                        };
+                        if let Some(p) = port.get("port").cloned().filter(|_| unset) {
+                            port.insert("targetPort".into(), p);
                         }
                     }
                 }
             }
-            set_default_status(object, json!({"loadBalancer": {}}));
+        }
+        ("", "secrets") => {
+            if let Some(root) = object.as_object_mut() {
+                set_default(root, "type", json!("Opaque"));
+            }
+        }
+        ("", "persistentvolumeclaims") => {
+            if let Some(spec) = object_at(object, "spec") {
+                set_default(spec, "volumeMode", json!("Filesystem"));
+            }
+        }
+        ("", "replicationcontrollers") => {
+            // The selector and the labels default to the template's labels.
+            let labels = object.pointer("/spec/template/metadata/labels").cloned();
+            if let Some(labels) = labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
+                if let Some(spec) = object_at(object, "spec") {
+                    if spec.get("selector").and_then(Value::as_object).is_none_or(Map::is_empty) {
+                        spec.insert("selector".into(), labels.clone());
+                    }
+                }
+                if let Some(meta) = object_at(object, "metadata") {
+                    if meta.get("labels").and_then(Value::as_object).is_none_or(Map::is_empty) {
+                        meta.insert("labels".into(), labels);
+                    }
+                }
+            }
+            if let Some(spec) = object_at(object, "spec") {
+                set_default(spec, "replicas", json!(1));
+            }
+            default_template(object);
         }
         ("apps", "deployments") => {
             if let Some(spec) = object_at(object, "spec") {
                 set_default(spec, "replicas", json!(1));
                 set_default(spec, "revisionHistoryLimit", json!(10));
                 set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(
-                    spec,
-                    "strategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
-                );
+                if spec.get("strategy").is_none_or(Value::is_null) {
+                    spec.insert("strategy".into(), json!({}));
+                }
+                if let Some(strategy) = spec.get_mut("strategy").and_then(Value::as_object_mut) {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy.get("type") == Some(&json!("RollingUpdate")) {
+                        set_default(strategy, "rollingUpdate", json!({}));
+                        if let Some(rolling) =
+                            strategy.get_mut("rollingUpdate").and_then(Value::as_object_mut)
+                        {
+                            set_default(rolling, "maxUnavailable", json!("25%"));
+                            set_default(rolling, "maxSurge", json!("25%"));
+                        }
+                    }
+                }
             }
             default_template(object);
         }
-        ("apps", "replicasets") | ("apps", "statefulsets") | ("", "replicationcontrollers") => {
+        ("apps", "replicasets") => {
             if let Some(spec) = object_at(object, "spec") {
                 set_default(spec, "replicas", json!(1));
             }
             default_template(object);
         }
-        ("apps", "daemonsets") => default_template(object),
-        ("batch", "jobs") => {
+        ("apps", "statefulsets") => {
             if let Some(spec) = object_at(object, "spec") {
-                set_default(spec, "parallelism", json!(1));
-                set_default(spec, "backoffLimit", json!(6));
-                set_default(spec, "completionMode", json!("NonIndexed"));
-                set_default(spec, "suspend", json!(false));
-            }
-            if let Some(spec) = object.pointer("/spec/completions") {
-                if spec.is_null() {
-                    object["spec"]["completions"] = json!(1);
+                set_default(spec, "replicas", json!(1));
+                set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                set_default(
+                    spec,
+                    "persistentVolumeClaimRetentionPolicy",
+                    json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+                );
+                if spec.get("updateStrategy").is_none_or(Value::is_null) {
+                    spec.insert("updateStrategy".into(), json!({}));
                 }
-            } else if object.get("spec").is_some() {
-                object["spec"]["completions"] = json!(1);
+                if let Some(strategy) =
+                    spec.get_mut("updateStrategy").and_then(Value::as_object_mut)
+                {
+                    if strategy.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
+                        strategy.insert("type".into(), json!("RollingUpdate"));
+                        set_default(strategy, "rollingUpdate", json!({}));
+                    }
+                    if strategy.get("type") == Some(&json!("RollingUpdate")) {
+                        if let Some(rolling) =
+                            strategy.get_mut("rollingUpdate").and_then(Value::as_object_mut)
+                        {
+                            set_default(rolling, "partition", json!(0));
+                        }
+                    }
+                }
             }
             default_template(object);
-            if let Some(spec) =
-                object.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut)
-            {
-                // A Job's pods must not restart forever; Kubernetes requires Never or OnFailure.
-                set_default(spec, "restartPolicy", json!("Never"));
+        }
+        ("apps", "daemonsets") => {
+            if let Some(spec) = object_at(object, "spec") {
+                set_default(spec, "revisionHistoryLimit", json!(10));
+                if spec.get("updateStrategy").is_none_or(Value::is_null) {
+                    spec.insert("updateStrategy".into(), json!({}));
+                }
+                if let Some(strategy) =
+                    spec.get_mut("updateStrategy").and_then(Value::as_object_mut)
+                {
+                    set_default(strategy, "type", json!("RollingUpdate"));
+                    if strategy.get("type") == Some(&json!("RollingUpdate")) {
+                        set_default(strategy, "rollingUpdate", json!({}));
+                        if let Some(rolling) =
+                            strategy.get_mut("rollingUpdate").and_then(Value::as_object_mut)
+                        {
+                            set_default(rolling, "maxUnavailable", json!(1));
+                            set_default(rolling, "maxSurge", json!(0));
+                        }
+                    }
+                }
             }
+            default_template(object);
+        }
+        ("batch", "jobs") => {
+            if let Some(spec) = object_at(object, "spec") {
+                default_job_spec(spec);
+            }
+            // A Job's template gets the pod defaults, restartPolicy Always included, which
+            // validation then refuses: kube-apiserver asks for OnFailure or Never explicitly.
+            default_template(object);
         }
         ("batch", "cronjobs") => {
             if let Some(spec) = object_at(object, "spec") {
@@ -159,13 +273,84 @@ pub fn on_create(rt: &ResourceType, object: &mut Value) {
                 set_default(spec, "successfulJobsHistoryLimit", json!(3));
                 set_default(spec, "failedJobsHistoryLimit", json!(1));
             }
+            if let Some(pod) = object
+                .pointer_mut("/spec/jobTemplate/spec/template/spec")
+                .and_then(Value::as_object_mut)
+            {
+                default_pod_spec(pod);
+            }
         }
-        ("", "secrets") => {
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            if let Some(role_ref) = object_at(object, "roleRef") {
+                set_default(role_ref, "apiGroup", json!("rbac.authorization.k8s.io"));
+            }
+            if let Some(subjects) = object.get_mut("subjects").and_then(Value::as_array_mut) {
+                for subject in subjects.iter_mut().filter_map(Value::as_object_mut) {
+                    if matches!(subject.get("kind").and_then(Value::as_str), Some("User" | "Group"))
+                    {
+                        set_default(subject, "apiGroup", json!("rbac.authorization.k8s.io"));
+                    }
+                }
+            }
+        }
+        ("scheduling.k8s.io", "priorityclasses") => {
             if let Some(root) = object.as_object_mut() {
-                set_default(root, "type", json!("Opaque"));
+                set_default(root, "preemptionPolicy", json!("PreemptLowerPriority"));
+            }
+        }
+        ("storage.k8s.io", "storageclasses") => {
+            if let Some(root) = object.as_object_mut() {
+                set_default(root, "reclaimPolicy", json!("Delete"));
+                set_default(root, "volumeBindingMode", json!("Immediate"));
             }
         }
         _ => {}
+    }
+}
+
+/// Whether [`apply_defaults`] fills anything in for a kind.
+fn has_defaults(rt: &ResourceType) -> bool {
+    matches!(
+        (rt.group, rt.plural),
+        ("", "pods" | "services" | "secrets" | "persistentvolumeclaims" | "replicationcontrollers")
+            | ("apps", _)
+            | ("batch", _)
+            | ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
+            | ("scheduling.k8s.io", "priorityclasses")
+            | ("storage.k8s.io", "storageclasses")
+    )
+}
+
+/// `SetDefaults_Job`: a Job with neither completions nor parallelism runs one pod to completion.
+fn default_job_spec(spec: &mut Map<String, Value>) {
+    let unset = |spec: &Map<String, Value>, key: &str| spec.get(key).is_none_or(Value::is_null);
+    if unset(spec, "completions") && unset(spec, "parallelism") {
+        spec.insert("completions".into(), json!(1));
+    }
+    set_default(spec, "parallelism", json!(1));
+    set_default(spec, "backoffLimit", json!(6));
+    set_default(spec, "completionMode", json!("NonIndexed"));
+    set_default(spec, "suspend", json!(false));
+}
+
+/// `SetDefaults_Pod`: a container's requests default to its limits.
+fn requests_from_limits(spec: &mut Map<String, Value>) {
+    for list in ["containers", "initContainers"] {
+        let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else { continue };
+        for resources in containers.iter_mut().filter_map(|c| c.get_mut("resources")) {
+            let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+                continue;
+            };
+            let Some(resources) = resources.as_object_mut() else { continue };
+            if resources.get("requests").is_none_or(|r| !r.is_object()) {
+                resources.insert("requests".into(), json!({}));
+            }
+            if let Some(requests) = resources.get_mut("requests").and_then(Value::as_object_mut) {
+                for (name, limit) in limits {
+                    requests.entry(name).or_insert(limit);
+                }
+            }
+        }
     }
 }
 
@@ -204,153 +389,66 @@ fn qos_class(pod: &Value) -> &'static str {
     }
 }
 
-fn immutable(rt: &ResourceType, name: &str, field: &str) -> ApiError {
-    ApiError::invalid(
-        rt.group,
-        rt.kind,
-        name,
-        vec![Cause::new("FieldValueInvalid", field, "field is immutable")],
-    )
-}
-
-/// Immutable fields on update; also re-applies create-time defaults the update dropped.
+/// On update: re-applies the defaults (kube-apiserver defaults every object it decodes), keeps
+/// what the server allocated that a client left out, and refuses changes to immutable fields,
+/// reporting them together with every other validation cause of the new object.
 pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let same = |path: &str, new: &Value| old.pointer(path) == new.pointer(path);
-    match (rt.group, rt.plural) {
-        ("", "configmaps") | ("", "secrets") => {
-            if old.get("immutable") == Some(&Value::Bool(true)) {
-                for field in ["data", "binaryData", "immutable"] {
-                    if old.get(field) != new.get(field) {
-                        return Err(immutable(rt, &name, field));
-                    }
-                }
-            }
-            if rt.plural == "secrets" && !same("/type", new) && new.get("type").is_some() {
-                return Err(immutable(rt, &name, "type"));
-            }
-        }
-        ("", "pods") => {
-            if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
-                default_pod_spec(spec);
-            }
-            for path in
-                ["/spec/containers", "/spec/nodeName", "/spec/volumes", "/spec/restartPolicy"]
-            {
-                let strip_images = |v: Option<&Value>| {
-                    let mut v = v.cloned();
-                    if path == "/spec/containers" {
-                        if let Some(cs) = v.as_mut().and_then(Value::as_array_mut) {
-                            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
-                                c.remove("image");
-                            }
-                        }
-                    }
-                    v
-                };
-                let was_unset = path == "/spec/nodeName" && old.pointer(path).is_none();
-                if !was_unset && strip_images(old.pointer(path)) != strip_images(new.pointer(path))
-                {
-                    return Err(ApiError::invalid(
-                        rt.group,
-                        rt.kind,
-                        &name,
-                        vec![Cause::new(
-                            "FieldValueForbidden",
-                            "spec",
-                            "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
-                        )],
-                    ));
-                }
-            }
-        }
-        ("apps", "deployments")
-        | ("apps", "replicasets")
-        | ("apps", "statefulsets")
-        | ("apps", "daemonsets")
-        | ("batch", "jobs") => {
-            if !same("/spec/selector", new) && new.pointer("/spec/selector").is_some() {
-                return Err(immutable(rt, &name, "spec.selector"));
-            }
-            if rt.plural == "jobs"
-                && !same("/spec/template", new)
-                && new.pointer("/spec/template").is_some()
-            {
-                return Err(immutable(rt, &name, "spec.template"));
-            }
-        }
-        ("", "services")
-            if old.pointer("/spec/clusterIP").is_some() && !same("/spec/clusterIP", new) =>
-        {
-            return Err(immutable(rt, &name, "spec.clusterIP"));
-        }
-        _ => {}
+    apply_defaults(rt, new);
+    if (rt.group, rt.plural) == ("", "services") {
+        keep_allocated(old, new);
     }
-    Ok(())
+    // The stored object has its defaults, unless it was stored before a default existed.
+    let old = if has_defaults(rt) {
+        let mut old = old.clone();
+        apply_defaults(rt, &mut old);
+        Cow::Owned(old)
+    } else {
+        Cow::Borrowed(old)
+    };
+    let changes = validation::update_causes(rt, &old, new);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    validation::check_quantities(rt, new)?;
+    let mut causes = validation::causes(rt, new);
+    causes.extend(changes);
+    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    Err(ApiError::invalid(rt.group, rt.kind, name, causes))
 }
 
-/// The checks kube-apiserver makes that clients most often meet.
-pub fn validate(rt: &ResourceType, object: &Value) -> ApiResult<()> {
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let mut causes = Vec::new();
-    let mut check_pod_spec = |spec: Option<&Value>, path: &str| {
-        let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
-        match containers {
-            None => causes.push(Cause::new(
-                "FieldValueRequired",
-                format!("{path}.containers"),
-                "Required value",
-            )),
-            Some(containers) => {
-                for (i, c) in containers.iter().enumerate() {
-                    if c.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
-                        causes.push(Cause::new(
-                            "FieldValueRequired",
-                            format!("{path}.containers[{i}].name"),
-                            "Required value",
-                        ));
-                    }
-                    if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
-                        causes.push(Cause::new(
-                            "FieldValueRequired",
-                            format!("{path}.containers[{i}].image"),
-                            "Required value",
-                        ));
-                    }
-                }
-            }
-        }
-    };
-    match (rt.group, rt.plural) {
-        ("", "pods") => check_pod_spec(object.get("spec"), "spec"),
-        ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
-        | ("batch", "jobs") => {
-            check_pod_spec(object.pointer("/spec/template/spec"), "spec.template.spec");
-            if rt.group == "apps" && object.pointer("/spec/selector").is_none() {
-                causes.push(Cause::new("FieldValueRequired", "spec.selector", "Required value"));
-            }
-        }
-        ("", "configmaps") => {
-            for field in ["data", "binaryData"] {
-                if let Some(map) = object.get(field) {
-                    if !map.is_object() {
-                        causes.push(Cause::new(
-                            "FieldValueInvalid",
-                            field,
-                            "Invalid value: must be a map of strings",
-                        ));
-                    }
-                }
-            }
-        }
-        _ => {}
+/// A Service update that leaves out its cluster IPs or IP families keeps the old ones, as
+/// kube-apiserver's registry does (`patchAllocatedValues`).
+fn keep_allocated(old: &Value, new: &mut Value) {
+    let external =
+        |v: &Value| v.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName");
+    if external(old) || external(new) {
+        return;
     }
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(rt.group, rt.kind, name, causes))
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let unset = |spec: &Map<String, Value>, key: &str| match spec.get(key) {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        _ => false,
+    };
+    let cluster_ip_unset = unset(spec, "clusterIP");
+    for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        let carries = match key {
+            "clusterIPs" => {
+                cluster_ip_unset || spec.get("clusterIP") == old.pointer("/spec/clusterIP")
+            }
+            _ => true,
+        };
+        if unset(spec, key) && carries {
+            if let Some(value) = old.pointer(&format!("/spec/{key}")).filter(|v| !v.is_null()) {
+                spec.insert(key.into(), value.clone());
+            }
+        }
     }
 }
+
+/// The checks kube-apiserver makes on every write (see [`validation`]).
+pub use crate::validation::validate;
 
 #[cfg(test)]
 mod tests {

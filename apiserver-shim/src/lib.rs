@@ -27,6 +27,7 @@ pub mod table;
 pub mod tenant;
 pub mod tls;
 pub mod typed;
+pub mod validation;
 
 pub use api::Api;
 pub use resource::{Registry, ResourceType, Subresource};

@@ -10,8 +10,10 @@ pub const SUBDOMAIN_MAX: usize = 253;
 pub enum NameRule {
     /// A DNS-1123 subdomain: most objects.
     Subdomain,
-    /// A DNS-1123 label: namespaces, services.
+    /// A DNS-1123 label: namespaces, statefulsets.
     Label,
+    /// A DNS-1035 label (a DNS-1123 label that starts with a letter): services.
+    Dns1035Label,
     /// Any name usable as a path segment: RBAC objects.
     PathSegment,
 }
@@ -20,7 +22,8 @@ impl NameRule {
     /// The rule for a resource.
     pub fn for_resource(group: &str, plural: &str) -> NameRule {
         match (group, plural) {
-            ("", "namespaces") | ("", "services") => NameRule::Label,
+            ("", "namespaces") | ("apps", "statefulsets") => NameRule::Label,
+            ("", "services") => NameRule::Dns1035Label,
             ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
             _ => NameRule::Subdomain,
         }
@@ -31,17 +34,63 @@ impl NameRule {
         match self {
             NameRule::Subdomain => dns1123_subdomain(name),
             NameRule::Label => dns1123_label(name),
+            NameRule::Dns1035Label => dns1035_label(name),
             NameRule::PathSegment => path_segment(name),
+        }
+    }
+
+    /// Problems with a `generateName` prefix under this rule: the rule's own, with a trailing
+    /// dash masked (the random suffix follows it), as kube-apiserver's name functions check a
+    /// prefix.
+    pub fn check_prefix(self, prefix: &str) -> Vec<String> {
+        match self {
+            NameRule::PathSegment => ["/", "%"]
+                .iter()
+                .filter(|bad| prefix.contains(*bad))
+                .map(|bad| format!("may not contain '{bad}'"))
+                .collect(),
+            _ => self.check(&mask_trailing_dash(prefix)),
         }
     }
 
     /// The longest `generateName` prefix that still leaves room for the random suffix.
     pub fn max_len(self) -> usize {
         match self {
-            NameRule::Label => LABEL_MAX,
+            NameRule::Label | NameRule::Dns1035Label => LABEL_MAX,
             _ => SUBDOMAIN_MAX,
         }
     }
+}
+
+/// `maskTrailingDash`: a prefix's trailing dash stands for the suffix to come. (kube-apiserver
+/// drops the character before the dash as well.)
+fn mask_trailing_dash(prefix: &str) -> String {
+    match prefix.strip_suffix('-') {
+        Some(rest) if prefix.len() > 1 => {
+            let mut keep = rest.len() - 1;
+            while !rest.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            format!("{}a", &rest[..keep])
+        }
+        _ => prefix.to_owned(),
+    }
+}
+
+/// `RegexError`: what a value must look like, with examples and the regex used.
+pub fn regex_error(msg: &str, regex: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{regex}')");
+    }
+    let mut out = format!("{msg} (e.g. ");
+    for (i, example) in examples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(" or ");
+        }
+        out.push_str(&format!("'{example}', "));
+    }
+    out.push_str(&format!("regex used for validation is '{regex}')"));
+    out
 }
 
 fn alnum(c: u8) -> bool {
@@ -105,6 +154,166 @@ pub fn dns1123_subdomain(name: &str) -> Vec<String> {
     errors
 }
 
+/// Errors for a DNS-1035 label, as `validation.IsDNS1035Label` words them.
+pub fn dns1035_label(name: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if name.len() > LABEL_MAX {
+        errors.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    let b = name.as_bytes();
+    let shape = !b.is_empty()
+        && b[0].is_ascii_lowercase()
+        && alnum(b[b.len() - 1])
+        && b.iter().all(|&c| alnum(c) || c == b'-');
+    if !shape {
+        errors.push(regex_error(
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start \
+             with an alphabetic character, and end with an alphanumeric character",
+            "[a-z]([-a-z0-9]*[a-z0-9])?",
+            &["my-name", "abc-123"],
+        ));
+    }
+    errors
+}
+
+const QUALIFIED_NAME_MAX: usize = 63;
+const QUALIFIED_NAME_REGEX: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+                                  must start and end with an alphanumeric character";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`: the name part of a qualified name, and a
+/// non-empty label value.
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// Errors for a qualified name (label keys, annotation keys, finalizers), as
+/// `validation.IsQualifiedName` words them: an optional DNS subdomain prefix and `/`, then a name
+/// of at most 63 characters.
+pub fn qualified_name(value: &str) -> Vec<String> {
+    let examples = ["MyName", "my.name", "123-abc"];
+    let parts: Vec<&str> = value.split('/').collect();
+    let mut errors = Vec::new();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_owned());
+            } else {
+                errors.extend(
+                    dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. \
+                 'example.com/MyName')",
+                regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_REGEX, &examples)
+            )]
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_owned());
+    } else if name.len() > QUALIFIED_NAME_MAX {
+        errors.push(format!("name part must be no more than {QUALIFIED_NAME_MAX} characters"));
+    }
+    if !is_qualified_name_part(name) {
+        errors.push(format!(
+            "name part {}",
+            regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_REGEX, &examples)
+        ));
+    }
+    errors
+}
+
+/// Errors for a label value, as `validation.IsValidLabelValue` words them.
+pub fn label_value(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > LABEL_MAX {
+        errors.push(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
+        errors.push(regex_error(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', \
+             '_' or '.', and must start and end with an alphanumeric character",
+            "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?",
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errors
+}
+
+/// Errors for a ConfigMap or Secret key, as `validation.IsConfigMapKey` words them.
+pub fn config_map_key(value: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if value.len() > SUBDOMAIN_MAX {
+        errors.push(format!("must be no more than {SUBDOMAIN_MAX} characters"));
+    }
+    let shape = !value.is_empty()
+        && value.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_'));
+    if !shape {
+        errors.push(regex_error(
+            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+            "[-._a-zA-Z0-9]+",
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    if value == "." {
+        errors.push("must not be '.'".to_owned());
+    } else if value == ".." {
+        errors.push("must not be '..'".to_owned());
+    } else if value.starts_with("..") {
+        errors.push("must not start with '..'".to_owned());
+    }
+    errors
+}
+
+/// Errors for a port name (an IANA_SVC_NAME), as `validation.IsValidPortName` words them.
+pub fn port_name(port: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if port.len() > 15 {
+        errors.push("must be no more than 15 characters".to_owned());
+    }
+    if port.is_empty() || !port.bytes().all(|c| alnum(c) || c == b'-') {
+        errors.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned(),
+        );
+    }
+    if !port.bytes().any(|c| c.is_ascii_lowercase()) {
+        errors.push("must contain at least one letter (a-z)".to_owned());
+    }
+    if port.contains("--") {
+        errors.push("must not contain consecutive hyphens".to_owned());
+    }
+    if port.starts_with('-') || port.ends_with('-') {
+        errors.push("must not begin or end with a hyphen".to_owned());
+    }
+    errors
+}
+
+/// Errors for an environment variable name under the relaxed rule kube-apiserver 1.33 applies
+/// (`RelaxedEnvironmentVariableValidation`).
+pub fn env_var_name(name: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if name.is_empty() {
+        errors.push("environment variable name must be non-empty".to_owned());
+    }
+    if name.chars().any(|c| !(' '..='~').contains(&c) || c == '=') {
+        errors.push(
+            "a valid environment variable name must consist only of printable ASCII characters \
+             other than '='"
+                .to_owned(),
+        );
+    }
+    errors
+}
+
 /// Errors for a name used as a path segment.
 pub fn path_segment(name: &str) -> Vec<String> {
     let mut errors = Vec::new();
@@ -161,6 +370,59 @@ mod tests {
         assert!(path_segment("system:masters").is_empty());
         assert!(!path_segment("a/b").is_empty());
         assert!(!path_segment("..").is_empty());
+    }
+
+    #[test]
+    fn kube_apiserver_name_rules() {
+        assert_eq!(NameRule::for_resource("", "services"), NameRule::Dns1035Label);
+        assert_eq!(NameRule::for_resource("apps", "statefulsets"), NameRule::Label);
+        assert!(dns1035_label("web-1").is_empty());
+        assert_eq!(
+            dns1035_label("1web"),
+            vec!["a DNS-1035 label must consist of lower case alphanumeric characters or '-', \
+                  start with an alphabetic character, and end with an alphanumeric character (e.g. \
+                  'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+                .to_owned()]
+        );
+        // A generateName prefix may end in a dash.
+        assert!(NameRule::Subdomain.check_prefix("web-").is_empty());
+        assert!(NameRule::Label.check_prefix("a-").is_empty());
+        assert!(!NameRule::Subdomain.check_prefix("Web-").is_empty());
+        assert!(!NameRule::Subdomain.check_prefix(&"p".repeat(300)).is_empty());
+        assert_eq!(NameRule::PathSegment.check_prefix("a/b"), vec!["may not contain '/'"]);
+    }
+
+    #[test]
+    fn qualified_names_label_values_and_keys() {
+        for ok in ["a", "A.b-c_d", "example.com/Name", "k8s.io/x", &"n".repeat(63)] {
+            assert!(qualified_name(ok).is_empty(), "{ok} refused");
+        }
+        assert_eq!(qualified_name("/x"), vec!["prefix part must be non-empty"]);
+        assert_eq!(
+            qualified_name(&"n".repeat(64)),
+            vec!["name part must be no more than 63 characters"]
+        );
+        assert_eq!(qualified_name("x/").len(), 2, "empty, and not matching the regex");
+        assert!(qualified_name("a/b/c")[0].starts_with("a qualified name must consist of"));
+        assert!(qualified_name("Bad_Prefix/x")[0].starts_with("prefix part a lowercase RFC 1123"));
+        assert!(label_value("").is_empty() && label_value("v1.2_x-Y").is_empty());
+        assert_eq!(label_value("-x").len(), 1);
+        assert_eq!(label_value(&"v".repeat(64)), vec!["must be no more than 63 characters"]);
+        assert!(config_map_key("a.b_C-1").is_empty());
+        assert_eq!(config_map_key(".").last().map(String::as_str), Some("must not be '.'"));
+        assert_eq!(config_map_key("..a"), vec!["must not start with '..'"]);
+        assert!(port_name("http-1").is_empty());
+        assert_eq!(port_name("8080"), vec!["must contain at least one letter (a-z)"]);
+        assert_eq!(
+            port_name("a--b-"),
+            vec!["must not contain consecutive hyphens", "must not begin or end with a hyphen"]
+        );
+        assert!(env_var_name("MY VAR.1").is_empty());
+        assert_eq!(env_var_name("A=B").len(), 1);
+        assert_eq!(
+            regex_error("m", "r", &["a", "b"]),
+            "m (e.g. 'a',  or 'b', regex used for validation is 'r')"
+        );
     }
 
     #[test]
