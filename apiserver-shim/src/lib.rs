@@ -16,6 +16,7 @@ pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod resource;
 pub mod scale;
 pub mod selector;
