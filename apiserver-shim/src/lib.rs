@@ -5,6 +5,7 @@
 //! sends is parsed and checked here: this crate is the only one that knows HTTP wire formats.
 
 pub mod api;
+pub mod auth;
 pub mod defaults;
 pub mod discovery;
 pub mod fieldpath;
