@@ -122,6 +122,8 @@ impl Write {
 pub struct Api {
     store: Arc<dyn Store>,
     registry: Registry,
+    /// Bumped by every write of an RBAC object, so that authorizers know when to rebuild.
+    rbac_generation: std::sync::atomic::AtomicU64,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -143,7 +145,7 @@ impl Api {
     }
 
     fn with_registry(store: Arc<dyn Store>, registry: Registry) -> ApiResult<Api> {
-        let api = Api { store, registry };
+        let api = Api { store, registry, rbac_generation: Default::default() };
         let namespaces = api.rt("", "namespaces");
         for ns in SYSTEM_NAMESPACES {
             let key = key_for(namespaces, None, ns);
@@ -160,7 +162,39 @@ impl Api {
                 }
             }
         }
+        api.bootstrap_rbac()?;
         Ok(api)
+    }
+
+    /// Kubernetes' default ClusterRoles and ClusterRoleBindings, created when missing (an
+    /// administrator's changes to existing ones are kept).
+    fn bootstrap_rbac(&self) -> ApiResult<()> {
+        let encode = |v: Result<Value, serde_json::Error>| {
+            v.map_err(|e| ApiError::internal(format!("encoding the bootstrap policy: {e}")))
+        };
+        let roles = crate::rbac::bootstrap::cluster_roles()
+            .into_iter()
+            .map(|r| encode(serde_json::to_value(r)))
+            .collect::<ApiResult<Vec<Value>>>()?;
+        let bindings = crate::rbac::bootstrap::cluster_role_bindings()
+            .into_iter()
+            .map(|b| encode(serde_json::to_value(b)))
+            .collect::<ApiResult<Vec<Value>>>()?;
+        for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+            let rt = self.rt("rbac.authorization.k8s.io", plural);
+            let target = Target { rt, namespace: None };
+            for object in objects {
+                let name = meta_str(&object, "name").unwrap_or_default().to_owned();
+                if self.store.get(&key_for(rt, None, &name)).map_err(internal)?.is_some() {
+                    continue;
+                }
+                match self.create(&target, object, &Write::server()) {
+                    Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The served types.
@@ -171,6 +205,18 @@ impl Api {
     /// The store underneath.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// A number that changes whenever an RBAC object (role, binding) has been written.
+    pub fn rbac_generation(&self) -> u64 {
+        self.rbac_generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Note a write of an object of `rt`.
+    fn wrote(&self, rt: &ResourceType) {
+        if rt.group == "rbac.authorization.k8s.io" {
+            self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
     }
 
     fn rt(&self, group: &str, plural: &str) -> &ResourceType {
@@ -461,6 +507,7 @@ impl Api {
             .store
             .create(&key, encode(&object)?)
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
+        self.wrote(rt);
         if rt.group.is_empty() && rt.plural == "namespaces" {
             self.bootstrap_namespace(&name)?;
         }
@@ -596,6 +643,7 @@ impl Api {
             .store
             .update(&key, encode(&new)?, Some(current.mod_revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+        self.wrote(rt);
         Ok(written(new, &stored))
     }
 
@@ -707,6 +755,7 @@ impl Api {
             .store
             .delete(key, Some(revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+        self.wrote(rt);
         metadata_mut(&mut last)
             .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
         Ok(last)

@@ -12,21 +12,32 @@ fn b64(pem: &str) -> String {
 /// Given the server's certificates, it trusts their CA and presents the admin client
 /// certificate; without them (plain HTTP) it carries no credentials.
 pub fn admin(url: &str, certs: Option<&Certificates>) -> String {
-    let (ca, user) = match certs {
-        Some(c) => (
-            format!("    certificate-authority-data: {}\n", b64(&c.ca_pem)),
-            format!(
-                "\n    client-certificate-data: {}\n    client-key-data: {}\n",
-                b64(&c.admin_cert_pem),
-                b64(&c.admin_key_pem)
-            ),
+    match certs {
+        Some(c) => with_client_certificate(url, &c.ca_pem, &c.admin_cert_pem, &c.admin_key_pem),
+        None => format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: carrel\n  cluster:\n    server: {url}\n\
+             contexts:\n- name: carrel\n  context:\n    cluster: carrel\n    user: carrel\n    \
+             namespace: default\ncurrent-context: carrel\nusers:\n- name: carrel\n  user: {{}}\n"
         ),
-        None => (String::new(), " {}\n".to_owned()),
-    };
+    }
+}
+
+/// A kubeconfig for the server at `url` that trusts `server_ca_pem` and presents the client
+/// certificate `cert_pem` with its key, with `default` as the namespace.
+pub fn with_client_certificate(
+    url: &str,
+    server_ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> String {
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: carrel\n  cluster:\n    server: {url}\n{ca}\
-         contexts:\n- name: carrel\n  context:\n    cluster: carrel\n    user: carrel\n    \
-         namespace: default\ncurrent-context: carrel\nusers:\n- name: carrel\n  user:{user}"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: carrel\n  cluster:\n    server: {url}\n    \
+         certificate-authority-data: {}\ncontexts:\n- name: carrel\n  context:\n    cluster: carrel\n    \
+         user: carrel\n    namespace: default\ncurrent-context: carrel\nusers:\n- name: carrel\n  user:\n    \
+         client-certificate-data: {}\n    client-key-data: {}\n",
+        b64(server_ca_pem),
+        b64(cert_pem),
+        b64(key_pem)
     )
 }
 

@@ -4,6 +4,7 @@
 //! an `Api` under a base path and [`router`] turns it into an axum `Router`. Everything a client
 //! sends is parsed and checked here: this crate is the only one that knows HTTP wire formats.
 
+pub mod access;
 pub mod api;
 pub mod auth;
 pub mod defaults;

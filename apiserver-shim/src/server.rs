@@ -14,14 +14,17 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
+use crate::access::{self, PeerCertificates, Security};
 use crate::api::{
     decode_event_object, parse_resource_version, Api, DeleteParams, ListParams, Target, Write,
 };
+use crate::auth::UserInfo;
 use crate::discovery;
 use crate::fields::{self, FieldValidation};
 use crate::managed::{self, Owner};
 use crate::openapi;
 use crate::patch;
+use crate::rbac::{Attributes, Policy};
 use crate::resource::{ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -41,12 +44,38 @@ pub const KUBERNETES_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
 pub struct Server {
     api: Arc<Api>,
     base: String,
+    security: Option<Arc<Security>>,
 }
 
 impl Server {
-    /// Serve `api` under `base` (empty, or a path such as `/tenants/a` without a trailing slash).
+    /// Serve `api` under `base` (empty, or a path such as `/tenants/a` without a trailing slash)
+    /// to anyone: no authentication, no authorization.
     pub fn new(api: Arc<Api>, base: &str) -> Server {
-        Server { api, base: base.trim_end_matches('/').to_owned() }
+        Server { api, base: base.trim_end_matches('/').to_owned(), security: None }
+    }
+
+    /// Serve `api` under `base` to the clients `security` authenticates, as RBAC allows.
+    pub fn secured(api: Arc<Api>, base: &str, security: Arc<Security>) -> Server {
+        Server { security: Some(security), ..Server::new(api, base) }
+    }
+
+    /// The API served.
+    pub fn api(&self) -> &Arc<Api> {
+        &self.api
+    }
+}
+
+/// Who is asking, on a cluster served with security.
+#[derive(Clone, Debug)]
+struct Caller {
+    user: UserInfo,
+    policy: Arc<Policy>,
+    security: Arc<Security>,
+}
+
+impl Caller {
+    fn authorize(&self, attributes: Attributes) -> ApiResult<()> {
+        self.security.authorize(&self.policy, &attributes)
     }
 }
 
@@ -107,10 +136,47 @@ async fn dispatch(State(server): State<Arc<Server>>, request: Request) -> Respon
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
     let query = Query::parse(parts.uri.query());
-    let result = route(&server, &parts.method, path, &query, &parts.headers, body).await;
+    let caller = match &server.security {
+        None => None,
+        Some(security) => {
+            let peer = parts.extensions.get::<PeerCertificates>().cloned();
+            match identify(&server.api, security, &parts.headers, peer, path, &server.base).await {
+                Ok(caller) => Some(caller),
+                Err(e) => return e.into_response(),
+            }
+        }
+    };
+    let result =
+        route(&server, caller.as_ref(), &parts.method, path, &query, &parts.headers, body).await;
     let response = result.unwrap_or_else(IntoResponse::into_response);
     tracing::debug!(method = %parts.method, %path, status = response.status().as_u16(), "request");
     response
+}
+
+/// Authenticate a request (401 for bad credentials, and for anonymous requests beyond the
+/// public paths), and apply impersonation.
+async fn identify(
+    api: &Arc<Api>,
+    security: &Arc<Security>,
+    headers: &HeaderMap,
+    peer: Option<PeerCertificates>,
+    path: &str,
+    base: &str,
+) -> ApiResult<Caller> {
+    let api = api.clone();
+    let security = security.clone();
+    let headers = headers.clone();
+    let relative = path.strip_prefix(base).unwrap_or(path).to_owned();
+    blocking(move || {
+        let user = security.authenticate(&api, &headers, peer.as_ref())?;
+        if user.name == crate::auth::ANONYMOUS_USER && !access::is_public(&relative) {
+            return Err(ApiError::unauthorized());
+        }
+        let policy = security.policy(&api)?;
+        let user = security.impersonate(&policy, user, &headers)?;
+        Ok(Caller { user, policy, security })
+    })
+    .await
 }
 
 fn strip_base<'a>(server: &Server, path: &'a str) -> Option<&'a str> {
@@ -157,6 +223,7 @@ fn accept(headers: &HeaderMap) -> &str {
 
 async fn route(
     server: &Server,
+    caller: Option<&Caller>,
     method: &Method,
     path: &str,
     query: &Query,
@@ -177,6 +244,23 @@ async fn route(
             return Err(ApiError::method_not_allowed("discovery is read-only"));
         }
         value.map(|v| json_response(StatusCode::OK, &v)).ok_or_else(ApiError::no_route)
+    };
+    let body = match caller {
+        None => body,
+        Some(caller) => {
+            let body =
+                match access_endpoint(server, caller, method, &segments, headers, body).await? {
+                    Endpoint::Answered(response) => return Ok(response),
+                    Endpoint::NotOurs(body) => body,
+                };
+            let resource_request =
+                matches!(segments.as_slice(), ["api", "v1", _, ..] | ["apis", _, _, _, ..]);
+            if !resource_request {
+                let verb = method.as_str().to_ascii_lowercase();
+                caller.authorize(Attributes::non_resource(caller.user.clone(), verb, rest))?;
+            }
+            body
+        }
     };
     match segments.as_slice() {
         ["version"] => {
@@ -215,15 +299,127 @@ async fn route(
         }
         ["api", "v1", rest @ ..] => {
             let path = resource_path(server, "", "v1", rest)?;
-            resource(server, method, path, query, headers, body).await
+            authorize_resource(caller, method, &path, query)?;
+            resource(server, caller, method, path, query, headers, body).await
         }
         ["apis", group, version, rest @ ..] => {
             let path = resource_path(server, group, version, rest)?;
-            resource(server, method, path, query, headers, body).await
+            authorize_resource(caller, method, &path, query)?;
+            resource(server, caller, method, path, query, headers, body).await
         }
         ["openapi", rest @ ..] => openapi(server, method, rest, query, headers).await,
         _ => Err(ApiError::no_route()),
     }
+}
+
+/// 403 unless the caller (if the cluster has security) may make this resource request.
+fn authorize_resource(
+    caller: Option<&Caller>,
+    method: &Method,
+    path: &ResourcePath<'_>,
+    query: &Query,
+) -> ApiResult<()> {
+    let Some(caller) = caller else { return Ok(()) };
+    let watch = path.legacy_watch || query.flag("watch");
+    let verb = access::verb(method, path.name.is_some(), watch);
+    let mut attributes =
+        Attributes::resource(caller.user.clone(), verb, path.rt.group, path.rt.plural);
+    attributes.api_version = path.rt.version.to_owned();
+    if let Some(ns) = &path.namespace {
+        attributes.namespace = ns.clone();
+    } else if path.rt.group.is_empty() && path.rt.plural == "namespaces" {
+        // A namespace is in itself, as kube-apiserver's request info has it.
+        attributes.namespace = path.name.clone().unwrap_or_default();
+    }
+    if let Some(name) = &path.name {
+        attributes.name = name.clone();
+    }
+    if let Some(sub) = &path.subresource {
+        attributes.subresource = sub.clone();
+    }
+    caller.authorize(attributes)
+}
+
+/// What [`access_endpoint`] did with a request.
+enum Endpoint {
+    /// It was an access-review or TokenRequest call, answered.
+    Answered(Response),
+    /// It was not: the body comes back.
+    NotOurs(Body),
+}
+
+/// The access-review endpoints (`authorization.k8s.io`, `authentication.k8s.io`) and the
+/// `serviceaccounts/<name>/token` subresource, on a cluster with security.
+async fn access_endpoint(
+    server: &Server,
+    caller: &Caller,
+    method: &Method,
+    segments: &[&str],
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Endpoint> {
+    let (group, resource, namespace, name) = match segments {
+        ["apis", group @ ("authorization.k8s.io" | "authentication.k8s.io"), "v1", resource] => {
+            (*group, *resource, None, None)
+        }
+        ["apis", "authorization.k8s.io", "v1", "namespaces", ns, "localsubjectaccessreviews"] => {
+            ("authorization.k8s.io", "localsubjectaccessreviews", Some(*ns), None)
+        }
+        ["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] => {
+            ("", "serviceaccounts", Some(*ns), Some(*name))
+        }
+        _ => return Ok(Endpoint::NotOurs(body)),
+    };
+    let known = matches!(
+        resource,
+        "selfsubjectaccessreviews"
+            | "selfsubjectrulesreviews"
+            | "subjectaccessreviews"
+            | "localsubjectaccessreviews"
+            | "selfsubjectreviews"
+            | "tokenreviews"
+            | "serviceaccounts"
+    );
+    if !known {
+        return Err(ApiError::no_route());
+    }
+    if method != Method::POST {
+        return Err(ApiError::method_not_allowed(format!("{resource} only accept POST (create)")));
+    }
+    let mut attributes = Attributes::resource(caller.user.clone(), "create", group, resource);
+    if let Some(ns) = namespace {
+        attributes.namespace = ns.to_owned();
+    }
+    if let Some(name) = name {
+        attributes.name = name.to_owned();
+        attributes.subresource = "token".to_owned();
+    }
+    caller.authorize(attributes)?;
+    let object = decode_body(headers, &read_body(body).await?)?;
+    let api = server.api.clone();
+    let caller = caller.clone();
+    let resource = resource.to_owned();
+    let namespace = namespace.map(str::to_owned);
+    let name = name.map(str::to_owned);
+    let answer = blocking(move || match name {
+        Some(name) => access::token_request(
+            &api,
+            &caller.security,
+            namespace.as_deref().unwrap_or_default(),
+            &name,
+            &object,
+        ),
+        None => access::review(
+            &api,
+            &caller.security,
+            &caller.user,
+            &resource,
+            namespace.as_deref(),
+            &object,
+        ),
+    })
+    .await?;
+    Ok(Endpoint::Answered(json_response(StatusCode::CREATED, &answer)))
 }
 
 /// `/openapi/v3…` and `/openapi/v2`; a redirect to the current hash keeps the base path.
@@ -618,6 +814,7 @@ fn partial_metadata(object: &Value) -> Value {
 
 async fn resource(
     server: &Server,
+    caller: Option<&Caller>,
     method: &Method,
     path: ResourcePath<'_>,
     query: &Query,
@@ -710,6 +907,7 @@ async fn resource(
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
             let warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
+            guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &object, None)?;
             let rt2 = rt.clone();
             let created =
                 blocking(move || api.create(&Target { rt: &rt2, namespace }, object, &write))
@@ -725,6 +923,7 @@ async fn resource(
                 Some(Subresource::Scale) => Vec::new(),
                 _ => fields::prune(&rt, &mut object, validation, &duplicates)?,
             };
+            guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &object, Some(&name))?;
             let rt2 = rt.clone();
             let updated = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
@@ -747,6 +946,25 @@ async fn resource(
             )?;
             let options = patch_options(query, headers, kind)?;
             let raw = read_body(body).await?;
+            if caller.is_some() && rt.group == crate::rbac::RBAC_GROUP {
+                // What the patch would store is what must not escalate: find it without storing.
+                let (api2, rt2, ns2, name2, raw2) =
+                    (api.clone(), rt.clone(), namespace.clone(), name.clone(), raw.clone());
+                let dry = patch::PatchOptions { dry_run: true, ..options.clone() };
+                let would = blocking(move || {
+                    let target = Target { rt: &rt2, namespace: ns2 };
+                    patch::patch(&api2, &target, &name2, sub, kind, &raw2, &dry)
+                })
+                .await?;
+                guard_rbac_write(
+                    caller,
+                    &api,
+                    &rt,
+                    namespace.as_deref(),
+                    &would.object,
+                    Some(&name),
+                )?;
+            }
             let rt2 = rt.clone();
             let patched = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
@@ -796,6 +1014,46 @@ async fn resource(
         }
         (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on this path"))),
     }
+}
+
+/// On a cluster with security, refuse an RBAC write that would grant more than the caller holds
+/// (`name` is the object replaced, for an update).
+fn guard_rbac_write(
+    caller: Option<&Caller>,
+    api: &Api,
+    rt: &ResourceType,
+    namespace: Option<&str>,
+    object: &Value,
+    name: Option<&str>,
+) -> ApiResult<()> {
+    let Some(caller) = caller else { return Ok(()) };
+    if rt.group != crate::rbac::RBAC_GROUP {
+        return Ok(());
+    }
+    let old = match name {
+        Some(name) => {
+            match api.get(&Target { rt, namespace: namespace.map(str::to_owned) }, name) {
+                Ok(old) => Some(old),
+                Err(ApiError { code: 404, .. }) => None,
+                Err(e) => return Err(e),
+            }
+        }
+        None => None,
+    };
+    let mut object = object.clone();
+    if object.pointer("/metadata/name").is_none() {
+        if let Some(name) = name {
+            object["metadata"]["name"] = json!(name);
+        }
+    }
+    access::check_rbac_write(
+        &caller.policy,
+        &caller.user,
+        rt,
+        namespace.unwrap_or_default(),
+        &object,
+        old.as_ref(),
+    )
 }
 
 /// Add a `Warning: 299 - "…"` header per warning, as kube-apiserver sends them.

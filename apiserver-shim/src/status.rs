@@ -91,6 +91,11 @@ impl ApiError {
         .about(group, resource, name)
     }
 
+    /// 401 Unauthorized: no valid credentials (the reason is not told to the client).
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 404 NotFound for a path that serves nothing.
     pub fn no_route() -> ApiError {
         ApiError::new(404, "NotFound", "the server could not find the requested resource")

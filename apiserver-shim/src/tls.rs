@@ -134,7 +134,15 @@ impl Certificates {
         Ok(certs)
     }
 
-    /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
+    /// The CA certificate, DER-encoded: what the host's client certificates chain to.
+    pub fn ca_der(&self) -> Result<CertificateDer<'static>, TlsError> {
+        Ok(CertificateDer::from_pem_slice(self.ca_pem.as_bytes())?)
+    }
+
+    /// A rustls server configuration offering HTTP/2 and HTTP/1.1, asking clients for a
+    /// certificate without requiring one: which CA a client certificate must chain to depends on
+    /// the cluster the request is for, so the request layer decides
+    /// ([`crate::auth::client_cert::AnyClientCert`]).
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let certs: Vec<CertificateDer<'static>> =
             CertificateDer::pem_slice_iter(self.cert_pem.as_bytes()).collect::<Result<_, _>>()?;
@@ -142,7 +150,7 @@ impl Certificates {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
+            .with_client_cert_verifier(Arc::new(crate::auth::client_cert::AnyClientCert::new()))
             .with_single_cert(certs, key)?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
@@ -175,7 +183,7 @@ pub async fn serve(
             tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
         }
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
         tokio::spawn(async move {
             let tls = match acceptor.accept(tcp).await {
                 Ok(tls) => tls,
@@ -184,6 +192,16 @@ pub async fn serve(
                     return;
                 }
             };
+            // Every request on the connection carries the client's certificate chain.
+            let chain: Vec<CertificateDer<'static>> = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .map(|c| c.iter().map(|d| d.clone().into_owned()).collect())
+                .unwrap_or_default();
+            let peer_certificates = crate::access::PeerCertificates(Arc::new(chain));
+            let service =
+                TowerToHyperService::new(router.layer(axum::Extension(peer_certificates)));
             let builder = auto::Builder::new(TokioExecutor::new());
             if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await
             {

@@ -195,6 +195,29 @@ impl TenantCa {
         self.issue_between(user, groups, now - BACKDATE, not_after)
     }
 
+    /// The client certificate kept as `<stem>.crt` and `<stem>.key` in `dir`, or, when there is
+    /// none yet, one issued as [`TenantCa::issue_client`] does and saved there (key 0600): a
+    /// credential that stays the same across restarts.
+    pub fn load_or_issue_client(
+        &self,
+        dir: &Path,
+        stem: &str,
+        user: &str,
+        groups: &[&str],
+        valid_for: Duration,
+    ) -> Result<(String, String), CredentialError> {
+        let cert_path = dir.join(format!("{stem}.crt"));
+        let key_path = dir.join(format!("{stem}.key"));
+        if files::exists(&cert_path)? && files::exists(&key_path)? {
+            return Ok((files::read(&cert_path)?, files::read(&key_path)?));
+        }
+        let (cert, key) = self.issue_client(user, groups, valid_for)?;
+        files::create_dir(dir)?;
+        files::write(&key_path, &key, files::PRIVATE)?;
+        files::write(&cert_path, &cert, files::PUBLIC)?;
+        Ok((cert, key))
+    }
+
     /// [`TenantCa::issue_client`] with explicit validity; an empty `user` leaves the CN out.
     pub(crate) fn issue_between(
         &self,

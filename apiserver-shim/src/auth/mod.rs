@@ -52,6 +52,23 @@ pub struct UserInfo {
 }
 
 impl UserInfo {
+    /// A user with a name and groups.
+    pub fn new<S: Into<String>>(
+        name: impl Into<String>,
+        groups: impl IntoIterator<Item = S>,
+    ) -> Self {
+        UserInfo {
+            name: name.into(),
+            groups: groups.into_iter().map(Into::into).collect(),
+            ..UserInfo::default()
+        }
+    }
+
+    /// Whether the user is in `group`.
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+
     /// The user of a request without credentials: `system:anonymous` in `system:unauthenticated`.
     pub fn anonymous() -> UserInfo {
         UserInfo {

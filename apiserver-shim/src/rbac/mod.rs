@@ -32,7 +32,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
@@ -55,37 +55,8 @@ pub const ALL_UNAUTHENTICATED: &str = "system:unauthenticated";
 /// The user name prefix of service accounts: `system:serviceaccount:<ns>:<name>`.
 pub const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
 
-/// Who makes a request (`user.Info`).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UserInfo {
-    /// The user name (`alice`, `system:serviceaccount:ns:sa`).
-    pub name: String,
-    /// The user's uid, if the authenticator gave one.
-    pub uid: String,
-    /// The groups, including the `system:` groups the authenticator adds (see the module docs).
-    pub groups: Vec<String>,
-    /// Extra attributes from the authenticator.
-    pub extra: BTreeMap<String, Vec<String>>,
-}
-
-impl UserInfo {
-    /// A user with a name and groups.
-    pub fn new<S: Into<String>>(
-        name: impl Into<String>,
-        groups: impl IntoIterator<Item = S>,
-    ) -> Self {
-        UserInfo {
-            name: name.into(),
-            groups: groups.into_iter().map(Into::into).collect(),
-            ..UserInfo::default()
-        }
-    }
-
-    /// Whether the user is in `group`.
-    pub fn in_group(&self, group: &str) -> bool {
-        self.groups.iter().any(|g| g == group)
-    }
-}
+/// Who makes a request (`user.Info`): the authenticator's user.
+pub use crate::auth::UserInfo;
 
 /// A request as the authorizer sees it (`authorizer.Attributes`): either a resource request
 /// (verb, namespace, group, resource, subresource, name) or a non-resource request (verb, path).

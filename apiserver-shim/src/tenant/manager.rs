@@ -15,7 +15,12 @@ use serde_json::{json, Value};
 
 use carrel_store::{Options, SledStore};
 
+use crate::access::Security;
 use crate::api::{Api, DeleteParams, Target, Write};
+use crate::auth::ca::TenantCa;
+use crate::auth::token::Signer;
+use crate::auth::CredentialError;
+use crate::kubeconfig;
 use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
 use crate::resource::{ResourceType, Subresource};
 use crate::server::Server;
@@ -27,6 +32,12 @@ use crate::tenant::Clusters;
 pub const FINALIZER: &str = "carrel.dev/tenant";
 /// The field manager of the manager's writes.
 const MANAGER: &str = "carrel-tenant-manager";
+/// The user of a tenant's admin kubeconfig.
+pub const ADMIN_USER: &str = "carrel-admin";
+/// Its group: every permission, through the bootstrap `cluster-admin` binding.
+pub const ADMIN_GROUP: &str = "system:masters";
+/// How long the admin certificate is valid.
+const ADMIN_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The Secret in a tenant's host namespace that holds its admin kubeconfig.
 pub const KUBECONFIG_SECRET: &str = "admin-kubeconfig";
 
@@ -43,6 +54,14 @@ pub enum ManagerError {
         tenant: String,
         /// Why.
         source: carrel_store::Error,
+    },
+    /// The tenant's CA, signing key or admin credential could not be made or read.
+    #[error("tenant {tenant}: credentials: {source}")]
+    Credentials {
+        /// The tenant.
+        tenant: String,
+        /// Why.
+        source: crate::auth::CredentialError,
     },
     /// The tenant's data directory could not be created or removed.
     #[error("tenant {tenant}: {path}: {source}")]
@@ -62,41 +81,59 @@ pub fn host_namespace(tenant: &str) -> String {
 }
 
 /// Reconciles tenants.
+#[derive(Debug)]
 pub struct Manager {
     host: Arc<Api>,
     clusters: Arc<Clusters>,
     data_dir: PathBuf,
     endpoint: String,
-    kubeconfig: Box<dyn Fn(&str) -> String + Send + Sync>,
-}
-
-impl std::fmt::Debug for Manager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Manager")
-            .field("data_dir", &self.data_dir)
-            .field("endpoint", &self.endpoint)
-            .finish_non_exhaustive()
-    }
+    server_ca_pem: Option<String>,
 }
 
 impl Manager {
     /// A manager of the tenants of `host`, serving them in `clusters`, keeping their data under
-    /// `data_dir/tenants`; `endpoint` is the listener's URL (`https://127.0.0.1:6443`) and
-    /// `kubeconfig` writes an admin kubeconfig for a tenant's URL.
+    /// `data_dir/tenants`; `endpoint` is the listener's URL (`https://127.0.0.1:6443`). With the
+    /// listener's CA (`server_ca_pem`), every tenant gets its own CA and service-account key, its
+    /// API authenticates and authorizes, and its admin kubeconfig carries a `system:masters`
+    /// certificate from its CA; without (plain HTTP, in tests) tenants are served open.
     pub fn new(
         host: Arc<Api>,
         clusters: Arc<Clusters>,
         data_dir: &Path,
         endpoint: &str,
-        kubeconfig: impl Fn(&str) -> String + Send + Sync + 'static,
+        server_ca_pem: Option<String>,
     ) -> Manager {
         Manager {
             host,
             clusters,
             data_dir: data_dir.join("tenants"),
             endpoint: endpoint.trim_end_matches('/').to_owned(),
-            kubeconfig: Box::new(kubeconfig),
+            server_ca_pem,
         }
+    }
+
+    fn pki_dir(&self, name: &str) -> PathBuf {
+        self.store_dir(name).join("pki")
+    }
+
+    fn credentials(&self, name: &str) -> impl Fn(CredentialError) -> ManagerError + '_ {
+        let tenant = name.to_owned();
+        move |source| ManagerError::Credentials { tenant: tenant.clone(), source }
+    }
+
+    /// The tenant's admin kubeconfig: a `system:masters` certificate from its CA, kept in its
+    /// data directory so that it is the same after a restart.
+    fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
+        let url = self.url(name);
+        let Some(server_ca) = &self.server_ca_pem else {
+            return Ok(kubeconfig::admin(&url, None));
+        };
+        let pki = self.pki_dir(name);
+        let ca = TenantCa::load_or_generate(&pki, name).map_err(self.credentials(name))?;
+        let (cert, key) = ca
+            .load_or_issue_client(&pki, "admin", ADMIN_USER, &[ADMIN_GROUP], ADMIN_VALIDITY)
+            .map_err(self.credentials(name))?;
+        Ok(kubeconfig::with_client_certificate(&url, server_ca, &cert, &key))
     }
 
     fn target(&self) -> Target<'static> {
@@ -202,8 +239,18 @@ impl Manager {
         })?;
         let store = SledStore::open(dir.join("store"), Options::create())
             .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
-        let api = Api::new(Arc::new(store))?;
-        let server = Server::new(Arc::new(api), &format!("/tenants/{name}"));
+        let api = Arc::new(Api::new(Arc::new(store))?);
+        let base = format!("/tenants/{name}");
+        let server = match &self.server_ca_pem {
+            None => Server::new(api, &base),
+            Some(_) => {
+                let pki = self.pki_dir(name);
+                let ca = TenantCa::load_or_generate(&pki, name).map_err(self.credentials(name))?;
+                let signer = Signer::load_or_generate(&pki).map_err(self.credentials(name))?;
+                let security = Security::new(ca.cert_der().clone(), Some(signer), &issuer(name));
+                Server::secured(api, &base, Arc::new(security))
+            }
+        };
         self.clusters.insert(name, Arc::new(server));
         tracing::info!(tenant = %name, "serving the tenant's API");
         Ok(())
@@ -218,7 +265,7 @@ impl Manager {
             Err(e) => return Err(e.into()),
         }
         let secrets = Target { rt: self.rt("secrets"), namespace: Some(namespace) };
-        let kubeconfig = (self.kubeconfig)(&self.url(name));
+        let kubeconfig = self.tenant_kubeconfig(name)?;
         let secret = json!({
             "metadata": {"name": KUBECONFIG_SECRET, "labels": {"carrel.dev/tenant": name}},
             "type": "Opaque",
@@ -390,6 +437,11 @@ impl Manager {
     }
 }
 
+/// The issuer (and default audience) of a tenant's service-account tokens.
+pub fn issuer(tenant: &str) -> String {
+    format!("https://kubernetes.default.svc/tenants/{tenant}")
+}
+
 /// When a tenant expires: its creation time plus its TTL.
 pub fn expires_at(tenant: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     let ttl = tenant.pointer("/spec/ttl").and_then(Value::as_str)?;
@@ -429,7 +481,7 @@ mod tests {
             clusters.clone(),
             dir.path(),
             "https://127.0.0.1:6443",
-            |url| format!("server: {url}"),
+            None,
         );
         Fixture { dir, host, clusters, manager }
     }

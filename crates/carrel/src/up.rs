@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use carrel_apiserver::access::Security;
+use carrel_apiserver::auth::token::Signer;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::server::clusters_router;
 use carrel_apiserver::tenant::manager::Manager;
@@ -16,6 +18,9 @@ use carrel_apiserver::{Api, Server};
 use carrel_store::{Options, SledStore};
 
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
+
+/// The issuer of the host API's service-account tokens.
+const HOST_ISSUER: &str = "https://kubernetes.default.svc";
 
 /// `carrel up` options.
 #[derive(Debug, clap::Args)]
@@ -44,12 +49,21 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let store = SledStore::open(data.join("host"), Options::create())
         .with_context(|| format!("opening the host store in {}", data.join("host").display()))?;
     let host = Arc::new(Api::host(Arc::new(store)).map_err(|e| anyhow::anyhow!("{e}"))?);
-    let clusters = Arc::new(Clusters::new(Arc::new(Server::new(host.clone(), ""))));
+    // The host API: clients with a certificate from the host's CA (the admin kubeconfig has
+    // one), authorized by the host's own RBAC.
+    let host_tokens =
+        Signer::load_or_generate(&data.join("pki")).context("the host's token key")?;
+    let security = Security::new(certs.ca_der()?, Some(host_tokens), HOST_ISSUER);
+    let host_server = Server::secured(host.clone(), "", Arc::new(security));
+    let clusters = Arc::new(Clusters::new(Arc::new(host_server)));
     let endpoint = format!("https://{addr}");
-    let tenant_certs = certs.clone();
-    let manager = Arc::new(Manager::new(host, clusters.clone(), &data, &endpoint, move |url| {
-        kubeconfig::admin(url, Some(&tenant_certs))
-    }));
+    let manager = Arc::new(Manager::new(
+        host,
+        clusters.clone(),
+        &data,
+        &endpoint,
+        Some(certs.ca_pem.clone()),
+    ));
     {
         let manager = manager.clone();
         tokio::task::spawn_blocking(move || manager.resume())

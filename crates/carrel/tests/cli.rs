@@ -1,96 +1,14 @@
 //! The `carrel` CLI end to end: `carrel up` as a real process, tenants created, used with real
 //! kubectl, deleted, expired, resumed after a restart, and `carrel run`.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use carrel_e2e::{fails, kubectl_path, ok};
-
-const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
-
-/// A running `carrel up`, stopped (SIGTERM, then kill) when dropped.
-struct Up {
-    child: Child,
-    data: PathBuf,
-    home: tempfile::TempDir,
-}
-
-impl Up {
-    fn start(data: &Path) -> Up {
-        let mut child = Command::new(CARREL)
-            .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start carrel up");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        // `carrel up` says where it is before it serves.
-        for line in lines.by_ref() {
-            if line.expect("a line").starts_with("host kubeconfig: ") {
-                break;
-            }
-        }
-        std::thread::spawn(move || lines.for_each(drop));
-        Up { child, data: data.to_owned(), home: tempfile::tempdir().expect("home") }
-    }
-
-    fn host_kubeconfig(&self) -> PathBuf {
-        self.data.join("host.kubeconfig")
-    }
-
-    fn carrel(&self, args: &[&str]) -> Output {
-        Command::new(CARREL)
-            .args(args)
-            .env("CARREL_HOST_KUBECONFIG", self.host_kubeconfig())
-            .env("HOME", self.home.path())
-            .output()
-            .expect("run carrel")
-    }
-
-    fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> Output {
-        Command::new(kubectl_path("kubectl.1.33"))
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .env("HOME", self.home.path())
-            .output()
-            .expect("run kubectl")
-    }
-
-    fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("carrel up did not stop on SIGTERM");
-    }
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
-    let kubeconfig = up.home.path().join(format!("{name}.kubeconfig"));
-    let path = kubeconfig.to_string_lossy().into_owned();
-    let mut args = vec!["tenant", "create", name, "--kubeconfig-out", &path];
-    args.extend_from_slice(extra);
-    let out = ok(up.carrel(&args));
-    assert_eq!(out, format!("tenant/{name} created\n"));
-    kubeconfig
-}
+use common::{create, Up, CARREL};
 
 #[test]
 fn tenants_are_private_clusters_created_listed_and_deleted() {

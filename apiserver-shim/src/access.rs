@@ -1,0 +1,411 @@
+//! Access control on requests, for a cluster served with [`Security`]: who is asking (a client
+//! certificate from the cluster's CA, or a service-account token it signed), whether they may
+//! (RBAC over the cluster's own Roles and bindings), impersonation, escalation checks on RBAC
+//! writes, and the review and TokenRequest endpoints built on those.
+//!
+//! Anonymous requests are refused (401) except for the public paths `/version`, `/healthz`,
+//! `/livez` and `/readyz`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::http::{HeaderMap, Method};
+use k8s_openapi::api::authentication::v1::{TokenRequestSpec, TokenReview};
+use k8s_openapi::api::authorization::v1::{
+    SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use rustls::pki_types::{CertificateDer, UnixTime};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use crate::api::{Api, ListParams, Target};
+use crate::auth::token::{ObjectRef, Signer, TokenClaims};
+use crate::auth::{self, UserInfo};
+use crate::object::meta_str;
+use crate::rbac::{self, review, Attributes, Policy};
+use crate::resource::ResourceType;
+use crate::status::{ApiError, ApiResult};
+
+/// The paths anyone may read without credentials.
+const PUBLIC: &[&str] = &["/version", "/healthz", "/livez", "/readyz"];
+
+/// A client's certificate chain, as the TLS layer saw it: put in each request's extensions.
+#[derive(Clone, Debug)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+
+/// How one cluster authenticates and authorizes its requests.
+pub struct Security {
+    ca: CertificateDer<'static>,
+    tokens: Option<Signer>,
+    issuer: String,
+    policy: Mutex<Option<(u64, Arc<Policy>)>>,
+}
+
+impl std::fmt::Debug for Security {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Security").field("issuer", &self.issuer).finish_non_exhaustive()
+    }
+}
+
+impl Security {
+    /// Client certificates must chain to `ca`; service-account tokens are signed (and, through
+    /// TokenRequest, issued) by `tokens` with issuer `issuer`, which is also the audience tokens
+    /// get by default.
+    pub fn new(ca: CertificateDer<'static>, tokens: Option<Signer>, issuer: &str) -> Security {
+        Security { ca, tokens, issuer: issuer.to_owned(), policy: Mutex::new(None) }
+    }
+
+    /// Who sent a request: a bearer token, else a client certificate, else anonymous. A
+    /// credential that does not verify is 401, whatever else the request carries.
+    pub fn authenticate(
+        &self,
+        api: &Api,
+        headers: &HeaderMap,
+        peer: Option<&PeerCertificates>,
+    ) -> ApiResult<UserInfo> {
+        let authorization =
+            headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+        if let Some(token) = authorization.and_then(auth::bearer) {
+            return self.authenticate_token(api, token, &[self.issuer.as_str()]);
+        }
+        if let Some(chain) = peer.filter(|c| !c.0.is_empty()) {
+            return auth::client_cert::verify(&chain.0, &self.ca, UnixTime::now()).map_err(|e| {
+                tracing::debug!(error = %e, "client certificate refused");
+                ApiError::unauthorized()
+            });
+        }
+        Ok(UserInfo::anonymous())
+    }
+
+    /// The user of a service-account token, if it verifies for one of `audiences` and its
+    /// service account still exists with the uid the token names.
+    fn authenticate_token(
+        &self,
+        api: &Api,
+        token: &str,
+        audiences: &[&str],
+    ) -> ApiResult<UserInfo> {
+        let Some(signer) = &self.tokens else { return Err(ApiError::unauthorized()) };
+        let claims = signer.verify(token, &self.issuer, audiences).map_err(|e| {
+            tracing::debug!(error = %e, "token refused");
+            ApiError::unauthorized()
+        })?;
+        let sa = &claims.kubernetes.serviceaccount;
+        let target = Target {
+            rt: core(api, "serviceaccounts"),
+            namespace: Some(claims.kubernetes.namespace.clone()),
+        };
+        match api.get(&target, &sa.name) {
+            Ok(found) if meta_str(&found, "uid") == Some(sa.uid.as_str()) => Ok(claims.user()),
+            Ok(_) | Err(ApiError { code: 404, .. }) => Err(ApiError::unauthorized()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The cluster's RBAC policy, rebuilt when its RBAC objects have changed.
+    pub fn policy(&self, api: &Api) -> ApiResult<Arc<Policy>> {
+        let generation = api.rbac_generation();
+        let mut cached = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((seen, policy)) = cached.as_ref() {
+            if *seen == generation {
+                return Ok(policy.clone());
+            }
+        }
+        let policy = Arc::new(Policy::new(
+            objects::<Role>(api, "roles")?,
+            objects::<RoleBinding>(api, "rolebindings")?,
+            objects::<ClusterRole>(api, "clusterroles")?,
+            objects::<ClusterRoleBinding>(api, "clusterrolebindings")?,
+        ));
+        *cached = Some((generation, policy.clone()));
+        Ok(policy)
+    }
+
+    /// The user a request acts as: `Impersonate-User` (with `Impersonate-Group`s) when the
+    /// requester may impersonate them, else the requester.
+    pub fn impersonate(
+        &self,
+        policy: &Policy,
+        user: UserInfo,
+        headers: &HeaderMap,
+    ) -> ApiResult<UserInfo> {
+        let values = |name: &str| -> Vec<String> {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .collect()
+        };
+        let users = values("impersonate-user");
+        let groups = values("impersonate-group");
+        let Some(target) = users.first() else {
+            if groups.is_empty() {
+                return Ok(user);
+            }
+            return Err(ApiError::bad_request(
+                "Impersonate-Group requires Impersonate-User to be set as well",
+            ));
+        };
+        let check = |resource: &str, name: &str, namespace: &str| -> ApiResult<()> {
+            let attributes = Attributes::resource(user.clone(), "impersonate", "", resource)
+                .with_name(name)
+                .with_namespace(namespace);
+            let decision = policy.authorize(&attributes);
+            if decision.allowed {
+                Ok(())
+            } else {
+                Err(rbac::forbidden(&attributes, &decision.reason))
+            }
+        };
+        let mut impersonated = match target.strip_prefix("system:serviceaccount:") {
+            Some(rest) => {
+                let (namespace, name) = rest.split_once(':').unwrap_or(("", rest));
+                check("serviceaccounts", name, namespace)?;
+                auth::UserInfo::new(
+                    target.clone(),
+                    [
+                        auth::token::SERVICE_ACCOUNTS_GROUP.to_owned(),
+                        format!("{}:{namespace}", auth::token::SERVICE_ACCOUNTS_GROUP),
+                    ],
+                )
+            }
+            None => {
+                check("users", target, "")?;
+                auth::UserInfo::new(target.clone(), Vec::<String>::new())
+            }
+        };
+        for group in groups {
+            check("groups", &group, "")?;
+            impersonated.groups.push(group);
+        }
+        Ok(if impersonated.name == auth::ANONYMOUS_USER {
+            impersonated
+        } else {
+            impersonated.with_authenticated_group()
+        })
+    }
+
+    /// 403 unless RBAC allows `attributes`.
+    pub fn authorize(&self, policy: &Policy, attributes: &Attributes) -> ApiResult<()> {
+        let decision = policy.authorize(attributes);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(rbac::forbidden(attributes, &decision.reason))
+        }
+    }
+}
+
+/// Whether anyone may ask for `path` (the cluster-relative path) without credentials.
+pub fn is_public(path: &str) -> bool {
+    PUBLIC.iter().any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+}
+
+/// The verb of a resource request, as Kubernetes names it.
+pub fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
+    match *method {
+        Method::GET | Method::HEAD if watch => "watch",
+        Method::GET | Method::HEAD if named => "get",
+        Method::GET | Method::HEAD => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if named => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+fn core<'a>(api: &'a Api, plural: &str) -> &'a ResourceType {
+    api.registry().get("", "v1", plural).expect("a core type")
+}
+
+/// Every object of an RBAC kind in the cluster, typed.
+fn objects<T: DeserializeOwned>(api: &Api, plural: &str) -> ApiResult<Vec<T>> {
+    let rt = api
+        .registry()
+        .get(rbac::RBAC_GROUP, "v1", plural)
+        .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
+    let list = api.list(&Target { rt, namespace: None }, &ListParams::default())?;
+    let items = list["items"].as_array().cloned().unwrap_or_default();
+    items
+        .into_iter()
+        .map(|item| {
+            serde_json::from_value(item).map_err(|e| {
+                ApiError::internal(format!("a stored {plural} object is unreadable: {e}"))
+            })
+        })
+        .collect()
+}
+
+fn typed<T: DeserializeOwned>(value: &Value) -> ApiResult<T> {
+    serde_json::from_value(value.clone())
+        .map_err(|e| ApiError::bad_request(format!("the object cannot be decoded: {e}")))
+}
+
+/// Refuse a write of an RBAC object that would grant `user` more than they hold (unless they may
+/// `escalate` or `bind`): `object` is what would be stored, `old` what was.
+pub fn check_rbac_write(
+    policy: &Policy,
+    user: &UserInfo,
+    rt: &ResourceType,
+    namespace: &str,
+    object: &Value,
+    old: Option<&Value>,
+) -> ApiResult<()> {
+    if rt.group != rbac::RBAC_GROUP {
+        return Ok(());
+    }
+    let name = meta_str(object, "name").unwrap_or_default();
+    match rt.plural {
+        "roles" => {
+            let role: Role = typed(object)?;
+            rbac::check_role_write(policy, user, namespace, name, &role.rules.unwrap_or_default())
+        }
+        "clusterroles" => {
+            let role: ClusterRole = typed(object)?;
+            let old: Option<ClusterRole> = old.map(typed).transpose()?;
+            rbac::check_cluster_role_write(policy, user, &role, old.as_ref())
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let role_ref = typed::<RoleBinding>(&{
+                let mut v = object.clone();
+                v["kind"] = json!("RoleBinding");
+                v["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+                v
+            })?
+            .role_ref;
+            let rules = policy.role_ref_rules(&role_ref, namespace).unwrap_or_default();
+            rbac::check_binding_write(policy, user, namespace, name, &role_ref, &rules)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The access-review and token-review endpoints: `POST` of `kind` (in `group`) by `user`, in
+/// `namespace` for the local review; the review comes back with its status filled in.
+pub fn review(
+    api: &Api,
+    security: &Security,
+    user: &UserInfo,
+    resource: &str,
+    namespace: Option<&str>,
+    body: &Value,
+) -> ApiResult<Value> {
+    let policy = security.policy(api)?;
+    let mut answer = body.clone();
+    let status = match resource {
+        "selfsubjectaccessreviews" => {
+            let r: SelfSubjectAccessReview = typed(body)?;
+            serde_json::to_value(review::self_subject_access_review(&policy, user, &r.spec)?)
+        }
+        "selfsubjectrulesreviews" => {
+            let r: SelfSubjectRulesReview = typed(body)?;
+            let ns = r.spec.namespace.unwrap_or_default();
+            serde_json::to_value(review::self_subject_rules_review(&policy, user, &ns)?)
+        }
+        "subjectaccessreviews" => {
+            let r: SubjectAccessReview = typed(body)?;
+            serde_json::to_value(review::subject_access_review(&policy, &r.spec)?)
+        }
+        "localsubjectaccessreviews" => {
+            let mut v = body.clone();
+            v["kind"] = json!("SubjectAccessReview");
+            let r: SubjectAccessReview = typed(&v)?;
+            let ns = namespace.unwrap_or_default();
+            serde_json::to_value(review::local_subject_access_review(&policy, ns, &r.spec)?)
+        }
+        "selfsubjectreviews" => Ok(json!({"userInfo": user})),
+        "tokenreviews" => {
+            let r: TokenReview = typed(body)?;
+            let token = r.spec.token.unwrap_or_default();
+            let wanted = r.spec.audiences.unwrap_or_default();
+            let audiences: Vec<&str> = if wanted.is_empty() {
+                vec![security.issuer.as_str()]
+            } else {
+                wanted.iter().map(String::as_str).collect()
+            };
+            Ok(match security.authenticate_token(api, &token, &audiences) {
+                Ok(user) => json!({
+                    "authenticated": true,
+                    "user": user,
+                    "audiences": audiences,
+                }),
+                Err(_) => json!({"authenticated": false, "error": "invalid bearer token"}),
+            })
+        }
+        _ => return Err(ApiError::no_route()),
+    }
+    .map_err(|e| ApiError::internal(format!("encoding the review: {e}")))?;
+    if let Some(root) = answer.as_object_mut() {
+        root.insert("status".into(), status);
+        root.entry("metadata").or_insert_with(|| json!({}));
+    }
+    Ok(answer)
+}
+
+/// `POST …/serviceaccounts/<name>/token`: a token for the service account, for the audiences and
+/// lifetime asked (default: this cluster, one hour; at least ten minutes).
+pub fn token_request(
+    api: &Api,
+    security: &Security,
+    namespace: &str,
+    name: &str,
+    body: &Value,
+) -> ApiResult<Value> {
+    let Some(signer) = &security.tokens else {
+        return Err(ApiError::unsupported("this cluster issues no service account tokens"));
+    };
+    // Only the spec matters; the rest of a request (an empty status) may not decode as a typed
+    // TokenRequest, whose status fields are required.
+    let spec: TokenRequestSpec = match body.get("spec") {
+        Some(spec) if !spec.is_null() => typed(spec)?,
+        _ => TokenRequestSpec::default(),
+    };
+    let target = Target { rt: core(api, "serviceaccounts"), namespace: Some(namespace.to_owned()) };
+    let sa = api.get(&target, name)?;
+    let uid = meta_str(&sa, "uid").unwrap_or_default().to_owned();
+    let audiences = if spec.audiences.is_empty() {
+        vec![security.issuer.clone()]
+    } else {
+        spec.audiences.clone()
+    };
+    let seconds = spec.expiration_seconds.unwrap_or(3600);
+    if seconds < 600 {
+        return Err(ApiError::invalid(
+            "authentication.k8s.io",
+            "TokenRequest",
+            name,
+            vec![crate::status::Cause::new(
+                "FieldValueInvalid",
+                "spec.expirationSeconds",
+                format!(
+                    "Invalid value: {seconds}: may not specify a duration less than 10 minutes"
+                ),
+            )],
+        ));
+    }
+    let lifetime = Duration::from_secs(u64::try_from(seconds).unwrap_or(3600));
+    let claims = TokenClaims::new(
+        &security.issuer,
+        namespace,
+        ObjectRef::new(name, uid),
+        audiences.clone(),
+        SystemTime::now(),
+        lifetime,
+    );
+    let token =
+        signer.issue(&claims).map_err(|e| ApiError::internal(format!("signing the token: {e}")))?;
+    let expiry = chrono::DateTime::<chrono::Utc>::from(SystemTime::now() + lifetime);
+    let mut answer = body.clone();
+    answer["metadata"] = json!({"name": name, "namespace": namespace, "creationTimestamp": null});
+    answer["spec"]["audiences"] = json!(audiences);
+    answer["spec"]["expirationSeconds"] = json!(seconds);
+    answer["status"] = json!({
+        "token": token,
+        "expirationTimestamp": expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    });
+    Ok(answer)
+}

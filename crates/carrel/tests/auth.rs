@@ -1,0 +1,198 @@
+//! Tenants are private: each tenant's credentials work only on it, anonymous requests are refused
+//! beyond the public paths, and RBAC decides what each user may do, with real kubectl.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use carrel_apiserver::auth::ca::TenantCa;
+use carrel_e2e::{fails, ok};
+use common::{create, Up};
+
+/// A kubeconfig for `user` in `groups`, with a certificate from the tenant's own CA.
+fn user_kubeconfig(up: &Up, tenant: &str, admin: &Path, user: &str, groups: &[&str]) -> PathBuf {
+    let pki = up.data.join("tenants").join(tenant).join("pki");
+    let ca = TenantCa::load(&pki).expect("the tenant's CA");
+    let (cert, key) =
+        ca.issue_client(user, groups, std::time::Duration::from_secs(3600)).expect("a certificate");
+    let admin = std::fs::read_to_string(admin).unwrap();
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for line in admin.lines() {
+        if let Some(indent) = line.find("client-certificate-data: ") {
+            lines.push(format!("{}client-certificate-data: {}", &line[..indent], b64(&cert)));
+        } else if let Some(indent) = line.find("client-key-data: ") {
+            lines.push(format!("{}client-key-data: {}", &line[..indent], b64(&key)));
+        } else {
+            lines.push(line.to_owned());
+        }
+    }
+    let path = up.home.path().join(format!("{tenant}-{user}.kubeconfig"));
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// `kubeconfig` with its server moved to another tenant's path.
+fn pointed_at(up: &Up, kubeconfig: &Path, from: &str, to: &str) -> PathBuf {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let path = up.home.path().join(format!("{from}-on-{to}.kubeconfig"));
+    std::fs::write(&path, text.replace(&format!("/tenants/{from}\n"), &format!("/tenants/{to}\n")))
+        .unwrap();
+    path
+}
+
+fn curl(url: &str, token: Option<&str>) -> (u16, String) {
+    let mut command = std::process::Command::new("curl");
+    command.args(["-sk", "-w", "\n%{http_code}"]);
+    if let Some(token) = token {
+        command.arg("-H").arg(format!("Authorization: Bearer {token}"));
+    }
+    let out = command.arg(url).output().expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').expect("a status line");
+    (code.parse().unwrap(), body.to_owned())
+}
+
+fn endpoint(up: &Up, tenant: &str) -> String {
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(up.carrel(&["tenant", "get", tenant, "-o", "json"]))).unwrap();
+    json["status"]["endpoint"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn credentials_work_only_on_their_own_tenant() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let a = create(&up, "team-a", &[]);
+    create(&up, "team-b", &[]);
+    ok(up.kubectl(&a, &["get", "namespaces"]));
+    // team-a's admin certificate on team-b: 401.
+    let a_on_b = pointed_at(&up, &a, "team-a", "team-b");
+    let err = fails(up.kubectl(&a_on_b, &["get", "namespaces"]));
+    assert!(err.contains("provide credentials") || err.contains("Unauthorized"), "{err}");
+    // team-a's service account token on team-b: 401; on team-a it names its service account.
+    let token = ok(up.kubectl(&a, &["create", "token", "default"])).trim().to_owned();
+    let (url_a, url_b) = (endpoint(&up, "team-a"), endpoint(&up, "team-b"));
+    let (code, _) = curl(&format!("{url_b}/api/v1/namespaces"), Some(&token));
+    assert_eq!(code, 401);
+    let (code, body) = curl(&format!("{url_a}/api/v1/namespaces/default/pods"), Some(&token));
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(r#"User \"system:serviceaccount:default:default\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""#),
+        "{body}"
+    );
+    // A garbage token and no credentials at all: 401; the public paths answer anyone.
+    assert_eq!(curl(&format!("{url_a}/api/v1/namespaces"), Some("garbage")).0, 401);
+    assert_eq!(curl(&format!("{url_a}/api/v1/namespaces"), None).0, 401);
+    for public in ["/version", "/healthz", "/livez", "/readyz"] {
+        assert_eq!(curl(&format!("{url_a}{public}"), None).0, 200, "{public}");
+    }
+    // Who am I, and what may I do.
+    let whoami = ok(up.kubectl(&a, &["auth", "whoami"]));
+    assert!(whoami.contains("carrel-admin") && whoami.contains("system:masters"), "{whoami}");
+    up.stop();
+}
+
+#[test]
+fn rbac_decides_what_each_user_may_do() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let admin = create(&up, "team-a", &[]);
+    for ns in ["dev", "prod"] {
+        ok(up.kubectl(&admin, &["create", "namespace", ns]));
+        ok(up.kubectl(
+            &admin,
+            &["create", "secret", "generic", "s", "-n", ns, "--from-literal=k=v"],
+        ));
+    }
+    ok(up.kubectl(
+        &admin,
+        &["create", "clusterrolebinding", "viewers", "--clusterrole=view", "--user=victor"],
+    ));
+    ok(up.kubectl(
+        &admin,
+        &["create", "rolebinding", "editors", "-n", "dev", "--clusterrole=edit", "--user=edith"],
+    ));
+    ok(up.kubectl(
+        &admin,
+        &["create", "rolebinding", "admins", "-n", "dev", "--clusterrole=admin", "--user=ada"],
+    ));
+
+    // A user with a certificate from the tenant's CA, bound to view: lists, cannot create.
+    let victor = user_kubeconfig(&up, "team-a", &admin, "victor", &["devs"]);
+    ok(up.kubectl(&victor, &["get", "pods", "-n", "dev"]));
+    let err = fails(up.kubectl(&victor, &["create", "configmap", "c", "-n", "dev"]));
+    assert!(
+        err.contains(r#"configmaps is forbidden: User "victor" cannot create resource "configmaps" in API group "" in the namespace "dev""#),
+        "{err}"
+    );
+    let err = fails(up.kubectl(&victor, &["get", "secret", "s", "-n", "dev"]));
+    assert!(err.contains("forbidden"), "view does not read secrets: {err}");
+    assert_eq!(
+        ok(up.kubectl(&victor, &["auth", "can-i", "list", "pods", "-n", "prod"])).trim(),
+        "yes"
+    );
+    let can = up.kubectl(&victor, &["auth", "can-i", "create", "pods", "-n", "prod"]);
+    assert_eq!(String::from_utf8_lossy(&can.stdout).trim(), "no");
+    let list = ok(up.kubectl(&victor, &["auth", "can-i", "--list", "-n", "dev"]));
+    assert!(
+        list.lines().any(|l| l.starts_with("pods ") && l.contains("[get list watch]")),
+        "{list}"
+    );
+    let whoami = ok(up.kubectl(&victor, &["auth", "whoami"]));
+    assert!(whoami.contains("victor") && whoami.contains("devs"), "{whoami}");
+
+    // edit in dev: reads the secret there, not in prod (impersonated by the admin, as --as does).
+    ok(up.kubectl(&admin, &["get", "secret", "s", "-n", "dev", "--as=edith"]));
+    let err = fails(up.kubectl(&admin, &["get", "secret", "s", "-n", "prod", "--as=edith"]));
+    assert!(
+        err.contains(r#"secrets "s" is forbidden: User "edith" cannot get resource "secrets" in API group "" in the namespace "prod""#),
+        "{err}"
+    );
+    // Only who may impersonate does.
+    let err = fails(up.kubectl(&victor, &["get", "pods", "--as=edith"]));
+    assert!(err.contains("cannot impersonate resource \"users\""), "{err}");
+
+    // Escalation: admin in dev may write Roles, but not grant what it does not hold.
+    let role = r#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"quota-writer","namespace":"dev"},
+        "rules":[{"apiGroups":[""],"resources":["resourcequotas"],"verbs":["create"]}]}"#;
+    let out = std::process::Command::new(carrel_e2e::kubectl_path("kubectl.1.33"))
+        .arg("--kubeconfig")
+        .arg(&admin)
+        .args(["create", "-f", "-", "--as=ada"])
+        .env("HOME", up.home.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(role.as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let err = fails(out);
+    assert!(err.contains("is attempting to grant RBAC permissions not currently held"), "{err}");
+    ok(up.kubectl(
+        &admin,
+        &["create", "role", "reader", "-n", "dev", "--verb=get", "--resource=pods", "--as=ada"],
+    ));
+    let err = fails(up.kubectl(
+        &admin,
+        &[
+            "create",
+            "rolebinding",
+            "root",
+            "-n",
+            "dev",
+            "--clusterrole=cluster-admin",
+            "--user=ada",
+            "--as=ada",
+        ],
+    ));
+    assert!(err.contains("forbidden"), "binding cluster-admin escalates: {err}");
+    up.stop();
+}

@@ -1,0 +1,102 @@
+//! What the CLI tests share: `carrel up` as a process, and the CLI and kubectl run against it.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use carrel_e2e::{kubectl_path, ok};
+
+pub const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
+
+/// A running `carrel up`, stopped (SIGTERM, then kill) when dropped.
+pub struct Up {
+    child: Child,
+    /// The data directory.
+    pub data: PathBuf,
+    /// A home for kubectl and files of the test.
+    pub home: tempfile::TempDir,
+}
+
+impl Up {
+    /// Start `carrel up` on a free port over `data`.
+    pub fn start(data: &Path) -> Up {
+        let mut child = Command::new(CARREL)
+            .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start carrel up");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        // `carrel up` says where it is before it serves.
+        for line in lines.by_ref() {
+            if line.expect("a line").starts_with("host kubeconfig: ") {
+                break;
+            }
+        }
+        std::thread::spawn(move || lines.for_each(drop));
+        Up { child, data: data.to_owned(), home: tempfile::tempdir().expect("home") }
+    }
+
+    /// The host kubeconfig `carrel up` wrote.
+    pub fn host_kubeconfig(&self) -> PathBuf {
+        self.data.join("host.kubeconfig")
+    }
+
+    /// Run the CLI against this host.
+    pub fn carrel(&self, args: &[&str]) -> Output {
+        Command::new(CARREL)
+            .args(args)
+            .env("CARREL_HOST_KUBECONFIG", self.host_kubeconfig())
+            .env("HOME", self.home.path())
+            .output()
+            .expect("run carrel")
+    }
+
+    /// Run kubectl 1.33 with a kubeconfig.
+    pub fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> Output {
+        Command::new(kubectl_path("kubectl.1.33"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .env("HOME", self.home.path())
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// Stop it with SIGTERM, as Ctrl-C would.
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("carrel up did not stop on SIGTERM");
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Create a tenant and write its kubeconfig into the test's home.
+pub fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
+    let kubeconfig = up.home.path().join(format!("{name}.kubeconfig"));
+    let path = kubeconfig.to_string_lossy().into_owned();
+    let mut args = vec!["tenant", "create", name, "--kubeconfig-out", &path];
+    args.extend_from_slice(extra);
+    let out = ok(up.carrel(&args));
+    assert_eq!(out, format!("tenant/{name} created\n"));
+    kubeconfig
+}
