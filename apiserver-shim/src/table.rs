@@ -73,6 +73,14 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
         ],
         ("", "namespaces") => vec![NAME, col("Status", "string", "The status of the namespace"), AGE],
         ("", "configmaps") => vec![NAME, col("Data", "string", "Number of data entries"), AGE],
+        ("carrel.dev", "tenants") => vec![
+            NAME,
+            col("Phase", "string", "Provisioning, Ready, Terminating or Failed."),
+            col("Expires", "string", "When the tenant's TTL deletes it."),
+            AGE,
+            wide("Endpoint", "The URL of the tenant's API server."),
+            wide("GPU Quota", "MIG slices the tenant may hold, per profile."),
+        ],
         ("", "secrets") => vec![
             NAME,
             col("Type", "string", "The type of the secret"),
@@ -177,6 +185,21 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
             ]
         }
         ("", "namespaces") => vec![name, json!(str_at(o, "/status/phase")), age],
+        ("carrel.dev", "tenants") => {
+            let quota = o
+                .pointer("/spec/gpuQuota")
+                .and_then(Value::as_object)
+                .map(|q| q.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","))
+                .unwrap_or_default();
+            vec![
+                name,
+                json!(or_none(str_at(o, "/status/phase").into())),
+                json!(or_none(str_at(o, "/status/expiresAt").into())),
+                age,
+                json!(or_none(str_at(o, "/status/endpoint").into())),
+                json!(or_none(quota)),
+            ]
+        }
         ("", "configmaps") => {
             vec![name, json!(count(o, "data") + count(o, "binaryData")), age]
         }

@@ -323,6 +323,10 @@ impl Manager {
             "endpoint": self.url(name),
             "hostNamespace": host_namespace(name),
         });
+        if let Some(ca) = &self.server_ca_pem {
+            // What a client of the tenant's API must trust.
+            status["caBundle"] = json!(ca);
+        }
         if let Some(expiry) = expires_at(tenant) {
             status["expiresAt"] = json!(expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string());
         }

@@ -46,6 +46,11 @@ fn tenants_are_private_clusters_created_listed_and_deleted() {
     let json: serde_json::Value =
         serde_json::from_str(&ok(up.carrel(&["tenant", "get", "team-a", "-o", "json"]))).unwrap();
     assert_eq!(json["status"]["hostNamespace"], "carrel-team-a");
+    assert!(json["status"]["caBundle"].as_str().unwrap().starts_with("-----BEGIN CERTIFICATE"));
+    let table = ok(up.kubectl(&host, &["get", "tenants"]));
+    let columns: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(columns, ["NAME", "PHASE", "EXPIRES", "AGE"], "{table}");
+    assert!(table.lines().any(|l| l.starts_with("team-a") && l.contains("Ready")), "{table}");
     assert_eq!(
         ok(up.carrel(&["tenant", "kubeconfig", "team-b"])).trim(),
         std::fs::read_to_string(&b).unwrap().trim()
