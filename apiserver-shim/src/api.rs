@@ -194,7 +194,7 @@ impl Api {
                 }
             }
         }
-        Ok(())
+        self.aggregate_cluster_roles()
     }
 
     /// The served types.
@@ -212,11 +212,41 @@ impl Api {
         self.rbac_generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Note a write of an object of `rt`.
-    fn wrote(&self, rt: &ResourceType) {
+    /// Note a write of an object of `rt`; a ClusterRole write re-aggregates the aggregated
+    /// ClusterRoles, as kube-controller-manager's aggregation controller does.
+    fn wrote(&self, rt: &ResourceType) -> ApiResult<()> {
         if rt.group == "rbac.authorization.k8s.io" {
             self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            if rt.plural == "clusterroles" {
+                self.aggregate_cluster_roles()?;
+            }
         }
+        Ok(())
+    }
+
+    /// Store the rules of every aggregated ClusterRole whose labelled parts changed.
+    fn aggregate_cluster_roles(&self) -> ApiResult<()> {
+        let rt = self.rt("rbac.authorization.k8s.io", "clusterroles");
+        let target = Target { rt, namespace: None };
+        let listed = self.list(&target, &ListParams::default())?;
+        let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| serde_json::from_value(r.clone()).ok())
+            .collect();
+        for changed in crate::rbac::aggregate(&roles) {
+            let name = changed.metadata.name.clone().unwrap_or_default();
+            let mut current = self.get(&target, &name)?;
+            current["rules"] = serde_json::to_value(&changed.rules)
+                .map_err(|e| ApiError::internal(format!("encoding aggregated rules: {e}")))?;
+            match self.update(&target, &name, current, None, &Write::server()) {
+                // A concurrent write of the role: it aggregates again itself.
+                Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     fn rt(&self, group: &str, plural: &str) -> &ResourceType {
@@ -507,7 +537,7 @@ impl Api {
             .store
             .create(&key, encode(&object)?)
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
-        self.wrote(rt);
+        self.wrote(rt)?;
         if rt.group.is_empty() && rt.plural == "namespaces" {
             self.bootstrap_namespace(&name)?;
         }
@@ -643,7 +673,7 @@ impl Api {
             .store
             .update(&key, encode(&new)?, Some(current.mod_revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-        self.wrote(rt);
+        self.wrote(rt)?;
         Ok(written(new, &stored))
     }
 
@@ -755,7 +785,7 @@ impl Api {
             .store
             .delete(key, Some(revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-        self.wrote(rt);
+        self.wrote(rt)?;
         metadata_mut(&mut last)
             .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
         Ok(last)
@@ -1008,5 +1038,32 @@ mod tests {
         }
         let one = api.get_json(&target, "c3").unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&one).unwrap(), api.get(&target, "c3").unwrap());
+    }
+
+    #[test]
+    fn aggregated_cluster_roles_carry_their_parts_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+        let api = Api::new(Arc::new(store)).unwrap();
+        let rt = api.rt("rbac.authorization.k8s.io", "clusterroles");
+        let target = Target { rt, namespace: None };
+        let view = api.get(&target, "view").unwrap();
+        let rules = view["rules"].as_array().expect("view has its aggregated rules");
+        assert!(rules.iter().any(|r| r["resources"].as_array().unwrap().contains(&json!("pods"))));
+        let part = json!({"metadata": {"name": "widgets-view",
+            "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+            "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get"]}]});
+        api.create(&target, part, &Write::by("test", false)).unwrap();
+        let view = api.get(&target, "view").unwrap();
+        assert!(view["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == json!(["widgets"])));
+        let edit = api.get(&target, "edit").unwrap();
+        assert!(
+            edit["rules"].as_array().unwrap().iter().any(|r| r["resources"] == json!(["widgets"])),
+            "edit aggregates view"
+        );
     }
 }
