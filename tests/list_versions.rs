@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use carrel_apiserver::{router, Api, Server};
-use carrel_store::{Options, SledStore, Store};
+use carrel_e2e::TestServer;
+use carrel_store::{SledStore, Store};
 use serde_json::{json, Value};
 
 const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
@@ -21,42 +21,21 @@ const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to di
 
 /// A server on 127.0.0.1 over a fresh store the test can reach, stopped when dropped.
 struct TestApi {
+    /// Kept for its lifetime: the server stops when it is dropped.
+    _server: TestServer,
     store: Arc<SledStore>,
     addr: SocketAddr,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
 }
 
 impl TestApi {
     fn start() -> TestApi {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store =
-            Arc::new(SledStore::open(dir.path().join("store"), Options::create()).expect("store"));
-        let shared: Arc<dyn Store> = store.clone();
-        let server = Arc::new(Server::new(Arc::new(Api::new(shared).expect("bootstrap")), ""));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
-        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            runtime.block_on(async move {
-                let listener =
-                    tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
-                addr_tx.send(listener.local_addr().expect("address")).expect("report address");
-                axum::serve(listener, router(server))
-                    .with_graceful_shutdown(async {
-                        let _ = stop.await;
-                    })
-                    .await
-                    .expect("serve");
-            });
-        });
-        let addr = addr_rx.recv().expect("server address");
-        TestApi { store, addr, shutdown: Some(shutdown), thread: Some(thread), _dir: dir }
+        let server = TestServer::start("");
+        let addr = server
+            .url
+            .strip_prefix("http://")
+            .and_then(|a| a.parse().ok())
+            .expect("the server's address");
+        TestApi { store: server.store.clone(), _server: server, addr }
     }
 
     /// One HTTP/1.1 request: the status code and the JSON body.
@@ -109,17 +88,6 @@ impl TestApi {
         let (code, body) = self.request("DELETE", &format!("{CONFIGMAPS}/{name}"), None);
         assert_eq!(code, 200, "delete {name}: {body}");
         body
-    }
-}
-
-impl Drop for TestApi {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -8,11 +8,11 @@
 //! list of owner references) are printed as compact JSON, where kube-apiserver prints Go structs.
 
 use std::collections::{BTreeSet, HashSet};
-use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
 use crate::names::{self, NameRule};
+use crate::object::go_quote as quote;
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
@@ -125,31 +125,6 @@ impl Errors {
 
 // ---------------------------------------------------------------------------------------------
 // Values as kube-apiserver prints them.
-
-/// A string as Go's `%q` prints it.
-pub fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{b}' => out.push_str("\\v"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
 
 /// A JSON value as a bad value: strings quoted, numbers and booleans bare, nothing as `"null"`,
 /// anything else as compact JSON.

@@ -17,6 +17,8 @@ pub struct TestServer {
     pub url: String,
     /// Where the kubeconfig, the store and kubectl's cache live.
     pub dir: tempfile::TempDir,
+    /// The server's store, for tests that reach under the API (to compact it, say).
+    pub store: Arc<SledStore>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -34,8 +36,10 @@ impl TestServer {
 
     fn start_with(base: &str, tls: bool) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = SledStore::open(dir.path().join("store"), Options::create()).expect("store");
-        let api = Arc::new(Api::new(Arc::new(store)).expect("bootstrap"));
+        let store =
+            Arc::new(SledStore::open(dir.path().join("store"), Options::create()).expect("store"));
+        let shared: Arc<dyn carrel_store::Store> = store.clone();
+        let api = Arc::new(Api::new(shared).expect("bootstrap"));
         let server = Arc::new(Server::new(api, base));
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<SocketAddr>();
         let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
@@ -70,7 +74,7 @@ impl TestServer {
         let addr = addr_rx.recv().expect("server address");
         let scheme = if tls { "https" } else { "http" };
         let url = format!("{scheme}://{addr}{base}");
-        let test = TestServer { url, dir, shutdown: Some(shutdown), thread: Some(thread) };
+        let test = TestServer { url, dir, store, shutdown: Some(shutdown), thread: Some(thread) };
         let ca = certs.as_ref();
         std::fs::write(test.kubeconfig(), kubeconfig::admin(&test.url, ca)).expect("kubeconfig");
         if let Some(certs) = &certs {

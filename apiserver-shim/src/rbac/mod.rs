@@ -34,6 +34,7 @@ mod tests;
 
 use std::collections::HashMap;
 
+pub(crate) use crate::object::go_quote;
 use k8s_openapi::api::rbac::v1::{
     ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
 };
@@ -416,32 +417,6 @@ fn aggregate_errors(errors: &[String]) -> String {
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
     }
-}
-
-/// A string as Go's `%q` writes it.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{b}' => out.push_str("\\v"),
-            '\u{c}' => out.push_str("\\f"),
-            c if c.is_control() && (c as u32) < 0x80 => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A string list as Go's `%q` writes a `[]string`: `["a" "b"]`.

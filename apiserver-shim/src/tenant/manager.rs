@@ -336,30 +336,24 @@ impl Manager {
         if tenant.get("status") == Some(&status) {
             return Ok(());
         }
+        self.write_status(name, tenant, status)
+    }
+
+    /// Write a tenant's status through its status subresource.
+    fn write_status(&self, name: &str, tenant: &Value, status: Value) -> Result<(), ManagerError> {
         let mut updated = tenant.clone();
         updated["status"] = status;
-        self.host.update(
-            &self.target(),
-            name,
-            updated,
-            Some(Subresource::Status),
-            &Write::by(MANAGER, false),
-        )?;
+        let write = Write::by(MANAGER, false);
+        self.host.update(&self.target(), name, updated, Some(Subresource::Status), &write)?;
         Ok(())
     }
 
     /// Stop serving the tenant, remove its data and its host namespace, then let it go.
     fn tear_down(&self, name: &str, tenant: Value) -> Result<(), ManagerError> {
         if tenant.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating") {
-            let mut updated = tenant.clone();
-            updated["status"]["phase"] = json!("Terminating");
-            self.host.update(
-                &self.target(),
-                name,
-                updated,
-                Some(Subresource::Status),
-                &Write::by(MANAGER, false),
-            )?;
+            let mut status = tenant.get("status").cloned().unwrap_or_else(|| json!({}));
+            status["phase"] = json!("Terminating");
+            self.write_status(name, &tenant, status)?;
         }
         self.clusters.remove(name);
         let dir = self.store_dir(name);
