@@ -8,6 +8,7 @@ use anyhow::Context;
 use axum::serve::ListenerExt;
 use clap::Parser;
 
+use carrel_apiserver::access::Security;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::{router, Api, Server};
@@ -52,15 +53,14 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let store = SledStore::open(&args.data_dir, Options::create())
         .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-    let api = Api::new(Arc::new(store)).map_err(|e| anyhow::anyhow!("bootstrapping: {e}"))?;
-    let server = Arc::new(Server::new(Arc::new(api), &args.base_path));
+    let api =
+        Arc::new(Api::new(Arc::new(store)).map_err(|e| anyhow::anyhow!("bootstrapping: {e}"))?);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     let scheme = if args.insecure_http { "http" } else { "https" };
     let url = format!("{scheme}://{addr}{}", args.base_path);
-    let app = router(server);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -73,6 +73,7 @@ async fn main() -> anyhow::Result<()> {
                 tracing::debug!(error = %e, "setting TCP_NODELAY failed");
             }
         });
+        let app = router(Arc::new(Server::new(api, &args.base_path)));
         axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("serving")?;
         return Ok(());
     }
@@ -94,6 +95,17 @@ async fn main() -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     let config = certs.server_config().context("TLS configuration")?;
+    // With a generated CA, clients authenticate with its certificates (the kubeconfig's admin is
+    // in system:masters) and RBAC authorizes them; with certificate files there is no client CA,
+    // and the server is open to anyone who reaches it.
+    let server = if certs.ca_pem.is_empty() {
+        tracing::warn!("no client CA: serving without authentication or authorization");
+        Server::new(api, &args.base_path)
+    } else {
+        let ca = certs.ca_der().context("the generated CA")?;
+        Server::secured(api, &args.base_path, Arc::new(Security::new(ca, None, "carrel-apiserver")))
+    };
+    let app = router(Arc::new(server));
     tracing::info!(%url, "serving");
     announce(&url);
     tls::serve(listener, config, app, shutdown).await;
