@@ -27,6 +27,47 @@ use crate::rbac::{self, review, Attributes, Policy};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
+/// The APIs a secured cluster answers besides its stored resources, as discovery lists them: the
+/// access reviews and the token review, each only created.
+pub static ACCESS_TYPES: &[ResourceType] = &[
+    access_type("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false),
+    access_type("authentication.k8s.io", "TokenReview", "tokenreviews", false),
+    access_type(
+        "authorization.k8s.io",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        true,
+    ),
+    access_type(
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        false,
+    ),
+    access_type("authorization.k8s.io", "SelfSubjectRulesReview", "selfsubjectrulesreviews", false),
+    access_type("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false),
+];
+
+const fn access_type(
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+) -> ResourceType {
+    ResourceType {
+        group,
+        version: "v1",
+        kind,
+        plural,
+        singular: "",
+        namespaced,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        verbs: &["create"],
+    }
+}
+
 /// The paths anyone may read without credentials.
 const PUBLIC: &[&str] = &["/version", "/healthz", "/livez", "/readyz"];
 

@@ -16,7 +16,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::resource::{Registry, ResourceType, Subresource, VERBS};
+use crate::resource::{Registry, ResourceType, Subresource};
 
 /// The exact Content-Type for aggregated discovery answers.
 pub const AGGREGATED_CONTENT_TYPE: &str =
@@ -119,7 +119,7 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
         r.insert("singularName".into(), json!(t.singular));
         r.insert("namespaced".into(), json!(t.namespaced));
         r.insert("kind".into(), json!(t.kind));
-        r.insert("verbs".into(), json!(VERBS));
+        r.insert("verbs".into(), json!(t.verbs));
         insert_nonempty(&mut r, "shortNames", t.short_names);
         insert_nonempty(&mut r, "categories", t.categories);
         resources.push(Value::Object(r));
@@ -186,7 +186,7 @@ fn resource_discovery(t: &ResourceType) -> Value {
     );
     r.insert("scope".into(), json!(if t.namespaced { "Namespaced" } else { "Cluster" }));
     r.insert("singularResource".into(), json!(t.singular));
-    r.insert("verbs".into(), json!(VERBS));
+    r.insert("verbs".into(), json!(t.verbs));
     insert_nonempty(&mut r, "shortNames", t.short_names);
     insert_nonempty(&mut r, "categories", t.categories);
     let subs: Vec<Value> = sorted_subresources(t)

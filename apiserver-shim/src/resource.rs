@@ -40,6 +40,8 @@ pub struct ResourceType {
     pub categories: &'static [&'static str],
     /// Subresources served.
     pub subresources: &'static [Subresource],
+    /// The verbs it supports ([`VERBS`] for stored objects).
+    pub verbs: &'static [&'static str],
 }
 
 /// The verbs every served resource type supports.
@@ -89,6 +91,7 @@ const fn rt(
         short_names,
         categories,
         subresources,
+        verbs: VERBS,
     }
 }
 
@@ -272,6 +275,13 @@ impl Default for Registry {
 }
 
 impl Registry {
+    /// This registry with `extra` types added (for discovery).
+    pub fn with_extra(&self, extra: &[ResourceType]) -> Registry {
+        let mut types = self.types.clone();
+        types.extend_from_slice(extra);
+        Registry { types, host: self.host }
+    }
+
     /// The host API's types: the built-in ones and Carrel's `Tenant`.
     pub fn host() -> Registry {
         let mut types = BUILT_IN.to_vec();

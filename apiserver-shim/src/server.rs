@@ -237,7 +237,15 @@ async fn route(
         None => return Err(ApiError::no_route()),
     };
     let rest = if rest.is_empty() { "/" } else { rest };
-    let registry = server.api.registry();
+    // A secured cluster also answers the access reviews; discovery lists them.
+    let with_access;
+    let registry = match &server.security {
+        Some(_) => {
+            with_access = server.api.registry().with_extra(access::ACCESS_TYPES);
+            &with_access
+        }
+        None => server.api.registry(),
+    };
     let segments: Vec<&str> = rest.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let discovery_get = |value: Option<Value>| -> ApiResult<Response> {
         if method != Method::GET {

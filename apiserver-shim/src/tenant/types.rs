@@ -30,6 +30,7 @@ pub const TENANTS: ResourceType = ResourceType {
     short_names: &["tn"],
     categories: &[],
     subresources: &[Subresource::Status],
+    verbs: crate::resource::VERBS,
 };
 
 /// A tenant: a private Kubernetes cluster, served at `/tenants/<name>/` on the host's listener.

@@ -145,6 +145,25 @@ fn rbac_decides_what_each_user_may_do() {
     let whoami = ok(up.kubectl(&victor, &["auth", "whoami"]));
     assert!(whoami.contains("victor") && whoami.contains("devs"), "{whoami}");
 
+    // The reviews are discoverable, so kubectl can create them from a file.
+    let names =
+        ok(up
+            .kubectl(&admin, &["api-resources", "--api-group=authorization.k8s.io", "-o", "name"]));
+    assert!(names.lines().any(|l| l == "subjectaccessreviews.authorization.k8s.io"), "{names}");
+    for (verb, resource, allowed) in [("list", "pods", "true"), ("create", "configmaps", "false")] {
+        let review = format!(
+            r#"{{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
+               "spec":{{"user":"victor","resourceAttributes":{{"namespace":"dev","verb":"{verb}","resource":"{resource}"}}}}}}"#
+        );
+        let file = up.home.path().join(format!("sar-{verb}.json"));
+        std::fs::write(&file, review).unwrap();
+        let out = ok(up.kubectl(
+            &admin,
+            &["create", "-f", &file.to_string_lossy(), "-o", "jsonpath={.status.allowed}"],
+        ));
+        assert_eq!(out, allowed, "victor {verb} {resource}");
+    }
+
     // edit in dev: reads the secret there, not in prod (impersonated by the admin, as --as does).
     ok(up.kubectl(&admin, &["get", "secret", "s", "-n", "dev", "--as=edith"]));
     let err = fails(up.kubectl(&admin, &["get", "secret", "s", "-n", "prod", "--as=edith"]));
