@@ -120,6 +120,13 @@ pub fn on_create(rt: &ResourceType, object: &mut Value) {
 /// update), as its `SetDefaults_*` functions do; the status is left alone.
 fn apply_defaults(rt: &ResourceType, object: &mut Value) {
     match (rt.group, rt.plural) {
+        ("carrel.dev", "tenants") => {
+            let root = object.as_object_mut().expect("objects are JSON objects");
+            let spec = root.entry("spec").or_insert_with(|| json!({}));
+            if let Some(spec) = spec.as_object_mut() {
+                set_default(spec, "podSecurity", json!("baseline"));
+            }
+        }
         ("", "pods") => {
             if let Some(spec) = object_at(object, "spec") {
                 default_pod_spec(spec);

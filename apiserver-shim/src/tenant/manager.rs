@@ -187,7 +187,11 @@ impl Manager {
                 return Ok(());
             }
         }
-        let tenant = self.ensure_finalizer(name, tenant)?;
+        let mut tenant = self.ensure_finalizer(name, tenant)?;
+        if tenant.pointer("/status/phase").is_none() {
+            let why = "setting up the tenant's store, credentials and host namespace";
+            tenant = self.set_status(name, &tenant, "Provisioning", "Provisioning", why)?;
+        }
         if let Err(e) = self.serve(name) {
             self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string())?;
             return Err(e);
@@ -304,7 +308,7 @@ impl Manager {
         phase: &str,
         reason: &str,
         message: &str,
-    ) -> Result<(), ManagerError> {
+    ) -> Result<Value, ManagerError> {
         let ready = if phase == "Ready" { "True" } else { "False" };
         let previous = tenant.pointer("/status/conditions/0");
         let transition = match previous {
@@ -334,18 +338,22 @@ impl Manager {
             status["gpuUsage"] = usage.clone();
         }
         if tenant.get("status") == Some(&status) {
-            return Ok(());
+            return Ok(tenant.clone());
         }
         self.write_status(name, tenant, status)
     }
 
-    /// Write a tenant's status through its status subresource.
-    fn write_status(&self, name: &str, tenant: &Value, status: Value) -> Result<(), ManagerError> {
+    /// Write a tenant's status through its status subresource; the tenant as stored.
+    fn write_status(
+        &self,
+        name: &str,
+        tenant: &Value,
+        status: Value,
+    ) -> Result<Value, ManagerError> {
         let mut updated = tenant.clone();
         updated["status"] = status;
         let write = Write::by(MANAGER, false);
-        self.host.update(&self.target(), name, updated, Some(Subresource::Status), &write)?;
-        Ok(())
+        Ok(self.host.update(&self.target(), name, updated, Some(Subresource::Status), &write)?)
     }
 
     /// Stop serving the tenant, remove its data and its host namespace, then let it go.
@@ -509,6 +517,7 @@ mod tests {
         assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 200);
         let tenant = f.host.get(&f.manager.target(), "team-a").unwrap();
         assert_eq!(tenant["status"]["phase"], "Ready");
+        assert_eq!(tenant["spec"]["podSecurity"], "baseline", "the default level");
         assert_eq!(tenant["status"]["endpoint"], "https://127.0.0.1:6443/tenants/team-a");
         assert!(tenant["status"]["expiresAt"].is_string());
         assert_eq!(finalizers(&tenant), vec![FINALIZER.to_owned()]);

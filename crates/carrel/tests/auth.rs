@@ -84,6 +84,21 @@ fn credentials_work_only_on_their_own_tenant() {
         body.contains(r#"User \"system:serviceaccount:default:default\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""#),
         "{body}"
     );
+    // TokenReview says whose a token is, and that garbage is no one's.
+    for (token, authenticated) in [(token.as_str(), "true"), ("garbage", "false")] {
+        let review = format!(
+            r#"{{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{{"token":"{token}"}}}}"#
+        );
+        let file = up.home.path().join("review.json");
+        std::fs::write(&file, review).unwrap();
+        let path = file.to_string_lossy();
+        let jsonpath = "jsonpath={.status.authenticated} {.status.user.username}";
+        let out = ok(up.kubectl(&a, &["create", "-f", &path, "-o", jsonpath]));
+        assert!(out.starts_with(authenticated), "{out}");
+        if authenticated == "true" {
+            assert!(out.ends_with("system:serviceaccount:default:default"), "{out}");
+        }
+    }
     // A garbage token and no credentials at all: 401; the public paths answer anyone.
     assert_eq!(curl(&format!("{url_a}/api/v1/namespaces"), Some("garbage")).0, 401);
     assert_eq!(curl(&format!("{url_a}/api/v1/namespaces"), None).0, 401);
@@ -171,6 +186,14 @@ fn rbac_decides_what_each_user_may_do() {
         err.contains(r#"secrets "s" is forbidden: User "edith" cannot get resource "secrets" in API group "" in the namespace "prod""#),
         "{err}"
     );
+    // Groups can be impersonated too: view is bound to the group devs.
+    ok(up.kubectl(
+        &admin,
+        &["create", "clusterrolebinding", "devs-view", "--clusterrole=view", "--group=devs"],
+    ));
+    ok(up.kubectl(&admin, &["get", "pods", "-n", "prod", "--as=zed", "--as-group=devs"]));
+    let err = fails(up.kubectl(&admin, &["get", "pods", "-n", "prod", "--as=zed"]));
+    assert!(err.contains(r#"User "zed" cannot list resource "pods""#), "{err}");
     // Only who may impersonate does.
     let err = fails(up.kubectl(&victor, &["get", "pods", "--as=edith"]));
     assert!(err.contains("cannot impersonate resource \"users\""), "{err}");
