@@ -22,6 +22,11 @@ use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::typed::Typed;
 
+/// How many `Update` entries an object keeps; older ones merge into [`ANCIENT_CHANGES`].
+const MAX_UPDATE_MANAGERS: usize = 10;
+/// The manager the oldest updates merge into, as kube-apiserver names it.
+pub const ANCIENT_CHANGES: &str = "ancient-changes";
+
 /// The longest field manager name kube-apiserver accepts.
 const MAX_MANAGER_LEN: usize = 128;
 
@@ -229,6 +234,37 @@ impl Managers {
         }
     }
 
+    /// Keep at most [`MAX_UPDATE_MANAGERS`] `Update` entries: merge the oldest into an
+    /// `ancient-changes` entry per API version, as kube-apiserver does.
+    fn cap_updates(&mut self) {
+        loop {
+            let mut updates: Vec<(&Option<String>, &Identity)> = self
+                .0
+                .iter()
+                .filter(|(_, e)| e.operation == Operation::Update)
+                .map(|(id, e)| (&e.time, id))
+                .collect();
+            if updates.len() <= MAX_UPDATE_MANAGERS {
+                return;
+            }
+            updates.sort();
+            let Some(oldest) =
+                updates.iter().map(|(_, id)| *id).find(|id| id.0 != ANCIENT_CHANGES).cloned()
+            else {
+                return;
+            };
+            let Some(entry) = self.0.remove(&oldest) else { return };
+            let bucket =
+                Entry { manager: ANCIENT_CHANGES.to_owned(), fields: Set::new(), ..entry.clone() };
+            let bucket_id = bucket.identity();
+            let merged = self.0.entry(bucket_id).or_insert(bucket);
+            merged.fields.union_with(&entry.fields);
+            if entry.time > merged.time {
+                merged.time = entry.time;
+            }
+        }
+    }
+
     fn remove_from_all(&mut self, paths: &Set) {
         if paths.is_empty() {
             return;
@@ -315,6 +351,7 @@ pub fn record_update(rt: &ResourceType, old: Option<&Value>, new: &mut Value, ow
         }
         entry.fields.union_with(&comparison.changed);
         managers.0.insert(identity, entry);
+        managers.cap_updates();
     }
     managers.store(new);
 }
@@ -595,5 +632,31 @@ mod tests {
         assert_eq!(manager_of(Some("ci"), Some("kubectl/v1.33.0")), "ci");
         assert_eq!(validate_manager("PatchOptions", &"x".repeat(129)).unwrap_err().code, 422);
         assert!(validate_manager("PatchOptions", "kubectl-client-side-apply").is_ok());
+    }
+
+    #[test]
+    fn the_oldest_of_more_than_ten_updaters_merge_into_ancient_changes() {
+        let cms = rt("configmaps");
+        let mut object = cm(json!({}));
+        for i in 0..12 {
+            let before = object.clone();
+            object["data"][format!("k{i}")] = json!("v");
+            // Distinct, increasing times: the entry of updater i is older than i + 1's.
+            record_update(cms, Some(&before), &mut object, &Owner::manager(format!("m{i:02}")));
+            let entries = object["metadata"]["managedFields"].as_array_mut().unwrap();
+            for e in entries.iter_mut() {
+                let n: u32 =
+                    e["manager"].as_str().unwrap().trim_start_matches('m').parse().unwrap_or(0);
+                if e["manager"] != ANCIENT_CHANGES {
+                    e["time"] = json!(format!("2026-01-01T00:00:{n:02}Z"));
+                }
+            }
+        }
+        let e = entries(&object);
+        assert_eq!(e.len(), 10, "{e:?}");
+        let ancient = e.iter().find(|(m, _, _)| m == ANCIENT_CHANGES).expect("a bucket");
+        assert_eq!(ancient.2, json!({"f:data": {"f:k0": {}, "f:k1": {}, "f:k2": {}}}));
+        assert!(!e.iter().any(|(m, _, _)| m == "m00" || m == "m02"));
+        assert!(e.iter().any(|(m, _, _)| m == "m03"));
     }
 }
