@@ -1,0 +1,26 @@
+//! Carrel's GPU model: pure code, no IO, deterministic.
+//!
+//! - [`catalogue`]: the MIG profiles of each GPU model (A100-40GB, A100-80GB, H100-80GB,
+//!   H100-94GB, H200-141GB, B200-180GB): names as NVIDIA prints them, NVML profile ids, compute
+//!   slices, memory slots, valid start slots, per-GPU limits, the media engine, device-plugin
+//!   resource names.
+//! - [`layout`]: the geometry of one GPU ([`GpuLayout`]), the fragmentation score
+//!   ([`capacity`]) and mig-parted style layout planning ([`plan_layout`]).
+//! - [`inventory`]: the fleet (nodes → GPUs → instances, free or held), its validation, quotas
+//!   and the usage rebuilt from claims.
+//! - [`alloc`]: the allocator ([`allocate`]), fixed and dynamic modes.
+
+pub mod alloc;
+pub mod catalogue;
+pub mod inventory;
+pub mod layout;
+
+pub use alloc::{allocate, AllocError, Allocation, Device, DeviceSource, Mode, Removal, Request};
+pub use catalogue::{
+    canonical_profile_name, known_profile_names, resource_name, GpuModel, Profile, Shape,
+    COMPUTE_SLICES, MEMORY_SLOTS,
+};
+pub use inventory::{Fleet, Gpu, Holder, Instance, InventoryError, Node, Quotas, Usage};
+pub use layout::{
+    capacity, plan_layout, GpuLayout, LayoutError, Placement, PlacementError, PlannedInstance,
+};
