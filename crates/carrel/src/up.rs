@@ -36,6 +36,12 @@ pub struct Args {
 
 /// Run until Ctrl-C (or SIGTERM).
 pub async fn up(args: Args) -> anyhow::Result<()> {
+    // Every served tenant keeps a few files open; the usual soft limit of 1,024 would run out
+    // at a few hundred tenants. Raise it to the hard limit, as the Go runtime does for Go servers.
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
     let data = args.data_dir.unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data)
         .with_context(|| format!("creating the data directory {}", data.display()))?;

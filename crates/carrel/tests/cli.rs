@@ -149,3 +149,17 @@ fn without_a_host_the_cli_says_what_to_do() {
     let err = fails(out);
     assert!(err.contains("cannot reach the host API"), "{err}");
 }
+
+#[test]
+fn a_low_open_file_limit_does_not_cap_the_tenants() {
+    // Each tenant keeps a few files open; with a soft limit of 64, twenty tenants would need
+    // more than the limit unless carrel up raises it.
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_with_file_limit(data.path(), 64);
+    for i in 0..20 {
+        ok(up.carrel(&["tenant", "create", &format!("t{i}"), "--wait"]));
+    }
+    let list = ok(up.carrel(&["tenant", "list"]));
+    assert_eq!(list.lines().filter(|l| l.contains(" Ready ")).count(), 20, "{list}");
+    up.stop();
+}

@@ -23,7 +23,24 @@ pub struct Up {
 impl Up {
     /// Start `carrel up` on a free port over `data`.
     pub fn start(data: &Path) -> Up {
-        let mut child = Command::new(CARREL)
+        Up::start_with(data, None)
+    }
+
+    /// Start `carrel up` with a soft open-file limit of `files` (through the shell's `ulimit`).
+    pub fn start_with_file_limit(data: &Path, files: u32) -> Up {
+        Up::start_with(data, Some(files))
+    }
+
+    fn start_with(data: &Path, files: Option<u32>) -> Up {
+        let mut command = match files {
+            None => Command::new(CARREL),
+            Some(files) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", &format!("ulimit -Sn {files} && exec \"$0\" \"$@\""), CARREL]);
+                sh
+            }
+        };
+        let mut child = command
             .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data)
             .stdout(Stdio::piped())
