@@ -15,6 +15,7 @@ use std::fmt;
 use carrel_gpu::{GpuModel, Placement, Profile, Shape};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub mod inventory;
 mod nvml;
 mod sim;
 
