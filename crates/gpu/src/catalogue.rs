@@ -116,9 +116,27 @@ impl fmt::Display for GpuModel {
     }
 }
 
+/// A model is written as its slug (`h200`, `a100-80gb`).
+impl serde::Serialize for GpuModel {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.slug())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for GpuModel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let slug = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        GpuModel::from_slug(&slug).ok_or_else(|| {
+            serde::de::Error::custom(format!("{slug:?} is not a GPU model of the MIG catalogue"))
+        })
+    }
+}
+
 /// The geometry of a GPU instance profile, common to every model in the catalogue. One shape is
 /// one NVML GPU instance profile id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum Shape {
     /// 1 compute slice, 1 memory slot (`NVML_GPU_INSTANCE_PROFILE_1_SLICE`).
     G1,

@@ -8,7 +8,10 @@ use crate::catalogue::{GpuModel, Profile, Shape};
 use crate::layout::{GpuLayout, Placement, PlacementError};
 
 /// Who holds a MIG instance: a tenant's pod (the tenant's own names).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "camelCase")]
 pub struct Holder {
     /// The tenant.
     pub tenant: String,
@@ -19,7 +22,8 @@ pub struct Holder {
 }
 
 /// One MIG GPU instance.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Instance {
     /// The MIG device UUID (`MIG-…`).
     pub uuid: String,
@@ -32,7 +36,8 @@ pub struct Instance {
 }
 
 /// One GPU.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Gpu {
     /// The GPU UUID (`GPU-…`).
     pub uuid: String,
@@ -47,7 +52,8 @@ pub struct Gpu {
 }
 
 /// One node and its GPUs.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Node {
     /// The node name.
     pub name: String,
@@ -56,7 +62,8 @@ pub struct Node {
 }
 
 /// Every GPU node of the fleet.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Fleet {
     /// The nodes.
     pub nodes: Vec<Node>,

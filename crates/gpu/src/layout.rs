@@ -9,7 +9,9 @@ use crate::catalogue::{
 };
 
 /// Where an instance sits: `size` memory slots from `start` (NVML's `nvmlGpuInstancePlacement_t`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Placement {
     /// First memory slot.
     pub start: u8,

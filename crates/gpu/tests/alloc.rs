@@ -427,3 +427,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_inventory_round_trips_through_json() {
+    use carrel_gpu::catalogue::{GpuModel, Shape};
+    use carrel_gpu::inventory::{Fleet, Gpu, Holder, Instance, Node};
+    use carrel_gpu::layout::Placement;
+    let fleet = Fleet {
+        nodes: vec![Node {
+            name: "gpu-1".into(),
+            gpus: vec![Gpu {
+                uuid: "GPU-1".into(),
+                index: 0,
+                model: GpuModel::H200_141GB,
+                mig_enabled: true,
+                instances: vec![Instance {
+                    uuid: "MIG-1".into(),
+                    shape: Shape::G3,
+                    placement: Placement { start: 0, size: 4 },
+                    holder: Some(Holder {
+                        tenant: "a".into(),
+                        namespace: "ml".into(),
+                        pod: "p".into(),
+                    }),
+                }],
+            }],
+        }],
+    };
+    let json = serde_json::to_value(&fleet).unwrap();
+    assert_eq!(json["nodes"][0]["gpus"][0]["model"], "h200");
+    assert_eq!(json["nodes"][0]["gpus"][0]["migEnabled"], true);
+    let back: Fleet = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back, fleet);
+    let mut bad = json;
+    bad["nodes"][0]["gpus"][0]["model"] = "v100".into();
+    let err = serde_json::from_value::<Fleet>(bad).unwrap_err().to_string();
+    assert!(err.contains("\"v100\" is not a GPU model"), "{err}");
+}
