@@ -213,11 +213,13 @@ impl Api {
     }
 
     /// Note a write of an object of `rt`; a ClusterRole write re-aggregates the aggregated
-    /// ClusterRoles, as kube-controller-manager's aggregation controller does.
-    fn wrote(&self, rt: &ResourceType) -> ApiResult<()> {
+    /// ClusterRoles (when `aggregate`), as kube-controller-manager's aggregation controller
+    /// does. The server's own writes do not: the bootstrap aggregates once when it is done, and
+    /// the aggregation's own updates need no second pass.
+    fn wrote(&self, rt: &ResourceType, aggregate: bool) -> ApiResult<()> {
         if rt.group == "rbac.authorization.k8s.io" {
             self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-            if rt.plural == "clusterroles" {
+            if aggregate && rt.plural == "clusterroles" {
                 self.aggregate_cluster_roles()?;
             }
         }
@@ -537,7 +539,7 @@ impl Api {
             .store
             .create(&key, encode(&object)?)
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
-        self.wrote(rt)?;
+        self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         if rt.group.is_empty() && rt.plural == "namespaces" {
             self.bootstrap_namespace(&name)?;
         }
@@ -673,7 +675,7 @@ impl Api {
             .store
             .update(&key, encode(&new)?, Some(current.mod_revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-        self.wrote(rt)?;
+        self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         Ok(written(new, &stored))
     }
 
@@ -785,7 +787,7 @@ impl Api {
             .store
             .delete(key, Some(revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-        self.wrote(rt)?;
+        self.wrote(rt, true)?;
         metadata_mut(&mut last)
             .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
         Ok(last)

@@ -25,7 +25,7 @@ use crate::managed::{self, Owner};
 use crate::openapi;
 use crate::patch;
 use crate::rbac::{Attributes, Policy};
-use crate::resource::{ResourceType, Subresource};
+use crate::resource::{Registry, ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, Cause};
@@ -45,18 +45,22 @@ pub struct Server {
     api: Arc<Api>,
     base: String,
     security: Option<Arc<Security>>,
+    /// What discovery lists: the API's types, and the access reviews on a secured cluster.
+    discovered: Registry,
 }
 
 impl Server {
     /// Serve `api` under `base` (empty, or a path such as `/tenants/a` without a trailing slash)
     /// to anyone: no authentication, no authorization.
     pub fn new(api: Arc<Api>, base: &str) -> Server {
-        Server { api, base: base.trim_end_matches('/').to_owned(), security: None }
+        let discovered = api.registry().clone();
+        Server { api, base: base.trim_end_matches('/').to_owned(), security: None, discovered }
     }
 
     /// Serve `api` under `base` to the clients `security` authenticates, as RBAC allows.
     pub fn secured(api: Arc<Api>, base: &str, security: Arc<Security>) -> Server {
-        Server { security: Some(security), ..Server::new(api, base) }
+        let discovered = api.registry().with_extra(access::ACCESS_TYPES);
+        Server { security: Some(security), discovered, ..Server::new(api, base) }
     }
 
     /// The API served.
@@ -237,15 +241,7 @@ async fn route(
         None => return Err(ApiError::no_route()),
     };
     let rest = if rest.is_empty() { "/" } else { rest };
-    // A secured cluster also answers the access reviews; discovery lists them.
-    let with_access;
-    let registry = match &server.security {
-        Some(_) => {
-            with_access = server.api.registry().with_extra(access::ACCESS_TYPES);
-            &with_access
-        }
-        None => server.api.registry(),
-    };
+    let registry = &server.discovered;
     let segments: Vec<&str> = rest.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let discovery_get = |value: Option<Value>| -> ApiResult<Response> {
         if method != Method::GET {
