@@ -71,9 +71,65 @@ const fn access_type(
 /// The paths anyone may read without credentials.
 const PUBLIC: &[&str] = &["/version", "/healthz", "/livez", "/readyz"];
 
-/// A client's certificate chain, as the TLS layer saw it: put in each request's extensions.
+/// A client's certificate chain, as the TLS layer saw it: put in each request of the connection.
+/// The chain is verified once per CA it is checked against, and that user is reused for the
+/// connection's later requests while the chain and the CA are still valid.
 #[derive(Clone, Debug)]
-pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
+pub struct PeerCertificates(Arc<Peer>);
+
+#[derive(Debug)]
+struct Peer {
+    chain: Vec<CertificateDer<'static>>,
+    verified: Mutex<Option<Verified>>,
+}
+
+/// A successful verification: against which CA, who, and until when (the earliest expiry of the
+/// chain and the CA, in seconds since the epoch).
+#[derive(Debug)]
+struct Verified {
+    ca: Vec<u8>,
+    user: UserInfo,
+    until: u64,
+}
+
+impl PeerCertificates {
+    /// The chain a client presented (empty when it presented none).
+    pub fn new(chain: Vec<CertificateDer<'static>>) -> PeerCertificates {
+        PeerCertificates(Arc::new(Peer { chain, verified: Mutex::new(None) }))
+    }
+
+    /// Whether the client presented no certificate.
+    pub fn is_empty(&self) -> bool {
+        self.0.chain.is_empty()
+    }
+
+    /// The user the chain names, verified against `ca` at `now` (or as verified before, while
+    /// nothing in it has expired since).
+    pub fn user_for(
+        &self,
+        ca: &CertificateDer<'_>,
+        now: UnixTime,
+    ) -> Result<UserInfo, auth::AuthError> {
+        let mut verified = self.0.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = verified.as_ref() {
+            if v.ca == ca.as_ref() && now.as_secs() < v.until {
+                return Ok(v.user.clone());
+            }
+        }
+        let user = auth::client_cert::verify(&self.0.chain, ca, now)?;
+        let until = self.0.chain.iter().chain([ca]).filter_map(|c| not_after(c)).min();
+        if let Some(until) = until {
+            *verified = Some(Verified { ca: ca.as_ref().to_vec(), user: user.clone(), until });
+        }
+        Ok(user)
+    }
+}
+
+/// When a certificate expires, in seconds since the epoch.
+fn not_after(cert: &CertificateDer<'_>) -> Option<u64> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    u64::try_from(parsed.validity().not_after.timestamp()).ok()
+}
 
 /// How one cluster authenticates and authorizes its requests.
 pub struct Security {
@@ -110,8 +166,8 @@ impl Security {
         if let Some(token) = authorization.and_then(auth::bearer) {
             return self.authenticate_token(api, token, &[self.issuer.as_str()]);
         }
-        if let Some(chain) = peer.filter(|c| !c.0.is_empty()) {
-            return auth::client_cert::verify(&chain.0, &self.ca, UnixTime::now()).map_err(|e| {
+        if let Some(chain) = peer.filter(|c| !c.is_empty()) {
+            return chain.user_for(&self.ca, UnixTime::now()).map_err(|e| {
                 tracing::debug!(error = %e, "client certificate refused");
                 ApiError::unauthorized()
             });
@@ -449,4 +505,35 @@ pub fn token_request(
         "expirationTimestamp": expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
     });
     Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rustls::pki_types::pem::PemObject;
+
+    use super::*;
+    use crate::auth::ca::TenantCa;
+
+    fn chain_of(ca: &TenantCa, user: &str, valid_for: Duration) -> PeerCertificates {
+        let (cert, _) = ca.issue_client(user, &["devs"], valid_for).unwrap();
+        PeerCertificates::new(vec![CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()])
+    }
+
+    #[test]
+    fn a_verified_chain_is_reused_only_for_its_ca_and_until_it_expires() {
+        let (a, b) = (TenantCa::generate("a").unwrap(), TenantCa::generate("b").unwrap());
+        let peer = chain_of(&a, "alice", Duration::from_secs(3600));
+        let now = UnixTime::now();
+        let user = peer.user_for(a.cert_der(), now).unwrap();
+        assert_eq!(user.name, "alice");
+        assert_eq!(peer.user_for(a.cert_der(), now).unwrap(), user);
+        // Another CA is checked afresh, and refuses it.
+        assert!(peer.user_for(b.cert_der(), now).is_err());
+        assert_eq!(peer.user_for(a.cert_der(), now).unwrap(), user);
+        // Past the certificate's expiry the cached answer is not used.
+        let later = UnixTime::since_unix_epoch(Duration::from_secs(now.as_secs() + 7200));
+        assert!(peer.user_for(a.cert_der(), later).is_err());
+    }
 }

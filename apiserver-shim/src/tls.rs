@@ -199,7 +199,7 @@ pub async fn serve(
                 .peer_certificates()
                 .map(|c| c.iter().map(|d| d.clone().into_owned()).collect())
                 .unwrap_or_default();
-            let peer_certificates = crate::access::PeerCertificates(Arc::new(chain));
+            let peer_certificates = crate::access::PeerCertificates::new(chain);
             let service =
                 TowerToHyperService::new(router.layer(axum::Extension(peer_certificates)));
             let builder = auto::Builder::new(TokioExecutor::new());
