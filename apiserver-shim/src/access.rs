@@ -200,15 +200,22 @@ impl Security {
         }
     }
 
-    /// The cluster's RBAC policy, rebuilt when its RBAC objects have changed.
+    /// The cluster's RBAC policy if it is built and current: no store access.
+    pub fn current_policy(&self, api: &Api) -> Option<Arc<Policy>> {
+        let cached = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        cached
+            .as_ref()
+            .filter(|(seen, _)| *seen == api.rbac_generation())
+            .map(|(_, policy)| policy.clone())
+    }
+
+    /// The cluster's RBAC policy, rebuilt (from the store) when its RBAC objects have changed.
     pub fn policy(&self, api: &Api) -> ApiResult<Arc<Policy>> {
+        if let Some(policy) = self.current_policy(api) {
+            return Ok(policy);
+        }
         let generation = api.rbac_generation();
         let mut cached = self.policy.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((seen, policy)) = cached.as_ref() {
-            if *seen == generation {
-                return Ok(policy.clone());
-            }
-        }
         let policy = Arc::new(Policy::new(
             objects::<Role>(api, "roles")?,
             objects::<RoleBinding>(api, "rolebindings")?,

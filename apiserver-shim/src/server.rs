@@ -167,20 +167,24 @@ async fn identify(
     path: &str,
     base: &str,
 ) -> ApiResult<Caller> {
-    let api = api.clone();
-    let security = security.clone();
-    let headers = headers.clone();
     let relative = path.strip_prefix(base).unwrap_or(path).to_owned();
-    blocking(move || {
-        let user = security.authenticate(&api, &headers, peer.as_ref())?;
+    let identify = move |api: &Api, security: Arc<Security>, headers: &HeaderMap| {
+        let user = security.authenticate(api, headers, peer.as_ref())?;
         if user.name == crate::auth::ANONYMOUS_USER && !access::is_public(&relative) {
             return Err(ApiError::unauthorized());
         }
-        let policy = security.policy(&api)?;
-        let user = security.impersonate(&policy, user, &headers)?;
+        let policy = security.policy(api)?;
+        let user = security.impersonate(&policy, user, headers)?;
         Ok(Caller { user, policy, security })
-    })
-    .await
+    };
+    // Without a bearer token (whose service account is looked up) and with the policy current,
+    // nothing here reads the store: stay on the async worker.
+    let token = headers.contains_key(header::AUTHORIZATION);
+    if !token && security.current_policy(api).is_some() {
+        return identify(api, security.clone(), headers);
+    }
+    let (api, security, headers) = (api.clone(), security.clone(), headers.clone());
+    blocking(move || identify(&api, security, &headers)).await
 }
 
 fn strip_base<'a>(server: &Server, path: &'a str) -> Option<&'a str> {
