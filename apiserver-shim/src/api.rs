@@ -522,7 +522,6 @@ impl Api {
         }
         object::normalize_metadata(&mut object);
         check_types(rt, &object)?;
-        check_tenant(rt, &object, &name)?;
         defaults::on_create(rt, &mut object);
         defaults::validate(rt, &object)?;
         managed::record_update(rt, None, &mut object, &write.owner);
@@ -647,7 +646,6 @@ impl Api {
         }
         object::normalize_metadata(&mut new);
         check_types(rt, &new)?;
-        check_tenant(rt, &new, name)?;
         defaults::on_update(rt, &old, &mut new)?;
         defaults::validate(rt, &new)?;
         managed::record_update(rt, Some(&old), &mut new, &write.owner);
@@ -912,19 +910,6 @@ pub fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
         return Err(ApiError::bad_request("metadata must be an object"));
     }
     Ok(())
-}
-
-/// A `Tenant` (on the host API) must pass its own checks.
-fn check_tenant(rt: &ResourceType, object: &Value, name: &str) -> ApiResult<()> {
-    if *rt != crate::tenant::types::TENANTS {
-        return Ok(());
-    }
-    let causes = crate::tenant::types::validate(object);
-    if causes.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(rt.group, rt.kind, name, causes))
-    }
 }
 
 /// Every field must hold a value of its type, or the object cannot be decoded: 400, as

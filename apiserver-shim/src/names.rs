@@ -22,7 +22,9 @@ impl NameRule {
     /// The rule for a resource.
     pub fn for_resource(group: &str, plural: &str) -> NameRule {
         match (group, plural) {
-            ("", "namespaces") | ("apps", "statefulsets") => NameRule::Label,
+            ("", "namespaces") | ("apps", "statefulsets") | ("carrel.dev", "tenants") => {
+                NameRule::Label
+            }
             ("", "services") => NameRule::Dns1035Label,
             ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
             _ => NameRule::Subdomain,

@@ -292,6 +292,7 @@ pub fn causes(rt: &ResourceType, object: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "clusterrolebindings") => role_binding(object, false, &mut e),
         ("scheduling.k8s.io", "priorityclasses") => priority_class(object, &mut e),
         ("storage.k8s.io", "storageclasses") => storage_class(object, &mut e),
+        ("carrel.dev", "tenants") => e.0.extend(crate::tenant::types::validate(object)),
         _ => {}
     }
     e.0

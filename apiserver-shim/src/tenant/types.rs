@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
 
-use crate::names;
 use crate::resource::{ResourceType, Subresource};
 use crate::status::Cause;
 
@@ -149,19 +148,13 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
-/// The checks a `Tenant` must pass: a name that can be a DNS-1123 label with room for the
-/// `carrel-` host namespace prefix, a valid TTL, a known pod security level and non-negative
+/// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
+/// the `carrel-` host namespace prefix, a valid TTL, a known pod security level and non-negative
 /// GPU quotas for named profiles.
 pub fn validate(tenant: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
+    // That the name is a DNS-1123 label is checked with every object's name (`names::NameRule`).
     let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    for problem in names::dns1123_label(name) {
-        causes.push(Cause::new(
-            "FieldValueInvalid",
-            "metadata.name",
-            format!("Invalid value: \"{name}\": {problem}"),
-        ));
-    }
     if name.len() > MAX_NAME_LEN {
         causes.push(Cause::new(
             "FieldValueTooLong",
@@ -265,8 +258,14 @@ mod tests {
         assert!(validate(&ok).is_empty(), "{:?}", validate(&ok));
         let bad = json!({"metadata": {"name": "Team_A"}, "spec": {"ttl": "2 days", "podSecurity": "privileged", "gpuQuota": {"big": -1}}});
         let fields: Vec<String> = validate(&bad).into_iter().map(|c| c.field).collect();
-        for field in ["metadata.name", "spec.ttl", "spec.podSecurity", "spec.gpuQuota[big]"] {
+        for field in ["spec.ttl", "spec.podSecurity", "spec.gpuQuota[big]"] {
             assert!(fields.iter().any(|f| f == field), "{field} missing from {fields:?}");
+        }
+        // The name is checked as every object's is, by its kind's name rule: a DNS-1123 label.
+        let rule = crate::names::NameRule::for_resource(GROUP, "tenants");
+        assert_eq!(rule, crate::names::NameRule::Label);
+        for bad_name in ["Team_A", "team.a"] {
+            assert!(!rule.check(bad_name).is_empty(), "{bad_name} accepted");
         }
         let long = json!({"metadata": {"name": "a".repeat(57)}});
         assert_eq!(validate(&long)[0].reason, "FieldValueTooLong");
