@@ -30,7 +30,9 @@ pub enum GpuModel {
     A100_80GB,
     /// NVIDIA H100 80GB (SXM5 and PCIe).
     H100_80GB,
-    /// NVIDIA H100 94GB (NVL, SXM5 94GB).
+    /// NVIDIA H100 94GB (NVL, SXM5 94GB). Its names are those of NVIDIA's mig-parted default
+    /// configuration for H100 NVL and of `nvidia-smi mig -lgip` on one (`1g.12gb` id 19,
+    /// `1g.12gb+me` id 20, `1g.24gb` id 15).
     H100_94GB,
     /// NVIDIA H200 141GB (SXM and NVL).
     H200_141GB,
