@@ -9,9 +9,12 @@
 //! - [`inventory`]: the fleet (nodes → GPUs → instances, free or held), its validation, quotas
 //!   and the usage rebuilt from claims.
 //! - [`alloc`]: the allocator ([`allocate`]), fixed and dynamic modes.
+//! - [`claim`]: how a held device is written down in the host cluster (Lease names and
+//!   metadata), and the fleet's holders rebuilt from claims.
 
 pub mod alloc;
 pub mod catalogue;
+pub mod claim;
 pub mod inventory;
 pub mod layout;
 
@@ -20,6 +23,7 @@ pub use catalogue::{
     canonical_profile_name, known_profile_names, resource_name, GpuModel, Profile, Shape,
     COMPUTE_SLICES, MEMORY_SLOTS,
 };
+pub use claim::{apply_claims, Claim, ClaimError, CLAIM_NAMESPACE};
 pub use inventory::{Fleet, Gpu, Holder, Instance, InventoryError, Node, Quotas, Usage};
 pub use layout::{
     capacity, plan_layout, GpuLayout, LayoutError, Placement, PlacementError, PlannedInstance,
