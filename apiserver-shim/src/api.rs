@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use carrel_store::{ListOptions as StoreListOptions, Object, Revision, Store, Watch};
 
+use crate::admission::Admission;
 use crate::defaults;
 use crate::managed::{self, Owner};
 use crate::names::{self, NameRule};
@@ -124,6 +125,10 @@ pub struct Api {
     registry: Registry,
     /// Bumped by every write of an RBAC object, so that authorizers know when to rebuild.
     rbac_generation: std::sync::atomic::AtomicU64,
+    /// The cluster's admission check on creates, if any.
+    admission: std::sync::OnceLock<Arc<dyn Admission>>,
+    /// Held across admission and write for the types the admission counts.
+    admission_lock: std::sync::Mutex<()>,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -145,7 +150,13 @@ impl Api {
     }
 
     fn with_registry(store: Arc<dyn Store>, registry: Registry) -> ApiResult<Api> {
-        let api = Api { store, registry, rbac_generation: Default::default() };
+        let api = Api {
+            store,
+            registry,
+            rbac_generation: Default::default(),
+            admission: Default::default(),
+            admission_lock: Default::default(),
+        };
         let namespaces = api.rt("", "namespaces");
         for ns in SYSTEM_NAMESPACES {
             let key = key_for(namespaces, None, ns);
@@ -195,6 +206,11 @@ impl Api {
             }
         }
         self.aggregate_cluster_roles()
+    }
+
+    /// Check every create with `admission` from now on. Only the first call has an effect.
+    pub fn set_admission(&self, admission: Arc<dyn Admission>) {
+        let _ = self.admission.set(admission);
     }
 
     /// The served types.
@@ -528,6 +544,13 @@ impl Api {
 
         let key =
             key_for(rt, Some(&namespace).filter(|_| rt.namespaced).map(|s| s.as_str()), &name);
+        let admission = self.admission.get();
+        let _serial = admission
+            .filter(|a| a.serialized(rt))
+            .map(|_| self.admission_lock.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(admission) = admission {
+            admission.admit_create(self, rt, &object)?;
+        }
         if write.dry_run {
             if self.store.get(&key).map_err(internal)?.is_some() {
                 return Err(ApiError::already_exists(rt.group, rt.plural, &name));

@@ -5,6 +5,7 @@
 //! sends is parsed and checked here: this crate is the only one that knows HTTP wire formats.
 
 pub mod access;
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod defaults;
@@ -17,6 +18,7 @@ pub mod names;
 pub mod object;
 pub mod openapi;
 pub mod patch;
+pub mod pods;
 pub mod protobuf;
 pub mod rbac;
 pub mod resource;

@@ -24,6 +24,7 @@ use crate::fields::{self, FieldValidation};
 use crate::managed::{self, Owner};
 use crate::openapi;
 use crate::patch;
+use crate::pods::{self, PodLogs};
 use crate::rbac::{Attributes, Policy};
 use crate::resource::{Registry, ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
@@ -47,6 +48,8 @@ pub struct Server {
     security: Option<Arc<Security>>,
     /// What discovery lists: the API's types, and the access reviews on a secured cluster.
     discovered: Registry,
+    /// Where `pods/<name>/log` reads from.
+    pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
 }
 
 impl Server {
@@ -54,7 +57,13 @@ impl Server {
     /// to anyone: no authentication, no authorization.
     pub fn new(api: Arc<Api>, base: &str) -> Server {
         let discovered = api.registry().clone();
-        Server { api, base: base.trim_end_matches('/').to_owned(), security: None, discovered }
+        Server {
+            api,
+            base: base.trim_end_matches('/').to_owned(),
+            security: None,
+            discovered,
+            pod_logs: Default::default(),
+        }
     }
 
     /// Serve `api` under `base` to the clients `security` authenticates, as RBAC allows.
@@ -66,6 +75,12 @@ impl Server {
     /// The API served.
     pub fn api(&self) -> &Arc<Api> {
         &self.api
+    }
+
+    /// Serve pod logs from `logs`. Only the first call has an effect; without one, a log
+    /// request is 503.
+    pub fn set_pod_logs(&self, logs: Arc<dyn PodLogs>) {
+        let _ = self.pod_logs.set(logs);
     }
 }
 
@@ -831,6 +846,31 @@ async fn resource(
 ) -> ApiResult<Response> {
     let api = server.api.clone();
     let rt = path.rt.clone();
+    if rt.group.is_empty() && rt.plural == "pods" {
+        if let (Some(sub), Some(name), Some(namespace)) =
+            (path.subresource.as_deref(), &path.name, &path.namespace)
+        {
+            match (sub, method) {
+                ("binding", &Method::POST) => {
+                    let binding = decode_body(headers, &read_body(body).await?)?;
+                    let (name, namespace) = (name.clone(), namespace.clone());
+                    let status = blocking(move || {
+                        let target = Target { rt: &rt, namespace: Some(namespace) };
+                        pods::bind(&api, &target, &name, &binding)
+                    })
+                    .await?;
+                    return Ok(json_response(StatusCode::CREATED, &status));
+                }
+                ("log", &Method::GET) => return pod_log(server, namespace, name, query).await,
+                ("binding" | "log", _) => {
+                    return Err(ApiError::method_not_allowed(format!(
+                        "pods/{sub} does not accept {method}"
+                    )))
+                }
+                _ => {}
+            }
+        }
+    }
     let sub = subresource_of(&path)?;
     if sub.is_none() && path.subresource.is_some() {
         return Err(ApiError::no_route());
@@ -1094,6 +1134,29 @@ fn delete_params(headers: &HeaderMap, raw: &[u8]) -> ApiResult<DeleteParams> {
 }
 
 /// A watch: optional initial events, then changes, as newline-delimited JSON events.
+/// `GET pods/<name>/log`: plain text from the cluster's [`PodLogs`].
+async fn pod_log(
+    server: &Server,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+) -> ApiResult<Response> {
+    let options = pods::LogOptions::parse(|k| query.get(k).map(str::to_owned))?;
+    let api = server.api.clone();
+    let rt = api.registry().get("", "v1", "pods").cloned().ok_or_else(ApiError::no_route)?;
+    let (ns, pod_name) = (namespace.to_owned(), name.to_owned());
+    let pod =
+        blocking(move || api.get(&Target { rt: &rt, namespace: Some(ns) }, &pod_name)).await?;
+    pods::container_of(&pod, &options)?;
+    let Some(logs) = server.pod_logs.get() else {
+        return Err(ApiError::unavailable("no kubelet serves pod logs on this cluster"));
+    };
+    let stream = logs.logs(namespace, &pod, options).await?;
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(response)
+}
+
 async fn watch_stream(
     server: &Server,
     rt: ResourceType,

@@ -199,6 +199,11 @@ impl ApiError {
         ApiError::new(500, "InternalError", message)
     }
 
+    /// 503 ServiceUnavailable.
+    pub fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "ServiceUnavailable", message)
+    }
+
     /// 504 Timeout.
     pub fn timeout(message: impl Into<String>) -> ApiError {
         ApiError::new(504, "Timeout", message)

@@ -1,1 +1,974 @@
-//! The syncer.
+//! The syncer: one tenant's pods become host pods in the tenant's host namespace, pinned to the
+//! MIG devices claimed for them; status, events and deletions come back.
+//!
+//! A [`Syncer`] watches the tenant's pods and the host pods it made (both through kube clients,
+//! so it runs the same inside `carrel up` and as `carrel-syncer` against a real host cluster).
+//! Every change queues the tenant pod's key; [`Syncer::reconcile`] brings the two sides in line
+//! from what both clusters hold, so a restarted syncer picks up where the last one stopped:
+//!
+//! - tenant pod without host pod: copy what it references, claim its GPUs ([`claims`]), create
+//!   the host pod ([`translate::host_pod`]); if a host pod had been made for it (its UID is
+//!   recorded on the tenant pod), the host pod was deleted under the tenant: the tenant pod fails;
+//! - host pod without tenant pod: delete it and release its claims;
+//! - both: the host pod's status goes to the tenant pod, the tenant pod is bound to the node's
+//!   virtual node, and a finished host pod's claims are released.
+//!
+//! Host names come from [`names`] only.
+
+pub mod claims;
+pub mod names;
+pub mod translate;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use carrel_gpu::requests::{gpu_requests, WHOLE_GPU};
+use carrel_gpu::Holder;
+
+/// What went wrong talking to a cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// A Kubernetes API call failed.
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// An object did not have the shape its kind promises.
+    #[error("decoding a {kind}: {source}")]
+    Decode {
+        /// The kind.
+        kind: &'static str,
+        /// The decoder's complaint.
+        source: serde_json::Error,
+    },
+}
+
+/// A syncer's settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The tenant's name.
+    pub tenant: String,
+    /// The host namespace of its workloads (`carrel-<tenant>`).
+    pub host_namespace: String,
+    /// Its GPU quota, by canonical profile name.
+    pub gpu_quota: BTreeMap<String, i64>,
+    /// The CA a workload trusts to reach its tenant API (put beside its token).
+    pub tenant_ca_pem: Option<String>,
+    /// How often everything is compared again, whatever the watches said.
+    pub resync: Duration,
+}
+
+/// A tenant pod, by namespace and name.
+type Key = (String, String);
+
+/// One tenant's syncer.
+#[derive(Clone)]
+pub struct Syncer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Syncer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Syncer").field("tenant", &self.inner.tenant).finish()
+    }
+}
+
+struct Inner {
+    tenant: String,
+    host_namespace: String,
+    quota: RwLock<BTreeMap<String, i64>>,
+    tenant_ca_pem: Option<String>,
+    resync: Duration,
+    tenant_client: kube::Client,
+    host_client: kube::Client,
+    tenant_pods: Store<Pod>,
+    host_pods: Store<Pod>,
+    stores: Mutex<Option<(reflector::store::Writer<Pod>, reflector::store::Writer<Pod>)>>,
+    queue: mpsc::UnboundedSender<Key>,
+    queue_rx: Mutex<Option<mpsc::UnboundedReceiver<Key>>>,
+    virtual_nodes: Mutex<HashSet<String>>,
+    events_seen: Mutex<HashMap<String, String>>,
+}
+
+impl Syncer {
+    /// A syncer between a tenant API (`tenant`, as the tenant's admin) and the host (`host`).
+    pub fn new(tenant: kube::Client, host: kube::Client, config: Config) -> Syncer {
+        let (tenant_pods, tenant_writer) = reflector::store();
+        let (host_pods, host_writer) = reflector::store();
+        let (tx, rx) = mpsc::unbounded_channel();
+        Syncer {
+            inner: Arc::new(Inner {
+                tenant: config.tenant,
+                host_namespace: config.host_namespace,
+                quota: RwLock::new(config.gpu_quota),
+                tenant_ca_pem: config.tenant_ca_pem,
+                resync: config.resync,
+                tenant_client: tenant,
+                host_client: host,
+                tenant_pods,
+                host_pods,
+                stores: Mutex::new(Some((tenant_writer, host_writer))),
+                queue: tx,
+                queue_rx: Mutex::new(Some(rx)),
+                virtual_nodes: Mutex::default(),
+                events_seen: Mutex::default(),
+            }),
+        }
+    }
+
+    /// The tenant.
+    pub fn tenant(&self) -> &str {
+        &self.inner.tenant
+    }
+
+    /// Use a new GPU quota from now on (the tenant object changed).
+    pub fn set_quota(&self, quota: BTreeMap<String, i64>) {
+        *self.inner.quota.write().unwrap_or_else(|e| e.into_inner()) = quota;
+    }
+
+    /// Watch and reconcile until `stop` turns true. Only the first call runs.
+    pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let stores = self.inner.stores.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let rx = self.inner.queue_rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let (Some((tenant_writer, host_writer)), Some(rx)) = (stores, rx) else {
+            return;
+        };
+        let tasks = vec![
+            tokio::spawn(self.clone().watch_tenant_pods(tenant_writer)),
+            tokio::spawn(self.clone().watch_host_pods(host_writer)),
+            tokio::spawn(self.clone().watch_host_events()),
+            tokio::spawn(self.clone().resync_loop()),
+            tokio::spawn(self.clone().work(rx)),
+        ];
+        while !*stop.borrow() {
+            if stop.changed().await.is_err() {
+                break;
+            }
+        }
+        for t in tasks {
+            t.abort();
+        }
+    }
+
+    fn enqueue(&self, key: Key) {
+        let _ = self.inner.queue.send(key);
+    }
+
+    fn enqueue_later(&self, key: Key, after: Duration) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            this.enqueue(key);
+        });
+    }
+
+    async fn watch_tenant_pods(self, writer: reflector::store::Writer<Pod>) {
+        let api: Api<Pod> = Api::all(self.inner.tenant_client.clone());
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(
+                    watcher::Event::Apply(p)
+                    | watcher::Event::Delete(p)
+                    | watcher::Event::InitApply(p),
+                ) => {
+                    if let (Some(ns), Some(name)) = (p.metadata.namespace, p.metadata.name) {
+                        self.enqueue((ns, name));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the tenant's pods")
+                }
+            }
+        }
+    }
+
+    async fn watch_host_pods(self, writer: reflector::store::Writer<Pod>) {
+        let api: Api<Pod> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
+        let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(
+                    watcher::Event::Apply(p)
+                    | watcher::Event::Delete(p)
+                    | watcher::Event::InitApply(p),
+                ) => {
+                    if let Some(key) = tenant_key(&p) {
+                        self.enqueue(key);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the host pods")
+                }
+            }
+        }
+    }
+
+    async fn watch_host_events(self) {
+        let api: Api<Event> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => {
+                    if let Err(err) = self.event_up(&e).await {
+                        tracing::debug!(tenant = %self.inner.tenant, error = %err, "copying a host event");
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host events")
+                }
+            }
+        }
+    }
+
+    async fn resync_loop(self) {
+        let mut tick = tokio::time::interval(self.inner.resync);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let mut keys: HashSet<Key> = HashSet::new();
+            for p in self.inner.tenant_pods.state() {
+                if let (Some(ns), Some(name)) =
+                    (p.metadata.namespace.clone(), p.metadata.name.clone())
+                {
+                    keys.insert((ns, name));
+                }
+            }
+            for p in self.inner.host_pods.state() {
+                if let Some(key) = tenant_key(&p) {
+                    keys.insert(key);
+                }
+            }
+            for key in keys {
+                self.enqueue(key);
+            }
+            if let Err(e) = self.collect_garbage().await {
+                tracing::warn!(tenant = %self.inner.tenant, error = %e, "resync");
+            }
+        }
+    }
+
+    /// Runs reconciles, one at a time per key, many keys at once.
+    async fn work(self, mut rx: mpsc::UnboundedReceiver<Key>) {
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Key>();
+        let mut running: HashSet<Key> = HashSet::new();
+        let mut dirty: HashSet<Key> = HashSet::new();
+        loop {
+            tokio::select! {
+                Some(key) = rx.recv() => {
+                    if running.contains(&key) {
+                        dirty.insert(key);
+                        continue;
+                    }
+                    running.insert(key.clone());
+                    self.spawn_reconcile(key, done_tx.clone());
+                }
+                Some(key) = done_rx.recv() => {
+                    if dirty.remove(&key) {
+                        self.spawn_reconcile(key, done_tx.clone());
+                    } else {
+                        running.remove(&key);
+                    }
+                }
+                else => return,
+            }
+        }
+    }
+
+    fn spawn_reconcile(&self, key: Key, done: mpsc::UnboundedSender<Key>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            match this.reconcile(&key).await {
+                Ok(Some(after)) => this.enqueue_later(key.clone(), after),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %this.inner.tenant, pod = %format!("{}/{}", key.0, key.1), error = %e, "sync failed; retrying");
+                    this.enqueue_later(key.clone(), Duration::from_millis(500));
+                }
+            }
+            let _ = done.send(key);
+        });
+    }
+
+    /// Bring one tenant pod and its host pod in line. `Some(delay)` asks to look again later.
+    pub async fn reconcile(&self, key: &Key) -> Result<Option<Duration>, SyncError> {
+        let (namespace, name) = key;
+        let host_name = names::host_pod(namespace, name);
+        let tenant_pod = self.tenant_pod(namespace, name).await?;
+        let host_pod = self.host_pod(&host_name).await?;
+        match (tenant_pod, host_pod) {
+            (None, Some(host)) => {
+                self.delete_host_pod(&host).await?;
+                claims::release(&self.inner.host_client, &self.inner.tenant, &host_name).await?;
+                Ok(None)
+            }
+            (None, None) => {
+                claims::release(&self.inner.host_client, &self.inner.tenant, &host_name).await?;
+                self.delete_token(namespace, name).await?;
+                Ok(None)
+            }
+            (Some(tenant), None) => {
+                if translate_terminal(&tenant) {
+                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
+                        .await?;
+                    return Ok(None);
+                }
+                if tenant
+                    .pointer(&format!(
+                        "/metadata/annotations/{}",
+                        escape(names::ANNOTATION_HOST_UID)
+                    ))
+                    .is_some()
+                {
+                    // A host pod was made for it and is gone: deleted under the tenant.
+                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
+                        .await?;
+                    self.fail_tenant_pod(&tenant, "the pod's host pod was deleted").await?;
+                    return Ok(None);
+                }
+                self.create_host_pod(&tenant, &host_name).await
+            }
+            (Some(tenant), Some(host)) => {
+                let tenant_uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
+                let recorded = host
+                    .pointer(&format!("/metadata/annotations/{}", escape(names::ANNOTATION_UID)))
+                    .and_then(Value::as_str);
+                if tenant_uid != recorded {
+                    // Left from an earlier pod of the same name.
+                    self.delete_host_pod(&host).await?;
+                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
+                        .await?;
+                    return Ok(Some(Duration::from_millis(50)));
+                }
+                self.status_up(&tenant, &host).await?;
+                if translate_terminal(&host) {
+                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
+                        .await?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    async fn tenant_pod(&self, namespace: &str, name: &str) -> Result<Option<Value>, SyncError> {
+        let cached = self.inner.tenant_pods.get(&ObjectRef::new(name).within(namespace));
+        match cached {
+            Some(p) => Ok(Some(to_value(&*p)?)),
+            None => {
+                // The cache may lag behind a create; ask.
+                let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+                match api.get_opt(name).await? {
+                    Some(p) => Ok(Some(to_value(&p)?)),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    async fn host_pod(&self, host_name: &str) -> Result<Option<Value>, SyncError> {
+        let cached =
+            self.inner.host_pods.get(&ObjectRef::new(host_name).within(&self.inner.host_namespace));
+        match cached {
+            Some(p) => Ok(Some(to_value(&*p)?)),
+            None => {
+                let api: Api<Pod> =
+                    Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+                match api.get_opt(host_name).await? {
+                    Some(p) if is_ours(&p, &self.inner.tenant) => Ok(Some(to_value(&p)?)),
+                    _ => Ok(None),
+                }
+            }
+        }
+    }
+
+    async fn delete_host_pod(&self, host: &Value) -> Result<(), SyncError> {
+        let name = host.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let uid = host.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned);
+        let api: Api<Pod> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid, resource_version: None }),
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ns = host
+            .pointer(&format!("/metadata/annotations/{}", escape(names::ANNOTATION_NAMESPACE)))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let pod = host
+            .pointer(&format!("/metadata/annotations/{}", escape(names::ANNOTATION_NAME)))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.delete_token(&ns, &pod).await
+    }
+
+    async fn delete_token(&self, namespace: &str, pod: &str) -> Result<(), SyncError> {
+        let secrets: Api<Secret> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        match secrets.delete(&names::token_secret(namespace, pod), &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The profiles and counts a pod's GPU resources stand for; `nvidia.com/gpu` becomes the
+    /// tenant's first `7g` profile with quota.
+    fn pod_request(&self, pod: &Value) -> Result<claims::PodRequest, String> {
+        let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut request = claims::PodRequest::new();
+        for (resource, n) in gpu_requests(pod)? {
+            let profile = if resource == WHOLE_GPU {
+                quota
+                    .iter()
+                    .find(|(p, n)| p.starts_with("7g.") && **n > 0)
+                    .map(|(p, _)| p.clone())
+                    .ok_or_else(|| "nvidia.com/gpu needs a 7g quota".to_owned())?
+            } else {
+                carrel_gpu::canonical_profile_name(&resource)
+                    .ok_or_else(|| format!("{resource} is not a MIG profile"))?
+            };
+            *request.entry(profile).or_default() += u32::try_from(n).unwrap_or(u32::MAX);
+        }
+        Ok(request)
+    }
+
+    async fn create_host_pod(
+        &self,
+        tenant: &Value,
+        host_name: &str,
+    ) -> Result<Option<Duration>, SyncError> {
+        let namespace =
+            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let request = match self.pod_request(tenant) {
+            Ok(r) => r,
+            Err(why) => {
+                self.unschedulable(tenant, &why).await?;
+                return Ok(None);
+            }
+        };
+        let mut held = Vec::new();
+        if !request.is_empty() {
+            let holder = Holder {
+                tenant: self.inner.tenant.clone(),
+                namespace: namespace.to_owned(),
+                pod: name.to_owned(),
+            };
+            let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+            match claims::acquire(
+                &self.inner.host_client,
+                &quota,
+                &holder,
+                &self.inner.host_namespace,
+                host_name,
+                &request,
+            )
+            .await
+            {
+                Ok(c) => held = c,
+                Err(claims::ClaimFailure::Host(e)) => return Err(e),
+                Err(e) => {
+                    self.unschedulable(tenant, &e.to_string()).await?;
+                    return Ok(Some(Duration::from_secs(2)));
+                }
+            }
+            if held.iter().any(|c| c.instance_uuid.is_empty()) {
+                // The node agent is creating the instances; it writes their UUIDs on the claims.
+                return Ok(Some(Duration::from_millis(20)));
+            }
+        }
+        self.copy_references(tenant).await?;
+        let token = self.token_secret(tenant).await?;
+        let host = translate::host_pod(
+            &self.inner.tenant,
+            &self.inner.host_namespace,
+            tenant,
+            &held,
+            token.as_deref(),
+        );
+        let pod: Pod = serde_json::from_value(host)
+            .map_err(|source| SyncError::Decode { kind: "Pod", source })?;
+        let api: Api<Pod> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let created = match api.create(&PostParams::default(), &pod).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(e)) if e.code == 409 => api.get(host_name).await?,
+            Err(e) => return Err(e.into()),
+        };
+        let uid = created.metadata.uid.unwrap_or_default();
+        let tenant_api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let patch = json!({"metadata": {"annotations": {names::ANNOTATION_HOST_UID: uid}}});
+        match tenant_api
+            .patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                // Deleted meanwhile: the next pass removes the host pod.
+                return Ok(Some(Duration::ZERO));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tracing::debug!(tenant = %self.inner.tenant, pod = %format!("{namespace}/{name}"), host = %host_name, "host pod created");
+        Ok(None)
+    }
+
+    /// Copy the ConfigMaps and Secrets the pod references to the host (created or replaced).
+    async fn copy_references(&self, pod: &Value) -> Result<(), SyncError> {
+        let namespace =
+            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let refs = translate::references(pod);
+        for name in &refs.config_maps {
+            let api: Api<ConfigMap> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+            if let Some(object) = api.get_opt(name).await? {
+                let copy = translate::host_copy(
+                    &self.inner.tenant,
+                    &self.inner.host_namespace,
+                    &to_value(&object)?,
+                );
+                self.put_host::<ConfigMap>(copy).await?;
+            }
+        }
+        for name in &refs.secrets {
+            let api: Api<Secret> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+            if let Some(object) = api.get_opt(name).await? {
+                let copy = translate::host_copy(
+                    &self.inner.tenant,
+                    &self.inner.host_namespace,
+                    &to_value(&object)?,
+                );
+                self.put_host::<Secret>(copy).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn put_host<K>(&self, object: Value) -> Result<(), SyncError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let name =
+            object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let typed: K = serde_json::from_value(object)
+            .map_err(|source| SyncError::Decode { kind: "ConfigMap or Secret", source })?;
+        let api: Api<K> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        match api.create(&PostParams::default(), &typed).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let current = api.get(&name).await?;
+                let mut replacement = typed;
+                replacement.meta_mut().resource_version = current.meta().resource_version.clone();
+                api.replace(&name, &PostParams::default(), &replacement).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A host Secret with a token the tenant API issued for the pod's service account, its CA
+    /// and namespace; `None` when the pod opts out of a token.
+    async fn token_secret(&self, pod: &Value) -> Result<Option<String>, SyncError> {
+        if pod.pointer("/spec/automountServiceAccountToken") == Some(&json!(false)) {
+            return Ok(None);
+        }
+        let namespace =
+            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let account = pod
+            .pointer("/spec/serviceAccountName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or("default");
+        let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let request = json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 86400},
+        });
+        let answer: Value = match accounts
+            .create_subresource("token", account, &PostParams::default(), &request)
+            .await
+        {
+            Ok(a) => a,
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                // No such service account (or no token service): the pod runs without a token.
+                tracing::debug!(tenant = %self.inner.tenant, %account, "no token for the pod: {}", e.message);
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let token = answer.pointer("/status/token").and_then(Value::as_str).unwrap_or_default();
+        let secret_name = names::token_secret(namespace, name);
+        let mut data = json!({"token": token, "namespace": namespace});
+        if let Some(ca) = &self.inner.tenant_ca_pem {
+            data["ca.crt"] = json!(ca);
+        }
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let secret = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": secret_name,
+                "namespace": self.inner.host_namespace,
+                "labels": names::host_labels(&self.inner.tenant),
+                "annotations": names::host_annotations(namespace, name, uid),
+            },
+            "type": "Opaque",
+            "stringData": data,
+        });
+        self.put_host::<Secret>(secret).await?;
+        Ok(Some(secret_name))
+    }
+
+    async fn status_up(&self, tenant: &Value, host: &Value) -> Result<(), SyncError> {
+        let namespace =
+            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let node = host.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty());
+        if let Some(node) = node {
+            self.ensure_virtual_node(node).await?;
+            let bound = tenant
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            if !bound {
+                let binding = json!({
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                });
+                match api
+                    .create_subresource::<_, Value>(
+                        "binding",
+                        name,
+                        &PostParams::default(),
+                        &binding,
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let wanted = translate::tenant_status(host);
+        let current = tenant.get("status").cloned().unwrap_or_else(|| json!({}));
+        if covers(&current, &wanted) {
+            return Ok(());
+        }
+        let mut status = current;
+        for (k, v) in wanted.as_object().into_iter().flatten() {
+            status[k] = v.clone();
+        }
+        let patch = json!({"status": status});
+        match api
+            .patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn fail_tenant_pod(&self, tenant: &Value, why: &str) -> Result<(), SyncError> {
+        let namespace =
+            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let patch = json!({"status": translate::failed_status(tenant, why)});
+        match api
+            .patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        self.tenant_event(tenant, "Warning", "HostPodDeleted", why).await
+    }
+
+    /// Record why a pod cannot run yet: a `PodScheduled=False` condition and an event.
+    async fn unschedulable(&self, tenant: &Value, why: &str) -> Result<(), SyncError> {
+        let already = tenant
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "PodScheduled" && c["message"] == why);
+        if already {
+            return Ok(());
+        }
+        let namespace =
+            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let condition = json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": why,
+            "lastTransitionTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        });
+        let patch = json!({"status": {"phase": "Pending", "conditions": [condition]}});
+        match api
+            .patch_status(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        self.tenant_event(tenant, "Warning", "FailedScheduling", why).await
+    }
+
+    async fn tenant_event(
+        &self,
+        pod: &Value,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), SyncError> {
+        let namespace =
+            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let event = json!({
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": format!("{name}.")},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "count": 1,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "source": {"component": "carrel-syncer"},
+        });
+        let typed: Event = serde_json::from_value(event)
+            .map_err(|source| SyncError::Decode { kind: "Event", source })?;
+        let api: Api<Event> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        api.create(&PostParams::default(), &typed).await?;
+        Ok(())
+    }
+
+    /// A host event about one of our host pods, as an event about the tenant pod.
+    async fn event_up(&self, event: &Event) -> Result<(), SyncError> {
+        let involved = &event.involved_object;
+        if involved.kind.as_deref() != Some("Pod") {
+            return Ok(());
+        }
+        let Some(host_name) = involved.name.as_deref() else { return Ok(()) };
+        let Some(host) =
+            self.inner.host_pods.get(&ObjectRef::new(host_name).within(&self.inner.host_namespace))
+        else {
+            return Ok(());
+        };
+        let Some((namespace, name)) = tenant_key(&host) else { return Ok(()) };
+        let uid = host
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(names::ANNOTATION_UID))
+            .cloned()
+            .unwrap_or_default();
+        let host_uid = event.metadata.uid.clone().unwrap_or_default();
+        let version = event.metadata.resource_version.clone().unwrap_or_default();
+        {
+            let mut seen = self.inner.events_seen.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.get(&host_uid) == Some(&version) {
+                return Ok(());
+            }
+            seen.insert(host_uid.clone(), version);
+        }
+        let suffix: String =
+            host_uid.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
+        let event_name = format!("{name}.{suffix}");
+        let mut copy = to_value(event)?;
+        copy["metadata"] = json!({"name": event_name, "namespace": namespace});
+        copy["involvedObject"] = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid});
+        let typed: Event = serde_json::from_value(copy)
+            .map_err(|source| SyncError::Decode { kind: "Event", source })?;
+        let api: Api<Event> = Api::namespaced(self.inner.tenant_client.clone(), &namespace);
+        match api.create(&PostParams::default(), &typed).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let current = api.get(&event_name).await?;
+                let mut replacement = typed;
+                replacement.metadata.resource_version = current.metadata.resource_version;
+                api.replace(&event_name, &PostParams::default(), &replacement).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn ensure_virtual_node(&self, node: &str) -> Result<(), SyncError> {
+        if self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).contains(node) {
+            return Ok(());
+        }
+        let host_nodes: Api<Node> = Api::all(self.inner.host_client.clone());
+        let host_node = match host_nodes.get_opt(node).await? {
+            Some(n) => to_value(&n)?,
+            None => json!({"metadata": {"name": node}}),
+        };
+        let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let wanted = translate::virtual_node(&host_node, &quota);
+        let typed: Node = serde_json::from_value(wanted.clone())
+            .map_err(|source| SyncError::Decode { kind: "Node", source })?;
+        let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
+        match nodes.create(&PostParams::default(), &typed).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        let patch = json!({"status": wanted["status"]});
+        nodes
+            .patch_status(
+                node,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await?;
+        self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).insert(node.to_owned());
+        Ok(())
+    }
+
+    /// Claims whose pod is gone, and virtual nodes no pod of the tenant runs on.
+    async fn collect_garbage(&self) -> Result<(), SyncError> {
+        let mut live_hosts: HashSet<String> = HashSet::new();
+        let mut used_nodes: HashSet<String> = HashSet::new();
+        for p in self.inner.host_pods.state() {
+            let value = to_value(&*p)?;
+            if translate_terminal(&value) {
+                continue;
+            }
+            if let Some(n) = p.metadata.name.clone() {
+                live_hosts.insert(n);
+            }
+            if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                used_nodes.insert(node);
+            }
+        }
+        let wanted: HashSet<String> = self
+            .inner
+            .tenant_pods
+            .state()
+            .iter()
+            .filter(|p| {
+                !p.status
+                    .as_ref()
+                    .and_then(|s| s.phase.as_deref())
+                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+            })
+            .filter_map(|p| {
+                Some(names::host_pod(p.metadata.namespace.as_deref()?, p.metadata.name.as_deref()?))
+            })
+            .collect();
+        for claim in claims::all_claims(&self.inner.host_client).await? {
+            if claim.holder.tenant != self.inner.tenant {
+                continue;
+            }
+            if !live_hosts.contains(&claim.host_pod) && !wanted.contains(&claim.host_pod) {
+                claims::release(&self.inner.host_client, &self.inner.tenant, &claim.host_pod)
+                    .await?;
+            }
+        }
+        let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
+        let list = nodes
+            .list(&ListParams::default().labels(&format!("{}=true", names::LABEL_VIRTUAL_NODE)))
+            .await?;
+        for n in list.items {
+            let Some(name) = n.metadata.name else { continue };
+            if !used_nodes.contains(&name) {
+                match nodes.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_value<T: serde::Serialize>(object: &T) -> Result<Value, SyncError> {
+    serde_json::to_value(object).map_err(|source| SyncError::Decode { kind: "object", source })
+}
+
+/// `a/b` in a JSON pointer.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn translate_terminal(pod: &Value) -> bool {
+    matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
+}
+
+/// Whether every field of `wanted` is already in `current` with that value.
+fn covers(current: &Value, wanted: &Value) -> bool {
+    wanted.as_object().into_iter().flatten().all(|(k, v)| current.get(k) == Some(v))
+}
+
+fn is_ours(pod: &Pod, tenant: &str) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.get(names::LABEL_TENANT).map(String::as_str) == Some(tenant))
+}
+
+/// The tenant pod a host pod stands for.
+fn tenant_key(host: &Pod) -> Option<Key> {
+    let a = host.metadata.annotations.as_ref()?;
+    Some((a.get(names::ANNOTATION_NAMESPACE)?.clone(), a.get(names::ANNOTATION_NAME)?.clone()))
+}

@@ -7,8 +7,9 @@
 //! a tenant whose TTL has passed is deleted. Everything is derived from the `Tenant` objects and
 //! the data directory, so a restarted manager ([`Manager::resume`]) serves every tenant again.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -16,6 +17,7 @@ use serde_json::{json, Value};
 use carrel_store::{Options, SledStore};
 
 use crate::access::Security;
+use crate::admission::{Level, TenantAdmission, TenantPolicy};
 use crate::api::{Api, DeleteParams, Target, Write};
 use crate::auth::ca::TenantCa;
 use crate::auth::token::Signer;
@@ -80,6 +82,14 @@ pub fn host_namespace(tenant: &str) -> String {
     format!("carrel-{tenant}")
 }
 
+/// What else runs for each served tenant (its syncer, in `carrel up`).
+pub trait TenantHooks: Send + Sync + std::fmt::Debug {
+    /// The tenant's cluster is served, with this `Tenant` object; called on every reconcile.
+    fn serving(&self, tenant: &str, server: &Arc<Server>, object: &Value);
+    /// The tenant is no longer served.
+    fn gone(&self, tenant: &str);
+}
+
 /// Reconciles tenants.
 #[derive(Debug)]
 pub struct Manager {
@@ -88,6 +98,8 @@ pub struct Manager {
     data_dir: PathBuf,
     endpoint: String,
     server_ca_pem: Option<String>,
+    admissions: Mutex<HashMap<String, Arc<TenantAdmission>>>,
+    hooks: OnceLock<Arc<dyn TenantHooks>>,
 }
 
 impl Manager {
@@ -109,7 +121,40 @@ impl Manager {
             data_dir: data_dir.join("tenants"),
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             server_ca_pem,
+            admissions: Mutex::default(),
+            hooks: OnceLock::new(),
         }
+    }
+
+    /// Call `hooks` as tenants come and go. Only the first call has an effect.
+    pub fn set_hooks(&self, hooks: Arc<dyn TenantHooks>) {
+        let _ = self.hooks.set(hooks);
+    }
+
+    /// Stop serving a tenant: its cluster, its admission, its hooks.
+    fn unserve(&self, name: &str) {
+        self.clusters.remove(name);
+        self.admissions.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        if let Some(hooks) = self.hooks.get() {
+            hooks.gone(name);
+        }
+    }
+
+    /// The tenant's pod rules, from its `Tenant` object.
+    fn policy_of(tenant: &Value) -> TenantPolicy {
+        let level = tenant
+            .pointer("/spec/podSecurity")
+            .and_then(Value::as_str)
+            .and_then(Level::parse)
+            .unwrap_or(Level::Baseline);
+        let gpu_quota = tenant
+            .pointer("/spec/gpuQuota")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(p, n)| Some((carrel_gpu::canonical_profile_name(p)?, n.as_i64()?)))
+            .collect();
+        TenantPolicy { level, gpu_quota }
     }
 
     fn pki_dir(&self, name: &str) -> PathBuf {
@@ -123,7 +168,7 @@ impl Manager {
 
     /// The tenant's admin kubeconfig: a `system:masters` certificate from its CA, kept in its
     /// data directory so that it is the same after a restart.
-    fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
+    pub fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
         let url = self.url(name);
         let Some(server_ca) = &self.server_ca_pem else {
             return Ok(kubeconfig::admin(&url, None));
@@ -161,7 +206,7 @@ impl Manager {
         }
         for served in self.clusters.names() {
             if !names.contains(&served) {
-                self.clusters.remove(&served);
+                self.unserve(&served);
             }
         }
         Ok(())
@@ -172,7 +217,7 @@ impl Manager {
         let tenant = match self.host.get(&self.target(), name) {
             Ok(t) => t,
             Err(ApiError { code: 404, .. }) => {
-                self.clusters.remove(name);
+                self.unserve(name);
                 return Ok(());
             }
             Err(e) => return Err(e.into()),
@@ -197,7 +242,16 @@ impl Manager {
             return Err(e);
         }
         self.ensure_host_namespace(name)?;
-        self.set_status(name, &tenant, "Ready", "Serving", "the tenant's API is served")?;
+        let admission =
+            self.admissions.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        if let Some(admission) = admission {
+            admission.set(Self::policy_of(&tenant));
+        }
+        let tenant =
+            self.set_status(name, &tenant, "Ready", "Serving", "the tenant's API is served")?;
+        if let (Some(hooks), Some(server)) = (self.hooks.get(), self.clusters.tenant(name)) {
+            hooks.serving(name, &server, &tenant);
+        }
         Ok(())
     }
 
@@ -244,6 +298,12 @@ impl Manager {
         let store = SledStore::open(dir.join("store"), Options::create())
             .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
         let api = Arc::new(Api::new(Arc::new(store))?);
+        let admission = Arc::new(TenantAdmission::default());
+        api.set_admission(admission.clone());
+        self.admissions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_owned(), admission);
         let base = format!("/tenants/{name}");
         let server = match &self.server_ca_pem {
             None => Server::new(api, &base),
@@ -363,7 +423,8 @@ impl Manager {
             status["phase"] = json!("Terminating");
             self.write_status(name, &tenant, status)?;
         }
-        self.clusters.remove(name);
+        self.unserve(name);
+        self.release_claims(name)?;
         let dir = self.store_dir(name);
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|source| ManagerError::Io {
@@ -387,6 +448,28 @@ impl Manager {
             Err(e) => return Err(e.into()),
         }
         tracing::info!(tenant = %name, "tenant deleted");
+        Ok(())
+    }
+
+    /// Delete the tenant's device claims (its pods go with its host namespace).
+    fn release_claims(&self, name: &str) -> Result<(), ManagerError> {
+        let Some(leases) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
+            return Ok(());
+        };
+        let target = Target { rt: leases, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
+        let selector = format!("{}={name}", carrel_gpu::claim::LABEL_TENANT);
+        let params = crate::api::ListParams {
+            labels: Some(crate::selector::LabelSelector::parse(&selector)?),
+            ..Default::default()
+        };
+        let list = self.host.list(&target, &params)?;
+        for lease in list["items"].as_array().into_iter().flatten() {
+            let Some(lease_name) = meta_str(lease, "name") else { continue };
+            match self.host.delete(&target, lease_name, &DeleteParams::default()) {
+                Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(())
     }
 

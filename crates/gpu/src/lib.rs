@@ -9,6 +9,7 @@
 //! - [`inventory`]: the fleet (nodes → GPUs → instances, free or held), its validation, quotas
 //!   and the usage rebuilt from claims.
 //! - [`alloc`]: the allocator ([`allocate`]), fixed and dynamic modes.
+//! - [`requests`]: the GPU resources a pod asks for (`nvidia.com/mig-…`, `nvidia.com/gpu`).
 //! - [`claim`]: how a held device is written down in the host cluster (Lease names and
 //!   metadata), and the fleet's holders rebuilt from claims.
 
@@ -17,6 +18,7 @@ pub mod catalogue;
 pub mod claim;
 pub mod inventory;
 pub mod layout;
+pub mod requests;
 
 pub use alloc::{allocate, AllocError, Allocation, Device, DeviceSource, Mode, Removal, Request};
 pub use catalogue::{

@@ -1,0 +1,200 @@
+//! Admission: what a cluster checks of a new object after validation and before it is stored.
+//!
+//! An [`Api`] may carry one [`Admission`]. Tenants get a [`TenantAdmission`]: the tenant's Pod
+//! Security Standard ([`podsecurity`]) and its GPU quota, counted from the tenant's own pods.
+//! Creates of a type the admission counts are serialised, so two pods created at once cannot both
+//! take the last slice of a quota.
+
+pub mod podsecurity;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::RwLock;
+
+use serde_json::Value;
+
+use crate::api::{Api, ListParams, Target};
+use crate::resource::ResourceType;
+use crate::status::{ApiError, ApiResult};
+
+pub use carrel_gpu::requests::{gpu_requests, WHOLE_GPU};
+pub use podsecurity::Level;
+
+/// A check on creates.
+pub trait Admission: Send + Sync + fmt::Debug {
+    /// Whether creates of `rt` must be serialised with this check (it reads what others write).
+    fn serialized(&self, rt: &ResourceType) -> bool;
+
+    /// Admit or refuse `object`, a new object of `rt`, defaulted and valid.
+    fn admit_create(&self, api: &Api, rt: &ResourceType, object: &Value) -> ApiResult<()>;
+}
+
+/// A tenant's rules for its pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantPolicy {
+    /// The Pod Security Standard enforced.
+    pub level: Level,
+    /// Slices each MIG profile may hold at once, by canonical profile name (`1g.18gb`).
+    pub gpu_quota: BTreeMap<String, i64>,
+}
+
+impl Default for TenantPolicy {
+    fn default() -> Self {
+        TenantPolicy { level: Level::Baseline, gpu_quota: BTreeMap::new() }
+    }
+}
+
+/// The admission of a tenant cluster; its policy follows the `Tenant` object.
+#[derive(Debug, Default)]
+pub struct TenantAdmission {
+    policy: RwLock<TenantPolicy>,
+}
+
+impl TenantAdmission {
+    /// An admission enforcing `policy`.
+    pub fn new(policy: TenantPolicy) -> TenantAdmission {
+        TenantAdmission { policy: RwLock::new(policy) }
+    }
+
+    /// Enforce `policy` from now on.
+    pub fn set(&self, policy: TenantPolicy) {
+        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+    }
+
+    /// The policy enforced.
+    pub fn policy(&self) -> TenantPolicy {
+        self.policy.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+fn is_pods(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "pods"
+}
+
+impl Admission for TenantAdmission {
+    fn serialized(&self, rt: &ResourceType) -> bool {
+        is_pods(rt)
+    }
+
+    fn admit_create(&self, api: &Api, rt: &ResourceType, pod: &Value) -> ApiResult<()> {
+        if !is_pods(rt) {
+            return Ok(());
+        }
+        let policy = self.policy();
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let violations = podsecurity::check(policy.level, pod);
+        if !violations.is_empty() {
+            let why = podsecurity::forbidden_message(policy.level, &violations);
+            return Err(ApiError::forbidden("", "pods", name, &why));
+        }
+        let wanted =
+            gpu_requests(pod).map_err(|why| ApiError::forbidden("", "pods", name, &why))?;
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let pods = api.list(&Target { rt, namespace: None }, &ListParams::default())?;
+        let mut used: BTreeMap<String, i64> = BTreeMap::new();
+        for other in pods["items"].as_array().into_iter().flatten() {
+            if terminal(other) {
+                continue;
+            }
+            // Pods stored before were admitted, so their requests parse.
+            for (resource, n) in gpu_requests(other).unwrap_or_default() {
+                *used.entry(resource).or_default() += n;
+            }
+        }
+        check_quota(&policy.gpu_quota, &wanted, &used)
+            .map_err(|why| ApiError::forbidden("", "pods", name, &why))
+    }
+}
+
+/// Whether a pod has finished (its slices are free again).
+pub fn terminal(pod: &Value) -> bool {
+    matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
+}
+
+/// The quota of a resource name: a MIG resource has its profile's quota; `nvidia.com/gpu` the
+/// sum of the tenant's `7g` quotas.
+fn quota_of(quota: &BTreeMap<String, i64>, resource: &str) -> i64 {
+    if resource == WHOLE_GPU {
+        return quota.iter().filter(|(p, _)| p.starts_with("7g.")).map(|(_, n)| *n).sum();
+    }
+    quota.iter().filter(|(p, _)| carrel_gpu::resource_name(p) == resource).map(|(_, n)| *n).sum()
+}
+
+/// `Ok` when `wanted` on top of `used` stays within `quota`; else ResourceQuota's words.
+fn check_quota(
+    quota: &BTreeMap<String, i64>,
+    wanted: &BTreeMap<String, i64>,
+    used: &BTreeMap<String, i64>,
+) -> Result<(), String> {
+    // Whole GPUs and 7g slices draw on the same quota.
+    let sevens = |m: &BTreeMap<String, i64>| -> i64 {
+        m.iter()
+            .filter(|(r, _)| *r == WHOLE_GPU || r.starts_with("nvidia.com/mig-7g."))
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let over: Vec<&String> = wanted
+        .iter()
+        .filter(|(resource, n)| {
+            let limit = quota_of(quota, resource);
+            let use_now = if *resource == WHOLE_GPU {
+                sevens(used)
+            } else {
+                used.get(*resource).copied().unwrap_or(0)
+                    + if resource.starts_with("nvidia.com/mig-7g.") {
+                        used.get(WHOLE_GPU).copied().unwrap_or(0)
+                    } else {
+                        0
+                    }
+            };
+            use_now + **n > limit
+        })
+        .map(|(r, _)| r)
+        .collect();
+    if over.is_empty() {
+        return Ok(());
+    }
+    let list = |f: &dyn Fn(&str) -> i64| -> String {
+        over.iter().map(|r| format!("{r}={}", f(r))).collect::<Vec<_>>().join(",")
+    };
+    Err(format!(
+        "exceeded GPU quota: requested: {}, used: {}, limited: {}",
+        list(&|r| wanted[r]),
+        list(&|r| if r == WHOLE_GPU { sevens(used) } else { used.get(r).copied().unwrap_or(0) }),
+        list(&|r| quota_of(quota, r)),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quota_counts_usage_and_names_everything() {
+        let quota = BTreeMap::from([("1g.18gb".to_owned(), 2), ("7g.141gb".to_owned(), 1)]);
+        let want = |r: &str, n| BTreeMap::from([(r.to_owned(), n)]);
+        assert!(check_quota(&quota, &want("nvidia.com/mig-1g.18gb", 2), &BTreeMap::new()).is_ok());
+        let message = check_quota(
+            &quota,
+            &want("nvidia.com/mig-1g.18gb", 1),
+            &want("nvidia.com/mig-1g.18gb", 2),
+        )
+        .expect_err("over");
+        assert_eq!(
+            message,
+            "exceeded GPU quota: requested: nvidia.com/mig-1g.18gb=1, used: nvidia.com/mig-1g.18gb=2, limited: nvidia.com/mig-1g.18gb=2"
+        );
+        // A whole GPU draws on the 7g quota, and the other way round.
+        assert!(check_quota(&quota, &want(WHOLE_GPU, 1), &BTreeMap::new()).is_ok());
+        assert!(
+            check_quota(&quota, &want(WHOLE_GPU, 1), &want("nvidia.com/mig-7g.141gb", 1)).is_err()
+        );
+        assert!(
+            check_quota(&quota, &want("nvidia.com/mig-7g.141gb", 1), &want(WHOLE_GPU, 1)).is_err()
+        );
+        // A profile without quota has none.
+        assert!(check_quota(&quota, &want("nvidia.com/mig-2g.35gb", 1), &BTreeMap::new()).is_err());
+    }
+}

@@ -1,0 +1,105 @@
+//! The GPU resources a pod asks for, read from its JSON as Kubernetes stores it. Pure code.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// The resource a whole GPU is asked for with (a `7g` slice in Carrel).
+pub const WHOLE_GPU: &str = "nvidia.com/gpu";
+const MIG_PREFIX: &str = "nvidia.com/mig-";
+
+/// The GPU resources a pod asks for, by resource name (`nvidia.com/mig-1g.18gb`,
+/// `nvidia.com/gpu`): its effective request, the larger of the containers' sum and the largest
+/// init container, as the scheduler counts it. Limits stand for requests (extended resources
+/// cannot be overcommitted). An unknown MIG profile or a count that is not a whole number is an
+/// error naming it.
+pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, String> {
+    let of = |c: &Value| -> Result<BTreeMap<String, i64>, String> {
+        let mut out = BTreeMap::new();
+        for field in ["limits", "requests"] {
+            for (resource, value) in c
+                .pointer(&format!("/resources/{field}"))
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                if resource != WHOLE_GPU && !resource.starts_with(MIG_PREFIX) {
+                    continue;
+                }
+                let key = canonical_resource(resource)?;
+                let n = whole_number(value).ok_or_else(|| {
+                    format!("{resource}: {value} is not a whole number of devices")
+                })?;
+                out.entry(key).or_insert(n);
+            }
+        }
+        Ok(out)
+    };
+    let spec = &pod["spec"];
+    let mut sum: BTreeMap<String, i64> = BTreeMap::new();
+    for c in spec["containers"].as_array().into_iter().flatten() {
+        for (k, n) in of(c)? {
+            *sum.entry(k).or_default() += n;
+        }
+    }
+    for c in spec["initContainers"].as_array().into_iter().flatten() {
+        for (k, n) in of(c)? {
+            let e = sum.entry(k).or_default();
+            *e = (*e).max(n);
+        }
+    }
+    sum.retain(|_, n| *n > 0);
+    Ok(sum)
+}
+
+/// `nvidia.com/mig-1g.18gb.me` → `nvidia.com/mig-1g.18gb.me` checked against the catalogue;
+/// `nvidia.com/gpu` as is.
+fn canonical_resource(resource: &str) -> Result<String, String> {
+    if resource == WHOLE_GPU {
+        return Ok(resource.to_owned());
+    }
+    match crate::canonical_profile_name(resource) {
+        Some(profile) => Ok(crate::resource_name(&profile)),
+        None => Err(format!(
+            "{resource} is not a MIG profile this fleet knows; known: {}",
+            crate::known_profile_names().join(", ")
+        )),
+    }
+}
+
+fn whole_number(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse::<i64>().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gpu_pod(limits: Value) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]}})
+    }
+
+    #[test]
+    fn requests_are_canonical_and_effective() {
+        let p = json!({"spec": {
+        "initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/mig-1g.18gb": "3"}}}],
+        "containers": [
+            {"name": "a", "resources": {"limits": {"nvidia.com/mig-1g.18gb": 1, "cpu": "1"}}},
+            {"name": "b", "resources": {"requests": {"nvidia.com/mig-1g.18gb": "1", "nvidia.com/gpu": "1"}}},
+        ]}});
+        let r = gpu_requests(&p).expect("valid");
+        assert_eq!(
+            r,
+            BTreeMap::from([("nvidia.com/gpu".into(), 1), ("nvidia.com/mig-1g.18gb".into(), 3)])
+        );
+        let bad = gpu_pod(json!({"nvidia.com/mig-9g.1gb": 1}));
+        assert!(gpu_requests(&bad).expect_err("unknown").contains("known: "));
+        let half = gpu_pod(json!({"nvidia.com/mig-1g.18gb": "500m"}));
+        assert!(gpu_requests(&half).expect_err("fraction").contains("whole number"));
+    }
+}

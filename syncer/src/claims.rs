@@ -1,0 +1,376 @@
+//! Claiming MIG devices in the host: the fleet read from the node agents' inventories and the
+//! claim Leases, the allocator's choice, and the Leases written (see `carrel_gpu::claim`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node as HostNode;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::Api;
+
+use carrel_gpu::claim::{LABEL_CLAIM, LABEL_HOST_POD, LABEL_TENANT};
+use carrel_gpu::{
+    allocate, apply_claims, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas, Request,
+    CLAIM_NAMESPACE,
+};
+
+use crate::SyncError;
+
+/// Annotation on a GPU node: its inventory, written by its node agent.
+pub const INVENTORY_ANNOTATION: &str = "gpu.carrel.dev/inventory";
+/// Label on GPU nodes.
+pub const GPU_NODE_LABEL: &str = "gpu.carrel.dev/node";
+
+/// Why a pod's devices could not be claimed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimFailure {
+    /// The allocator refused.
+    #[error("{0}")]
+    Allocation(#[from] AllocError),
+    /// Another claimer kept winning the same devices.
+    #[error("the devices chosen kept being claimed by others; retrying")]
+    Contended,
+    /// Talking to the host failed.
+    #[error(transparent)]
+    Host(#[from] SyncError),
+}
+
+/// The fleet as the host records it: every GPU node's inventory, with the holders of every claim.
+pub async fn fleet(host: &kube::Client) -> Result<(Fleet, Vec<Claim>), SyncError> {
+    let nodes: Api<HostNode> = Api::all(host.clone());
+    let list = nodes.list(&ListParams::default().labels(&format!("{GPU_NODE_LABEL}=true"))).await?;
+    let mut fleet = Fleet::default();
+    for node in list.items {
+        let Some(inventory) =
+            node.metadata.annotations.as_ref().and_then(|a| a.get(INVENTORY_ANNOTATION))
+        else {
+            continue;
+        };
+        match serde_json::from_str::<carrel_gpu::Node>(inventory) {
+            Ok(n) => fleet.nodes.push(n),
+            Err(e) => tracing::warn!(
+                node = node.metadata.name.as_deref().unwrap_or(""),
+                error = %e,
+                "unreadable GPU inventory; the node is left out"
+            ),
+        }
+    }
+    fleet.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let claims = all_claims(host).await?;
+    apply_claims(&mut fleet, claims.iter());
+    Ok((fleet, claims))
+}
+
+/// Every claim, once each (every Lease of a claim carries all of it).
+pub async fn all_claims(host: &kube::Client) -> Result<Vec<Claim>, SyncError> {
+    claims_matching(host, &format!("{LABEL_CLAIM}=true")).await
+}
+
+async fn claims_matching(host: &kube::Client, selector: &str) -> Result<Vec<Claim>, SyncError> {
+    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
+    let list = leases.list(&ListParams::default().labels(selector)).await?;
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for lease in list.items {
+        let Some(annotations) = lease.metadata.annotations.as_ref() else { continue };
+        match Claim::from_metadata(annotations) {
+            Ok(claim) => {
+                let mut claim = claim;
+                // The node agent writes the instance on every Lease; take any that has it.
+                let key = (claim.gpu_uuid.clone(), claim.placement.start);
+                if seen.insert(key.clone()) {
+                    out.push(claim);
+                } else if !claim.instance_uuid.is_empty() {
+                    if let Some(c) =
+                        out.iter_mut().find(|c| (c.gpu_uuid.clone(), c.placement.start) == key)
+                    {
+                        std::mem::swap(&mut c.instance_uuid, &mut claim.instance_uuid);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(
+                lease = lease.metadata.name.as_deref().unwrap_or(""),
+                error = %e,
+                "a claim Lease that does not parse"
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The claims of one host pod.
+pub async fn claims_of(
+    host: &kube::Client,
+    tenant: &str,
+    host_pod: &str,
+) -> Result<Vec<Claim>, SyncError> {
+    let mut claims = claims_matching(
+        host,
+        &format!("{LABEL_CLAIM}=true,{LABEL_TENANT}={tenant},{LABEL_HOST_POD}={host_pod}"),
+    )
+    .await?;
+    claims.sort_by(|a, b| {
+        (&a.node, &a.gpu_uuid, a.placement.start).cmp(&(&b.node, &b.gpu_uuid, b.placement.start))
+    });
+    Ok(claims)
+}
+
+fn lease_for(claim: &Claim, name: &str) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(CLAIM_NAMESPACE.to_owned()),
+            labels: Some(claim.labels()),
+            annotations: Some(claim.annotations()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some(claim.holder_identity()),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Create the Leases of `claim`; `Ok(false)` when one exists already (another claim holds a slot),
+/// after deleting the ones this call created.
+pub async fn try_claim(host: &kube::Client, claim: &Claim) -> Result<bool, SyncError> {
+    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
+    let mut made = Vec::new();
+    for name in claim.lease_names() {
+        match leases.create(&PostParams::default(), &lease_for(claim, &name)).await {
+            Ok(_) => made.push(name),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                for n in made.iter().rev() {
+                    delete_lease(&leases, n).await?;
+                }
+                return Ok(false);
+            }
+            Err(e) => {
+                for n in made.iter().rev() {
+                    let _ = delete_lease(&leases, n).await;
+                }
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(true)
+}
+
+async fn delete_lease(leases: &Api<Lease>, name: &str) -> Result<(), SyncError> {
+    match leases.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Delete every Lease of the host pod's claims.
+pub async fn release(
+    host: &kube::Client,
+    tenant: &str,
+    host_pod: &str,
+) -> Result<usize, SyncError> {
+    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
+    let selector =
+        format!("{LABEL_CLAIM}=true,{LABEL_TENANT}={tenant},{LABEL_HOST_POD}={host_pod}");
+    let list = leases.list(&ListParams::default().labels(&selector)).await?;
+    let n = list.items.len();
+    for lease in list.items {
+        if let Some(name) = lease.metadata.name {
+            delete_lease(&leases, &name).await?;
+        }
+    }
+    if n > 0 {
+        tracing::debug!(%tenant, %host_pod, leases = n, "released device claims");
+    }
+    Ok(n)
+}
+
+/// One pod's GPU request: profile (canonical) → count; `nvidia.com/gpu` already mapped to a `7g`
+/// profile.
+pub type PodRequest = BTreeMap<String, u32>;
+
+/// Claim devices for every entry of `request`, all on one node: the first node (in name order)
+/// where the allocator places them all. Claims this host pod already has are returned as they are.
+pub async fn acquire(
+    host: &kube::Client,
+    quota: &BTreeMap<String, i64>,
+    holder: &Holder,
+    host_namespace: &str,
+    host_pod: &str,
+    request: &PodRequest,
+) -> Result<Vec<Claim>, ClaimFailure> {
+    let existing = claims_of(host, &holder.tenant, host_pod).await?;
+    if !existing.is_empty() {
+        return Ok(existing);
+    }
+    let mut quotas = Quotas::new();
+    for (profile, n) in quota {
+        let n = u32::try_from(*n).unwrap_or(u32::MAX);
+        if quotas.set(&holder.tenant, profile, n).is_err() {
+            tracing::warn!(%profile, "quota for an unknown profile ignored");
+        }
+    }
+    for _attempt in 0..8 {
+        let (fleet, _) = fleet(host).await?;
+        let plan = plan(&fleet, &quotas, holder, host_namespace, host_pod, request)?;
+        let mut won: Vec<Claim> = Vec::new();
+        let mut lost = false;
+        for claim in plan {
+            if try_claim(host, &claim).await? {
+                won.push(claim);
+            } else {
+                lost = true;
+                break;
+            }
+        }
+        if !lost {
+            return Ok(won);
+        }
+        release(host, &holder.tenant, host_pod).await?;
+    }
+    Err(ClaimFailure::Contended)
+}
+
+/// The claims the allocator would make for `request`, all on one node.
+pub fn plan(
+    fleet: &Fleet,
+    quotas: &Quotas,
+    holder: &Holder,
+    host_namespace: &str,
+    host_pod: &str,
+    request: &PodRequest,
+) -> Result<Vec<Claim>, AllocError> {
+    let mut last_error = None;
+    for node in &fleet.nodes {
+        let mut on_node = fleet.clone();
+        let mut claims = Vec::new();
+        let mut ok = true;
+        for (profile, count) in request {
+            let r = Request {
+                tenant: holder.tenant.clone(),
+                profile: profile.clone(),
+                count: *count,
+                nodes: Some(BTreeSet::from([node.name.clone()])),
+            };
+            match allocate(&on_node, quotas, &r, Mode::Dynamic) {
+                Ok(allocation) => {
+                    for d in allocation.devices {
+                        let gpu_model = on_node
+                            .gpus()
+                            .find(|(_, g)| g.uuid == d.gpu_uuid)
+                            .map(|(_, g)| g.model)
+                            .unwrap_or(d.profile.model);
+                        let claim = Claim {
+                            node: d.node.clone(),
+                            gpu_uuid: d.gpu_uuid.clone(),
+                            model: gpu_model,
+                            shape: d.profile.shape,
+                            placement: d.placement,
+                            instance_uuid: match &d.source {
+                                DeviceSource::Existing { instance_uuid } => instance_uuid.clone(),
+                                DeviceSource::Create => String::new(),
+                            },
+                            holder: holder.clone(),
+                            host_namespace: host_namespace.to_owned(),
+                            host_pod: host_pod.to_owned(),
+                        };
+                        apply_claims(&mut on_node, [&claim]);
+                        claims.push(claim);
+                    }
+                }
+                Err(e @ AllocError::OverQuota { .. }) => return Err(e),
+                Err(e) => {
+                    last_error = Some(e);
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            return Ok(claims);
+        }
+    }
+    Err(last_error.unwrap_or_else(|| AllocError::FleetCannotHold {
+        profile: request.keys().next().cloned().unwrap_or_default(),
+        requested: request.values().sum(),
+        placeable: 0,
+        reason: "no GPU node has published an inventory".to_owned(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carrel_gpu::{Gpu, GpuModel, Node};
+
+    fn fleet(nodes: &[&str]) -> Fleet {
+        Fleet {
+            nodes: nodes
+                .iter()
+                .map(|n| Node {
+                    name: (*n).to_owned(),
+                    gpus: vec![Gpu {
+                        uuid: format!("GPU-{n}"),
+                        index: 0,
+                        model: GpuModel::H200_141GB,
+                        mig_enabled: true,
+                        instances: Vec::new(),
+                    }],
+                })
+                .collect(),
+        }
+    }
+
+    fn quotas(pairs: &[(&str, u32)]) -> Quotas {
+        let mut q = Quotas::new();
+        for (p, n) in pairs {
+            q.set("t", p, *n).expect("profile");
+        }
+        q
+    }
+
+    fn holder() -> Holder {
+        Holder { tenant: "t".into(), namespace: "ml".into(), pod: "p".into() }
+    }
+
+    #[test]
+    fn a_pods_devices_share_a_node_and_do_not_overlap() {
+        let f = fleet(&["a", "b"]);
+        let q = quotas(&[("1g.18gb", 4), ("3g.71gb", 1)]);
+        let request = PodRequest::from([("1g.18gb".into(), 3), ("3g.71gb".into(), 1)]);
+        let claims = plan(&f, &q, &holder(), "carrel-t", "p-x-ml", &request).expect("fits one GPU");
+        assert_eq!(claims.len(), 4);
+        assert!(claims.iter().all(|c| c.node == claims[0].node));
+        let mut slots = BTreeSet::new();
+        for c in &claims {
+            for s in c.placement.start..c.placement.start + c.placement.size {
+                assert!(slots.insert((c.gpu_uuid.clone(), s)), "slot {s} twice");
+            }
+            assert!(c.instance_uuid.is_empty(), "planned, not existing");
+        }
+    }
+
+    #[test]
+    fn over_quota_and_no_room_are_reported() {
+        let f = fleet(&["a"]);
+        let q = quotas(&[("1g.18gb", 1)]);
+        let two = PodRequest::from([("1g.18gb".into(), 2)]);
+        let e = plan(&f, &q, &holder(), "ns", "p", &two).expect_err("over quota");
+        assert!(matches!(e, AllocError::OverQuota { .. }), "{e}");
+        let q = quotas(&[("7g.141gb", 2)]);
+        let two = PodRequest::from([("7g.141gb".into(), 2)]);
+        let e = plan(&f, &q, &holder(), "ns", "p", &two).expect_err("one GPU");
+        assert!(matches!(e, AllocError::FleetCannotHold { .. }), "{e}");
+        let e = plan(
+            &Fleet::default(),
+            &q,
+            &holder(),
+            "ns",
+            "p",
+            &PodRequest::from([("7g.141gb".into(), 1)]),
+        )
+        .expect_err("no fleet");
+        assert!(e.to_string().contains("no GPU node"), "{e}");
+    }
+}

@@ -1,0 +1,437 @@
+//! Pure translations between tenant and host objects: a tenant pod into its host pod, a host
+//! pod's status back into the tenant's, the objects a pod references, and a virtual node.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Map, Value};
+
+use carrel_gpu::Claim;
+
+use crate::names;
+
+/// Where a tenant pod's service-account token is mounted, as the kubelet mounts it.
+pub const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The ConfigMaps and Secrets a pod reads (volumes, projected sources, env, envFrom and image
+/// pull secrets), by tenant name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct References {
+    /// ConfigMap names.
+    pub config_maps: BTreeSet<String>,
+    /// Secret names.
+    pub secrets: BTreeSet<String>,
+}
+
+fn containers_of(spec: &Value) -> impl Iterator<Item = &Value> {
+    ["initContainers", "containers", "ephemeralContainers"]
+        .into_iter()
+        .filter_map(move |f| spec.get(f).and_then(Value::as_array))
+        .flatten()
+}
+
+/// What `pod` references.
+pub fn references(pod: &Value) -> References {
+    let mut r = References::default();
+    let spec = &pod["spec"];
+    let mut add = |kind: &str, name: Option<&str>| {
+        if let Some(n) = name.filter(|n| !n.is_empty()) {
+            match kind {
+                "cm" => r.config_maps.insert(n.to_owned()),
+                _ => r.secrets.insert(n.to_owned()),
+            };
+        }
+    };
+    for v in spec["volumes"].as_array().into_iter().flatten() {
+        add("cm", v.pointer("/configMap/name").and_then(Value::as_str));
+        add("secret", v.pointer("/secret/secretName").and_then(Value::as_str));
+        for s in v.pointer("/projected/sources").and_then(Value::as_array).into_iter().flatten() {
+            add("cm", s.pointer("/configMap/name").and_then(Value::as_str));
+            add("secret", s.pointer("/secret/name").and_then(Value::as_str));
+        }
+    }
+    for c in containers_of(spec) {
+        for e in c["env"].as_array().into_iter().flatten() {
+            add("cm", e.pointer("/valueFrom/configMapKeyRef/name").and_then(Value::as_str));
+            add("secret", e.pointer("/valueFrom/secretKeyRef/name").and_then(Value::as_str));
+        }
+        for e in c["envFrom"].as_array().into_iter().flatten() {
+            add("cm", e.pointer("/configMapRef/name").and_then(Value::as_str));
+            add("secret", e.pointer("/secretRef/name").and_then(Value::as_str));
+        }
+    }
+    for s in spec["imagePullSecrets"].as_array().into_iter().flatten() {
+        add("secret", s["name"].as_str());
+    }
+    r
+}
+
+/// The host copy of a referenced ConfigMap or Secret (`data`, `binaryData`, `stringData`, `type`,
+/// `immutable` kept; tenant labels and annotations recorded, not copied).
+pub fn host_copy(tenant: &str, host_namespace: &str, object: &Value) -> Value {
+    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let uid = object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let mut copy = json!({
+        "apiVersion": "v1",
+        "kind": object["kind"],
+        "metadata": {
+            "name": names::host_name(namespace, name),
+            "namespace": host_namespace,
+            "labels": names::host_labels(tenant),
+            "annotations": names::host_annotations(namespace, name, uid),
+        },
+    });
+    for field in ["data", "binaryData", "type", "immutable"] {
+        if let Some(v) = object.get(field) {
+            copy[field] = v.clone();
+        }
+    }
+    copy
+}
+
+fn rename(value: &mut Value, pointer: &str, namespace: &str) {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        if let Some(name) = slot.as_str().filter(|n| !n.is_empty()) {
+            *slot = Value::String(names::host_name(namespace, name));
+        }
+    }
+}
+
+fn is_gpu_resource(name: &str) -> bool {
+    name.starts_with("nvidia.com/")
+}
+
+/// The host pod for tenant pod `pod` of `tenant`: in `host_namespace`, named by
+/// [`names::host_pod`], its references renamed, no `nvidia.com/*` resources, no service-account
+/// token of the host (the tenant's comes from `token_secret`, mounted where the kubelet would
+/// mount one), bound to the claimed devices' node with the devices named for CDI injection.
+pub fn host_pod(
+    tenant: &str,
+    host_namespace: &str,
+    pod: &Value,
+    claims: &[Claim],
+    token_secret: Option<&str>,
+) -> Value {
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let spec = &pod["spec"];
+    let mut host_spec = Map::new();
+    for field in [
+        "containers",
+        "initContainers",
+        "volumes",
+        "restartPolicy",
+        "terminationGracePeriodSeconds",
+        "activeDeadlineSeconds",
+        "securityContext",
+        "subdomain",
+        "tolerations",
+        "imagePullSecrets",
+        "dnsConfig",
+        "os",
+    ] {
+        if let Some(v) = spec.get(field) {
+            host_spec.insert(field.to_owned(), v.clone());
+        }
+    }
+    host_spec.insert(
+        "hostname".into(),
+        spec.get("hostname")
+            .cloned()
+            .unwrap_or_else(|| json!(name.chars().take(63).collect::<String>())),
+    );
+    host_spec.insert("automountServiceAccountToken".into(), json!(false));
+    host_spec.insert("enableServiceLinks".into(), json!(false));
+    let mut host_spec = Value::Object(host_spec);
+
+    for v in host_spec["volumes"].as_array_mut().into_iter().flatten() {
+        rename(v, "/configMap/name", namespace);
+        rename(v, "/secret/secretName", namespace);
+        if let Some(sources) = v.pointer_mut("/projected/sources").and_then(Value::as_array_mut) {
+            // The tenant's token comes through `token_secret`; a host token must never be asked for.
+            sources.retain(|s| s.get("serviceAccountToken").is_none());
+            for s in sources.iter_mut() {
+                rename(s, "/configMap/name", namespace);
+                rename(s, "/secret/name", namespace);
+            }
+        }
+    }
+    for s in host_spec["imagePullSecrets"].as_array_mut().into_iter().flatten() {
+        rename(s, "/name", namespace);
+    }
+    let mount_token =
+        token_secret.is_some() && spec["automountServiceAccountToken"] != json!(false);
+    for list in ["containers", "initContainers"] {
+        for c in host_spec[list].as_array_mut().into_iter().flatten() {
+            for field in ["limits", "requests"] {
+                if let Some(map) =
+                    c.pointer_mut(&format!("/resources/{field}")).and_then(Value::as_object_mut)
+                {
+                    map.retain(|k, _| !is_gpu_resource(k));
+                }
+            }
+            for e in c["env"].as_array_mut().into_iter().flatten() {
+                rename(e, "/valueFrom/configMapKeyRef/name", namespace);
+                rename(e, "/valueFrom/secretKeyRef/name", namespace);
+                // The workload sees its tenant names, not the host's.
+                let literal =
+                    match e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
+                        Some("metadata.name") => Some(name),
+                        Some("metadata.namespace") => Some(namespace),
+                        Some("metadata.uid") => Some(uid),
+                        _ => None,
+                    };
+                if let Some(value) = literal {
+                    let env_name = e["name"].clone();
+                    *e = json!({"name": env_name, "value": value});
+                }
+            }
+            for e in c["envFrom"].as_array_mut().into_iter().flatten() {
+                rename(e, "/configMapRef/name", namespace);
+                rename(e, "/secretRef/name", namespace);
+            }
+            if mount_token {
+                let mounts =
+                    c.as_object_mut().map(|o| o.entry("volumeMounts").or_insert_with(|| json!([])));
+                if let Some(Value::Array(mounts)) = mounts {
+                    if !mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT) {
+                        mounts.push(json!({
+                            "name": names::TOKEN_VOLUME,
+                            "mountPath": TOKEN_MOUNT,
+                            "readOnly": true,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    if let (true, Some(secret)) = (mount_token, token_secret) {
+        let volumes =
+            host_spec.as_object_mut().map(|o| o.entry("volumes").or_insert_with(|| json!([])));
+        if let Some(Value::Array(volumes)) = volumes {
+            volumes.push(json!({"name": names::TOKEN_VOLUME, "secret": {"secretName": secret}}));
+        }
+    }
+
+    let mut annotations = names::host_annotations(namespace, name, uid);
+    if let Some(first) = claims.first() {
+        host_spec["nodeName"] = json!(first.node);
+        let devices: Vec<String> =
+            claims.iter().map(|c| format!("nvidia.com/gpu={}", c.instance_uuid)).collect();
+        annotations.insert(names::ANNOTATION_CDI.to_owned(), devices.join(","));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": names::host_pod(namespace, name),
+            "namespace": host_namespace,
+            "labels": names::host_labels(tenant),
+            "annotations": annotations,
+        },
+        "spec": host_spec,
+    })
+}
+
+/// The status the tenant pod should show for its host pod.
+pub fn tenant_status(host: &Value) -> Value {
+    let mut status = Map::new();
+    for field in [
+        "phase",
+        "conditions",
+        "message",
+        "reason",
+        "hostIP",
+        "hostIPs",
+        "podIP",
+        "podIPs",
+        "startTime",
+        "containerStatuses",
+        "initContainerStatuses",
+        "qosClass",
+    ] {
+        if let Some(v) = host.pointer(&format!("/status/{field}")) {
+            status.insert(field.to_owned(), v.clone());
+        }
+    }
+    Value::Object(status)
+}
+
+/// The status of a tenant pod whose host pod was deleted under it.
+pub fn failed_status(previous: &Value, why: &str) -> Value {
+    let mut status = previous.get("status").cloned().unwrap_or_else(|| json!({}));
+    status["phase"] = json!("Failed");
+    status["reason"] = json!("HostPodDeleted");
+    status["message"] = json!(why);
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for c in conditions.iter_mut() {
+            if c["type"] == "Ready" || c["type"] == "ContainersReady" {
+                c["status"] = json!("False");
+                c["reason"] = json!("PodFailed");
+            }
+        }
+    }
+    status
+}
+
+/// The tenant's view of host node `host_node`: its name, its hostname and GPU product labels, its
+/// CPU, memory and pod capacity, and as GPU resources the tenant's own quota only.
+pub fn virtual_node(host_node: &Value, quota: &BTreeMap<String, i64>) -> Value {
+    let name = host_node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let mut labels = Map::new();
+    for (k, v) in
+        host_node.pointer("/metadata/labels").and_then(Value::as_object).into_iter().flatten()
+    {
+        if k.starts_with("kubernetes.io/")
+            || k.starts_with("node.kubernetes.io/instance-type")
+            || k.starts_with("topology.kubernetes.io/")
+            || k == "nvidia.com/gpu.product"
+        {
+            labels.insert(k.clone(), v.clone());
+        }
+    }
+    labels.insert(names::LABEL_VIRTUAL_NODE.to_owned(), json!("true"));
+    let mut resources = Map::new();
+    for key in ["cpu", "memory", "pods", "ephemeral-storage"] {
+        if let Some(v) = host_node.pointer(&format!("/status/allocatable/{key}")) {
+            resources.insert(key.to_owned(), v.clone());
+        }
+    }
+    for (profile, n) in quota {
+        resources.insert(carrel_gpu::resource_name(profile), json!(n.to_string()));
+    }
+    let ready = host_node
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_else(|| json!({"type": "Ready", "status": "Unknown"}));
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "conditions": [ready],
+            "nodeInfo": host_node.pointer("/status/nodeInfo").cloned().unwrap_or_else(|| json!({})),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use carrel_gpu::{GpuModel, Holder, Placement, Shape};
+
+    fn tenant_pod() -> Value {
+        json!({
+            "metadata": {"name": "train", "namespace": "ml", "uid": "u-1", "labels": {"app": "x"}},
+            "spec": {
+                "serviceAccountName": "trainer",
+                "nodeName": "somewhere",
+                "priorityClassName": "high",
+                "containers": [{
+                    "name": "main", "image": "cuda",
+                    "resources": {"limits": {"nvidia.com/mig-1g.18gb": "1", "cpu": "2"}},
+                    "env": [
+                        {"name": "CFG", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}},
+                        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    ],
+                    "envFrom": [{"secretRef": {"name": "creds"}}],
+                }],
+                "volumes": [
+                    {"name": "data", "configMap": {"name": "data"}},
+                    {"name": "p", "projected": {"sources": [
+                        {"serviceAccountToken": {"path": "t"}},
+                        {"secret": {"name": "tls"}},
+                    ]}},
+                ],
+                "imagePullSecrets": [{"name": "pull"}],
+            }
+        })
+    }
+
+    fn claim() -> Claim {
+        Claim {
+            node: "gpu-node-1".into(),
+            gpu_uuid: "GPU-1".into(),
+            model: GpuModel::H200_141GB,
+            shape: Shape::G1,
+            placement: Placement { start: 3, size: 1 },
+            instance_uuid: "MIG-abc".into(),
+            holder: Holder { tenant: "t".into(), namespace: "ml".into(), pod: "train".into() },
+            host_namespace: "carrel-t".into(),
+            host_pod: "train-x-ml".into(),
+        }
+    }
+
+    #[test]
+    fn references_are_found_everywhere() {
+        let r = references(&tenant_pod());
+        assert_eq!(r.config_maps, BTreeSet::from(["cfg".into(), "data".into()]));
+        assert_eq!(r.secrets, BTreeSet::from(["creds".into(), "pull".into(), "tls".into()]));
+    }
+
+    #[test]
+    fn the_host_pod_is_pinned_renamed_and_carries_no_host_token() {
+        let h = host_pod("t", "carrel-t", &tenant_pod(), &[claim()], Some("train-x-ml-token"));
+        assert_eq!(h["metadata"]["name"], "train-x-ml");
+        assert_eq!(h["metadata"]["namespace"], "carrel-t");
+        assert_eq!(h["metadata"]["labels"]["carrel.dev/tenant"], "t");
+        assert_eq!(h["metadata"]["annotations"]["carrel.dev/tenant-uid"], "u-1");
+        assert_eq!(h["metadata"]["annotations"]["cdi.k8s.io/carrel-gpu"], "nvidia.com/gpu=MIG-abc");
+        let spec = &h["spec"];
+        assert_eq!(spec["nodeName"], "gpu-node-1");
+        assert_eq!(spec["automountServiceAccountToken"], false);
+        assert!(spec.get("serviceAccountName").is_none());
+        assert!(spec.get("priorityClassName").is_none());
+        let c = &spec["containers"][0];
+        assert_eq!(c["resources"]["limits"], json!({"cpu": "2"}));
+        assert_eq!(c["env"][0]["valueFrom"]["configMapKeyRef"]["name"], "cfg-x-ml");
+        assert_eq!(c["env"][1], json!({"name": "POD", "value": "train"}));
+        assert_eq!(c["env"][2]["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
+        assert_eq!(c["envFrom"][0]["secretRef"]["name"], "creds-x-ml");
+        assert_eq!(c["volumeMounts"][0]["mountPath"], TOKEN_MOUNT);
+        assert_eq!(spec["volumes"][0]["configMap"]["name"], "data-x-ml");
+        assert_eq!(
+            spec["volumes"][1]["projected"]["sources"],
+            json!([{"secret": {"name": "tls-x-ml"}}])
+        );
+        assert_eq!(spec["volumes"][2]["secret"]["secretName"], "train-x-ml-token");
+        assert_eq!(spec["imagePullSecrets"][0]["name"], "pull-x-ml");
+        let text = h.to_string();
+        assert!(!text.contains("serviceAccountToken"), "{text}");
+    }
+
+    #[test]
+    fn without_claims_the_host_schedules_and_opting_out_of_the_token_is_kept() {
+        let mut p = tenant_pod();
+        p["spec"]["automountServiceAccountToken"] = json!(false);
+        let h = host_pod("t", "carrel-t", &p, &[], Some("s"));
+        assert!(h["spec"].get("nodeName").is_none());
+        assert!(h["metadata"]["annotations"].get("cdi.k8s.io/carrel-gpu").is_none());
+        assert!(h["spec"]["containers"][0].get("volumeMounts").is_none());
+    }
+
+    #[test]
+    fn status_goes_back_and_virtual_nodes_show_only_the_quota() {
+        let host =
+            json!({"status": {"phase": "Running", "podIP": "10.0.0.5", "nominatedNodeName": "x"}});
+        assert_eq!(tenant_status(&host), json!({"phase": "Running", "podIP": "10.0.0.5"}));
+        let node = json!({
+            "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "secret-host-label": "x"}},
+            "status": {"allocatable": {"cpu": "64", "nvidia.com/mig-1g.18gb": "56"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let quota = BTreeMap::from([("1g.18gb".to_owned(), 2)]);
+        let v = virtual_node(&node, &quota);
+        assert_eq!(v["status"]["allocatable"]["nvidia.com/mig-1g.18gb"], "2");
+        assert_eq!(v["status"]["allocatable"]["cpu"], "64");
+        assert!(v["metadata"]["labels"].get("secret-host-label").is_none());
+        assert_eq!(v["status"]["conditions"][0]["status"], "True");
+    }
+}
