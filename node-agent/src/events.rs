@@ -1,0 +1,202 @@
+//! Kubernetes Events about the objects the agent acts on (core `v1` Events), aggregated as
+//! client-go's recorder aggregates them: a repeat of an event already written (same object, type,
+//! reason and message) raises that Event's `count` and `lastTimestamp` instead of writing another.
+//! Repeats are written at most once per [`REPEAT_INTERVAL`]; the ones in between are counted and
+//! carried by the next write.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
+
+/// `source.component` and `reportingComponent` of the agent's Events.
+pub const COMPONENT: &str = "carrel-node-agent";
+
+/// The least time between two writes of one repeated Event.
+pub const REPEAT_INTERVAL: Duration = Duration::from_secs(30);
+/// How long a written Event is remembered for aggregation.
+const REMEMBER: Duration = Duration::from_secs(3600);
+/// Above this many remembered Events, the ones older than [`REMEMBER`] are forgotten.
+const PRUNE_ABOVE: usize = 1024;
+
+/// The object an Event is about.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EventTarget {
+    /// `apiVersion` of the object (`v1`, `coordination.k8s.io/v1`).
+    pub api_version: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its namespace; the Event is written there.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its UID, when known.
+    pub uid: Option<String>,
+}
+
+impl EventTarget {
+    /// A Pod.
+    pub fn pod(namespace: &str, name: &str, uid: Option<String>) -> EventTarget {
+        EventTarget {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            uid,
+        }
+    }
+
+    /// A Lease.
+    pub fn lease(namespace: &str, name: &str) -> EventTarget {
+        EventTarget {
+            api_version: "coordination.k8s.io/v1".into(),
+            kind: "Lease".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: None,
+        }
+    }
+}
+
+/// `Normal` or `Warning`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// Informational.
+    Normal,
+    /// Something went wrong.
+    Warning,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    target: EventTarget,
+    kind: EventType,
+    reason: String,
+    message: String,
+}
+
+#[derive(Clone, Debug)]
+struct Written {
+    name: String,
+    /// Occurrences so far, written or not.
+    count: i32,
+    /// When the Event was last written.
+    at: Instant,
+}
+
+/// Writes Events for one node's agent.
+pub struct Recorder {
+    client: Client,
+    host: String,
+    written: Mutex<HashMap<Key, Written>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("host", &self.host).finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// A recorder whose Events name `host` (the node) as their source.
+    pub fn new(client: Client, host: &str) -> Recorder {
+        Recorder { client, host: host.to_owned(), written: Mutex::new(HashMap::new()) }
+    }
+
+    /// Write an Event about `target`, or count a repeat of one already written.
+    pub async fn record(
+        &self,
+        target: &EventTarget,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), kube::Error> {
+        let key = Key {
+            target: target.clone(),
+            kind,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &target.namespace);
+        let previous = self.lock().get(&key).cloned();
+        if let Some(previous) = previous {
+            let count = previous.count.saturating_add(1);
+            if previous.at.elapsed() < REPEAT_INTERVAL {
+                self.lock().insert(key, Written { count, ..previous });
+                return Ok(());
+            }
+            let patch = serde_json::json!({
+                "count": count,
+                "lastTimestamp": Timestamp::now().to_string(),
+            });
+            match api.patch(&previous.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {
+                    self.lock().insert(key, Written { count, at: Instant::now(), ..previous });
+                    return Ok(());
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let now = Time(Timestamp::now());
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let stem: String = target.name.chars().take(200).collect();
+        let name = format!("{stem}.{nanos:x}");
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(target.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(target.api_version.clone()),
+                kind: Some(target.kind.clone()),
+                namespace: Some(target.namespace.clone()),
+                name: Some(target.name.clone()),
+                uid: target.uid.clone(),
+                ..ObjectReference::default()
+            },
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            type_: Some(kind.as_str().to_owned()),
+            source: Some(EventSource {
+                component: Some(COMPONENT.to_owned()),
+                host: Some(self.host.clone()),
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            reporting_component: Some(COMPONENT.to_owned()),
+            reporting_instance: Some(self.host.clone()),
+            ..Event::default()
+        };
+        api.create(&PostParams::default(), &event).await?;
+        let mut written = self.lock();
+        if written.len() > PRUNE_ABOVE {
+            written.retain(|_, w| w.at.elapsed() < REMEMBER);
+        }
+        written.insert(key, Written { name, count: 1, at: Instant::now() });
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Written>> {
+        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

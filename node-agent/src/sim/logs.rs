@@ -1,0 +1,186 @@
+//! The simulated containers' logs: lines per (namespace, pod, container), readable whole or
+//! followed while the container runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use tokio::sync::broadcast;
+
+/// Lines a follower may fall behind by before it misses some.
+const FOLLOW_BUFFER: usize = 1024;
+
+/// One line a container printed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    /// When.
+    pub time: DateTime<Utc>,
+    /// The text, without its newline.
+    pub text: String,
+}
+
+impl LogLine {
+    /// The time as the kubelet writes it with `timestamps=true` (RFC 3339, nanoseconds).
+    pub fn timestamp(&self) -> String {
+        self.time.to_rfc3339_opts(SecondsFormat::Nanos, true)
+    }
+
+    /// `<timestamp> <text>`, as `kubectl logs --timestamps` shows a line.
+    pub fn with_timestamp(&self) -> String {
+        format!("{} {}", self.timestamp(), self.text)
+    }
+}
+
+#[derive(Debug)]
+struct ContainerLog {
+    lines: Vec<LogLine>,
+    /// Present while the container runs.
+    live: Option<broadcast::Sender<LogLine>>,
+}
+
+#[derive(Debug, Default)]
+struct PodLogs {
+    containers: BTreeMap<String, ContainerLog>,
+}
+
+impl PodLogs {
+    /// The container named, or the pod's only one when `None`.
+    fn container(&self, name: Option<&str>) -> Option<&ContainerLog> {
+        match name {
+            Some(name) => self.containers.get(name),
+            None if self.containers.len() == 1 => self.containers.values().next(),
+            None => None,
+        }
+    }
+}
+
+/// The logs of one node's simulated containers. Cheap to clone: clones share the logs.
+#[derive(Clone, Debug, Default)]
+pub struct LogStore {
+    pods: Arc<Mutex<HashMap<(String, String), PodLogs>>>,
+}
+
+impl LogStore {
+    /// An empty store.
+    pub fn new() -> LogStore {
+        LogStore::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), PodLogs>> {
+        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The lines of a container (`None`: the pod's only container); `None` when there is no such
+    /// pod or container, or the pod has several containers and none was named.
+    pub fn lines(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+    ) -> Option<Vec<LogLine>> {
+        let pods = self.lock();
+        let log = pods.get(&(namespace.to_owned(), pod.to_owned()))?.container(container)?;
+        Some(log.lines.clone())
+    }
+
+    /// The lines so far and a receiver of the lines to come; the receiver ends (`Closed`) when the
+    /// container terminates, at once when it already has.
+    pub fn follow(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: Option<&str>,
+    ) -> Option<(Vec<LogLine>, broadcast::Receiver<LogLine>)> {
+        let pods = self.lock();
+        let log = pods.get(&(namespace.to_owned(), pod.to_owned()))?.container(container)?;
+        let receiver = match &log.live {
+            Some(sender) => sender.subscribe(),
+            None => broadcast::channel(1).1,
+        };
+        Some((log.lines.clone(), receiver))
+    }
+
+    /// The containers with logs in a pod.
+    pub fn containers(&self, namespace: &str, pod: &str) -> Option<Vec<String>> {
+        let pods = self.lock();
+        Some(
+            pods.get(&(namespace.to_owned(), pod.to_owned()))?.containers.keys().cloned().collect(),
+        )
+    }
+
+    /// A container (re)starts: its log begins anew.
+    pub(crate) fn start(&self, namespace: &str, pod: &str, container: &str) {
+        let mut pods = self.lock();
+        let logs = pods.entry((namespace.to_owned(), pod.to_owned())).or_default();
+        let (sender, _) = broadcast::channel(FOLLOW_BUFFER);
+        logs.containers
+            .insert(container.to_owned(), ContainerLog { lines: Vec::new(), live: Some(sender) });
+    }
+
+    /// A container prints a line.
+    pub(crate) fn push(&self, namespace: &str, pod: &str, container: &str, text: &str) {
+        let mut pods = self.lock();
+        let Some(log) = pods
+            .get_mut(&(namespace.to_owned(), pod.to_owned()))
+            .and_then(|p| p.containers.get_mut(container))
+        else {
+            return;
+        };
+        let line = LogLine { time: Utc::now(), text: text.to_owned() };
+        if let Some(sender) = &log.live {
+            // No follower is fine.
+            let _ = sender.send(line.clone());
+        }
+        log.lines.push(line);
+    }
+
+    /// A container terminates: followers' receivers end.
+    pub(crate) fn finish(&self, namespace: &str, pod: &str, container: &str) {
+        let mut pods = self.lock();
+        if let Some(log) = pods
+            .get_mut(&(namespace.to_owned(), pod.to_owned()))
+            .and_then(|p| p.containers.get_mut(container))
+        {
+            log.live = None;
+        }
+    }
+
+    /// A pod is gone: its logs are dropped.
+    pub(crate) fn remove(&self, namespace: &str, pod: &str) {
+        self.lock().remove(&(namespace.to_owned(), pod.to_owned()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_follow_and_removal() {
+        let logs = LogStore::new();
+        assert!(logs.lines("ns", "p", None).is_none());
+        logs.start("ns", "p", "main");
+        logs.push("ns", "p", "main", "one");
+        let (so_far, mut rx) = logs.follow("ns", "p", None).expect("the only container");
+        assert_eq!(so_far.len(), 1);
+        logs.push("ns", "p", "main", "two");
+        assert_eq!(rx.recv().await.unwrap().text, "two");
+        logs.finish("ns", "p", "main");
+        assert!(matches!(rx.recv().await, Err(broadcast::error::RecvError::Closed)));
+        let (_, mut after) = logs.follow("ns", "p", Some("main")).unwrap();
+        assert!(matches!(after.recv().await, Err(broadcast::error::RecvError::Closed)));
+        let texts: Vec<String> =
+            logs.lines("ns", "p", Some("main")).unwrap().into_iter().map(|l| l.text).collect();
+        assert_eq!(texts, ["one", "two"]);
+        let line = &logs.lines("ns", "p", None).unwrap()[0];
+        assert!(line.with_timestamp().ends_with("Z one"), "{}", line.with_timestamp());
+        chrono::DateTime::parse_from_rfc3339(&line.timestamp()).unwrap();
+
+        logs.start("ns", "p", "side");
+        assert!(logs.lines("ns", "p", None).is_none(), "two containers: one must be named");
+        assert!(logs.lines("ns", "p", Some("other")).is_none());
+        assert_eq!(logs.containers("ns", "p").unwrap(), ["main", "side"]);
+        logs.remove("ns", "p");
+        assert!(logs.lines("ns", "p", Some("main")).is_none());
+    }
+}
