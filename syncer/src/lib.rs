@@ -240,6 +240,12 @@ impl Syncer {
     }
 
     async fn resync_loop(self) {
+        // Garbage is what neither side wants: that can only be told once both caches are full.
+        let ready = async {
+            let _ = self.inner.tenant_pods.wait_until_ready().await;
+            let _ = self.inner.host_pods.wait_until_ready().await;
+        };
+        ready.await;
         let mut tick = tokio::time::interval(self.inner.resync);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -784,7 +790,7 @@ impl Syncer {
         let event = json!({
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": format!("{name}.")},
+            "metadata": {"name": format!("{name}.{:x}", chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default())},
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
             "type": kind,
             "reason": reason,

@@ -145,7 +145,7 @@ pub fn host_pod(
     host_spec.insert("enableServiceLinks".into(), json!(false));
     let mut host_spec = Value::Object(host_spec);
 
-    for v in host_spec["volumes"].as_array_mut().into_iter().flatten() {
+    for v in host_spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
         rename(v, "/configMap/name", namespace);
         rename(v, "/secret/secretName", namespace);
         if let Some(sources) = v.pointer_mut("/projected/sources").and_then(Value::as_array_mut) {
@@ -157,13 +157,15 @@ pub fn host_pod(
             }
         }
     }
-    for s in host_spec["imagePullSecrets"].as_array_mut().into_iter().flatten() {
+    for s in
+        host_spec.get_mut("imagePullSecrets").and_then(Value::as_array_mut).into_iter().flatten()
+    {
         rename(s, "/name", namespace);
     }
     let mount_token =
         token_secret.is_some() && spec["automountServiceAccountToken"] != json!(false);
     for list in ["containers", "initContainers"] {
-        for c in host_spec[list].as_array_mut().into_iter().flatten() {
+        for c in host_spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
             for field in ["limits", "requests"] {
                 if let Some(map) =
                     c.pointer_mut(&format!("/resources/{field}")).and_then(Value::as_object_mut)
@@ -171,7 +173,7 @@ pub fn host_pod(
                     map.retain(|k, _| !is_gpu_resource(k));
                 }
             }
-            for e in c["env"].as_array_mut().into_iter().flatten() {
+            for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
                 rename(e, "/valueFrom/configMapKeyRef/name", namespace);
                 rename(e, "/valueFrom/secretKeyRef/name", namespace);
                 // The workload sees its tenant names, not the host's.
@@ -187,7 +189,7 @@ pub fn host_pod(
                     *e = json!({"name": env_name, "value": value});
                 }
             }
-            for e in c["envFrom"].as_array_mut().into_iter().flatten() {
+            for e in c.get_mut("envFrom").and_then(Value::as_array_mut).into_iter().flatten() {
                 rename(e, "/configMapRef/name", namespace);
                 rename(e, "/secretRef/name", namespace);
             }
@@ -414,8 +416,13 @@ mod tests {
         p["spec"]["automountServiceAccountToken"] = json!(false);
         let h = host_pod("t", "carrel-t", &p, &[], Some("s"));
         assert!(h["spec"].get("nodeName").is_none());
+        assert!(h["spec"].as_object().expect("spec").values().all(|v| !v.is_null()), "{h}");
         assert!(h["metadata"]["annotations"].get("cdi.k8s.io/carrel-gpu").is_none());
         assert!(h["spec"]["containers"][0].get("volumeMounts").is_none());
+        let bare = json!({"metadata": {"name": "b", "namespace": "d"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
+        let h = host_pod("t", "carrel-t", &bare, &[], Some("b-x-d-token"));
+        assert_eq!(h["spec"]["volumes"][0]["secret"]["secretName"], "b-x-d-token", "{h}");
+        assert!(h["spec"].get("initContainers").is_none(), "{h}");
     }
 
     #[test]

@@ -189,11 +189,14 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
     if let Some(quota) = tenant.pointer("/spec/gpuQuota").and_then(Value::as_object) {
         for (profile, count) in quota {
             let field = format!("spec.gpuQuota[{profile}]");
-            if !is_profile_name(profile) {
+            if carrel_gpu::canonical_profile_name(profile).is_none() {
                 causes.push(Cause::new(
                     "FieldValueInvalid",
                     field.clone(),
-                    format!("Invalid value: \"{profile}\": a MIG profile name such as 1g.18gb or 1g.18gb+me"),
+                    format!(
+                        "Invalid value: \"{profile}\": not a MIG profile of the catalogue; known: {}",
+                        carrel_gpu::known_profile_names().join(", ")
+                    ),
                 ));
             }
             if count.as_i64().is_none_or(|c| c < 0) {
@@ -206,21 +209,6 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
         }
     }
     causes
-}
-
-/// `<n>g.<m>gb`, optionally `+me`, or `<n>c.<n>g.<m>gb` (compute-instance profiles).
-fn is_profile_name(name: &str) -> bool {
-    let base = name.strip_suffix("+me").unwrap_or(name);
-    let parts: Vec<&str> = base.split('.').collect();
-    let number = |s: &str, suffix: &str| {
-        s.strip_suffix(suffix)
-            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-    };
-    match parts.as_slice() {
-        [g, mem] => number(g, "g") && number(mem, "gb"),
-        [c, g, mem] => number(c, "c") && number(g, "g") && number(mem, "gb"),
-        _ => false,
-    }
 }
 
 impl k8s_openapi::Metadata for Tenant {

@@ -1,7 +1,9 @@
 //! `carrel`: run Carrel on one machine (`carrel up`) and manage its tenants.
 
+mod gpu;
 mod host;
 mod run;
+mod sync;
 mod tenant;
 mod up;
 
@@ -31,6 +33,9 @@ enum Command {
     Tenant(tenant::Command),
     /// Create a throwaway tenant, run a command with KUBECONFIG pointing at it, then delete it.
     Run(run::Args),
+    /// The GPU fleet: which MIG slices exist and who holds them.
+    #[command(subcommand)]
+    Gpu(gpu::GpuCommand),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
                 tenant::run(cli.host_kubeconfig.as_deref(), command).await.map(|()| 0)
             }
             Command::Run(args) => run::run(cli.host_kubeconfig.as_deref(), args).await,
+            Command::Gpu(command) => gpu::run(cli.host_kubeconfig.as_deref(), command).await,
         }
     });
     match result {

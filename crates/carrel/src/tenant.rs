@@ -134,8 +134,14 @@ pub fn parse_gpu(pairs: &[String]) -> anyhow::Result<BTreeMap<String, i64>> {
             count.parse().ok().filter(|c| *c >= 0).with_context(|| {
                 format!("--gpu {pair:?}: the count must be a non-negative integer")
             })?;
-        if quota.insert(profile.to_owned(), count).is_some() {
-            bail!("--gpu {profile} is given twice");
+        let Some(canonical) = carrel_gpu::canonical_profile_name(profile) else {
+            bail!(
+                "--gpu {pair:?}: {profile} is not a MIG profile; known profiles: {}",
+                carrel_gpu::known_profile_names().join(", ")
+            );
+        };
+        if quota.insert(canonical.clone(), count).is_some() {
+            bail!("--gpu {canonical} is given twice");
         }
     }
     Ok(quota)

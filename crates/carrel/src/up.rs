@@ -1,5 +1,6 @@
 //! `carrel up`: the host API and the tenant manager in one process, on one TLS listener.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use carrel_apiserver::access::Security;
+use carrel_apiserver::api::{Target, Write};
 use carrel_apiserver::auth::token::Signer;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::server::clusters_router;
@@ -15,9 +17,11 @@ use carrel_apiserver::tenant::manager::Manager;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::{Api, Server};
+use carrel_node_agent::{run_scheduler, Agent, AgentConfig, PodMap};
 use carrel_store::{Options, SledStore};
 
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
+use crate::sync::{SimPodLogs, Syncers};
 
 /// The issuer of the host API's service-account tokens.
 const HOST_ISSUER: &str = "https://kubernetes.default.svc";
@@ -32,6 +36,18 @@ pub struct Args {
     /// The address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
+    /// Simulated GPU nodes to run (their node agents play the kubelet).
+    #[arg(long, default_value_t = 2)]
+    sim_nodes: u32,
+    /// The GPUs of every simulated node: MODELxCOUNT[:mig=PROFILE*N[,PROFILE*N…]], MODEL one of
+    /// a100-40gb, a100-80gb, h100-80gb, h100-94gb, h200, b200.
+    #[arg(long, default_value = "h200x8")]
+    sim_gpus: String,
+}
+
+/// The name of simulated node `i`.
+fn sim_node_name(i: u32) -> String {
+    format!("carrel-sim-{i}")
 }
 
 /// Run until Ctrl-C (or SIGTERM).
@@ -42,6 +58,9 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         Ok(limit) => tracing::debug!(limit, "open-file limit"),
         Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
     }
+    // A spec that cannot be placed is refused before anything starts.
+    carrel_nvml::Simulator::from_spec(&args.sim_gpus, &sim_node_name(0))
+        .with_context(|| format!("--sim-gpus {}", args.sim_gpus))?;
     let data = args.data_dir.unwrap_or_else(default_data_dir);
     std::fs::create_dir_all(&data)
         .with_context(|| format!("creating the data directory {}", data.display()))?;
@@ -55,13 +74,14 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let store = SledStore::open(data.join("host"), Options::create())
         .with_context(|| format!("opening the host store in {}", data.join("host").display()))?;
     let host = Arc::new(Api::host(Arc::new(store)).map_err(|e| anyhow::anyhow!("{e}"))?);
+    ensure_namespace(&host, carrel_gpu::CLAIM_NAMESPACE)?;
     // The host API: clients with a certificate from the host's CA (the admin kubeconfig has
     // one), authorized by the host's own RBAC.
     let host_tokens =
         Signer::load_or_generate(&data.join("pki")).context("the host's token key")?;
     let security = Security::new(certs.ca_der()?, Some(host_tokens), HOST_ISSUER);
-    let host_server = Server::secured(host.clone(), "", Arc::new(security));
-    let clusters = Arc::new(Clusters::new(Arc::new(host_server)));
+    let host_server = Arc::new(Server::secured(host.clone(), "", Arc::new(security)));
+    let clusters = Arc::new(Clusters::new(host_server.clone()));
     let endpoint = format!("https://{addr}");
     let manager = Arc::new(Manager::new(
         host,
@@ -70,6 +90,40 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         &endpoint,
         Some(certs.ca_pem.clone()),
     ));
+    let kubeconfig_path = data.join(KUBECONFIG_FILE);
+    std::fs::write(&kubeconfig_path, kubeconfig::admin(&endpoint, Some(&certs)))
+        .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
+    // Syncers and node agents reach the host through its API, as they would a real cluster's.
+    let client = crate::host::client(Some(&kubeconfig_path)).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let syncers = Arc::new(Syncers::new(
+        client.clone(),
+        tokio::runtime::Handle::current(),
+        Some(certs.ca_pem.clone()),
+        Duration::from_secs(10),
+    ));
+    manager.set_hooks(syncers.clone());
+    let mut logs = BTreeMap::new();
+    let mut tasks = Vec::new();
+    for i in 0..args.sim_nodes {
+        let name = sim_node_name(i);
+        let backend = carrel_nvml::Simulator::from_spec(&args.sim_gpus, &name)
+            .with_context(|| format!("--sim-gpus {}", args.sim_gpus))?;
+        let mut config = AgentConfig::new(&name);
+        config.simulate_kubelet = true;
+        config.inventory_interval = Duration::from_secs(2);
+        config.cdi_dir = Some(data.join("cdi"));
+        let agent = Agent::new(client.clone(), Arc::new(backend), Arc::new(PodMap::new()), config);
+        logs.insert(name, agent.logs());
+        let stop = stop_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = agent.run(stop).await {
+                tracing::error!(error = %e, "a simulated node agent stopped");
+            }
+        }));
+    }
+    host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
+    tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
     {
         let manager = manager.clone();
         tokio::task::spawn_blocking(move || manager.resume())
@@ -77,19 +131,30 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
             .context("resuming tenants")?
             .context("resuming tenants")?;
     }
-    let kubeconfig_path = data.join(KUBECONFIG_FILE);
-    std::fs::write(&kubeconfig_path, kubeconfig::admin(&endpoint, Some(&certs)))
-        .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
     let config = certs.server_config().context("TLS configuration")?;
 
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
-    announce(&endpoint, &kubeconfig_path, clusters.names().len());
+    announce(&endpoint, &kubeconfig_path, clusters.names().len(), args.sim_nodes, &args.sim_gpus);
     tls::serve(listener, config, clusters_router(clusters), shutdown_signal()).await;
     let _ = stop_tx.send(true);
+    syncers.stop_all();
     let _ = manager_task.await;
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
     stopped();
     Ok(())
+}
+
+/// Create `name` on the host if it is missing.
+fn ensure_namespace(host: &Api, name: &str) -> anyhow::Result<()> {
+    let rt = host.registry().get("", "v1", "namespaces").context("namespaces are served")?;
+    let body = serde_json::json!({"metadata": {"name": name}});
+    match host.create(&Target { rt, namespace: None }, body, &Write::by("carrel", false)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.code == 409 => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("creating namespace {name}: {e}")),
+    }
 }
 
 async fn shutdown_signal() {
@@ -110,8 +175,15 @@ async fn shutdown_signal() {
 
 /// Users and scripts read where Carrel is from these lines.
 #[allow(clippy::print_stdout)]
-fn announce(endpoint: &str, kubeconfig: &std::path::Path, tenants: usize) {
+fn announce(
+    endpoint: &str,
+    kubeconfig: &std::path::Path,
+    tenants: usize,
+    sim_nodes: u32,
+    sim_gpus: &str,
+) {
     println!("listening on {endpoint}");
+    println!("simulated GPU nodes: {sim_nodes} × {sim_gpus}");
     println!("host kubeconfig: {}", kubeconfig.display());
     println!("tenants resumed: {tenants}");
     println!("try: kubectl --kubeconfig {} get tenants", kubeconfig.display());

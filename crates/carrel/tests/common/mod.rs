@@ -23,15 +23,20 @@ pub struct Up {
 impl Up {
     /// Start `carrel up` on a free port over `data`.
     pub fn start(data: &Path) -> Up {
-        Up::start_with(data, None)
+        Up::start_with(data, None, &[])
+    }
+
+    /// Start `carrel up` with more arguments (`--sim-gpus h200x1`).
+    pub fn start_args(data: &Path, args: &[&str]) -> Up {
+        Up::start_with(data, None, args)
     }
 
     /// Start `carrel up` with a soft open-file limit of `files` (through the shell's `ulimit`).
     pub fn start_with_file_limit(data: &Path, files: u32) -> Up {
-        Up::start_with(data, Some(files))
+        Up::start_with(data, Some(files), &[])
     }
 
-    fn start_with(data: &Path, files: Option<u32>) -> Up {
+    fn start_with(data: &Path, files: Option<u32>, args: &[&str]) -> Up {
         let mut command = match files {
             None => Command::new(CARREL),
             Some(files) => {
@@ -40,11 +45,26 @@ impl Up {
                 sh
             }
         };
+        let home = tempfile::tempdir().expect("home");
+        // Its log, for a failing test to show: CARREL_TEST_LOG=<dir> keeps one file per run.
+        let log = match std::env::var_os("CARREL_TEST_LOG") {
+            Some(dir) => {
+                let path = Path::new(&dir).join(format!("carrel-up-{}.log", std::process::id()));
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null())
+            }
+            None => Stdio::null(),
+        };
         let mut child = command
             .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data)
+            .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start carrel up");
         let stdout = child.stdout.take().expect("stdout");
@@ -56,7 +76,7 @@ impl Up {
             }
         }
         std::thread::spawn(move || lines.for_each(drop));
-        Up { child, data: data.to_owned(), home: tempfile::tempdir().expect("home") }
+        Up { child, data: data.to_owned(), home }
     }
 
     /// The host kubeconfig `carrel up` wrote.
@@ -85,6 +105,12 @@ impl Up {
             .expect("run kubectl")
     }
 
+    /// Kill it with SIGKILL: nothing gets to clean up.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Stop it with SIGTERM, as Ctrl-C would.
     pub fn stop(mut self) {
         let pid = self.child.id().to_string();
@@ -104,6 +130,25 @@ impl Drop for Up {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Wait until `check` holds, up to `within`; panics with `what` and the last value seen.
+pub fn eventually<T: std::fmt::Debug>(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> (bool, T),
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        let (done, seen) = check();
+        if done {
+            return seen;
+        }
+        if Instant::now() > deadline {
+            panic!("{what}: still {seen:?} after {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -1,0 +1,337 @@
+//! What `carrel up` runs beside each tenant's API: its syncer, and the pod logs the tenant reads
+//! through it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::{AsyncReadExt, StreamExt};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::LogParams;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Api;
+use serde_json::Value;
+
+use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
+use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
+use carrel_apiserver::{ApiError, ApiResult, Server};
+use carrel_node_agent::{LogLine, LogStore};
+use carrel_syncer::{names, Config, Syncer};
+
+/// One syncer per served tenant.
+pub struct Syncers {
+    host: kube::Client,
+    handle: tokio::runtime::Handle,
+    ca_pem: Option<String>,
+    resync: Duration,
+    running: Mutex<HashMap<String, Running>>,
+}
+
+struct Running {
+    syncer: Arc<Mutex<Option<Syncer>>>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Syncers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let running: Vec<String> =
+            self.running.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        f.debug_struct("Syncers").field("running", &running).finish()
+    }
+}
+
+impl Syncers {
+    /// Syncers that reach the host with `host`, spawned on `handle`; `ca_pem` is the CA workloads
+    /// trust for their tenant API.
+    pub fn new(
+        host: kube::Client,
+        handle: tokio::runtime::Handle,
+        ca_pem: Option<String>,
+        resync: Duration,
+    ) -> Syncers {
+        Syncers { host, handle, ca_pem, resync, running: Mutex::default() }
+    }
+
+    /// Stop every syncer.
+    pub fn stop_all(&self) {
+        for (_, running) in self.running.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+            let _ = running.stop.send(true);
+        }
+    }
+}
+
+/// The tenant's GPU quota by canonical profile name.
+fn quota_of(object: &Value) -> BTreeMap<String, i64> {
+    object
+        .pointer("/spec/gpuQuota")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(p, n)| Some((carrel_gpu::canonical_profile_name(p)?, n.as_i64()?)))
+        .collect()
+}
+
+impl TenantHooks for Syncers {
+    fn serving(&self, tenant: &str, server: &Arc<Server>, object: &Value) {
+        server.set_pod_logs(Arc::new(TenantPodLogs {
+            host: self.host.clone(),
+            host_namespace: host_namespace(tenant),
+        }));
+        let quota = quota_of(object);
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = running.get(tenant) {
+            if let Some(syncer) = r.syncer.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                syncer.set_quota(quota);
+            }
+            return;
+        }
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let slot = Arc::new(Mutex::new(None));
+        running.insert(tenant.to_owned(), Running { syncer: slot.clone(), stop });
+        let config = Config {
+            tenant: tenant.to_owned(),
+            host_namespace: host_namespace(tenant),
+            gpu_quota: quota,
+            tenant_ca_pem: self.ca_pem.clone(),
+            resync: self.resync,
+        };
+        let host = self.host.clone();
+        self.handle.spawn(async move {
+            let name = config.tenant.clone();
+            let Some(client) = tenant_client(&host, &config.host_namespace, stop_rx.clone()).await
+            else {
+                return;
+            };
+            let syncer = Syncer::new(client, host, config);
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(syncer.clone());
+            tracing::info!(tenant = %name, "syncer started");
+            syncer.run(stop_rx).await;
+            tracing::info!(tenant = %name, "syncer stopped");
+        });
+    }
+
+    fn gone(&self, tenant: &str) {
+        if let Some(r) = self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant) {
+            let _ = r.stop.send(true);
+        }
+    }
+}
+
+/// A client of the tenant's API as its admin, from the kubeconfig the manager keeps in the host
+/// namespace; `None` once stopped.
+async fn tenant_client(
+    host: &kube::Client,
+    host_namespace: &str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Option<kube::Client> {
+    let secrets: Api<Secret> = Api::namespaced(host.clone(), host_namespace);
+    let mut delay = Duration::from_millis(50);
+    loop {
+        if *stop.borrow() {
+            return None;
+        }
+        let attempt = async {
+            let secret = secrets.get(KUBECONFIG_SECRET).await.map_err(|e| e.to_string())?;
+            let bytes = secret
+                .data
+                .as_ref()
+                .and_then(|d| d.get("kubeconfig"))
+                .ok_or("the kubeconfig Secret has no kubeconfig")?;
+            let text = String::from_utf8(bytes.0.clone()).map_err(|e| e.to_string())?;
+            let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| e.to_string())?;
+            let config =
+                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+            kube::Client::try_from(config).map_err(|e| e.to_string())
+        };
+        match attempt.await {
+            Ok(client) => return Some(client),
+            Err(e) => {
+                tracing::debug!(namespace = %host_namespace, error = %e, "waiting for the tenant's kubeconfig");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+}
+
+/// A tenant pod's log is its host pod's log.
+struct TenantPodLogs {
+    host: kube::Client,
+    host_namespace: String,
+}
+
+impl std::fmt::Debug for TenantPodLogs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantPodLogs").field("host_namespace", &self.host_namespace).finish()
+    }
+}
+
+impl PodLogs for TenantPodLogs {
+    fn logs(
+        &self,
+        namespace: &str,
+        pod: &Value,
+        options: LogOptions,
+    ) -> BoxFuture<'static, ApiResult<LogStream>> {
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let host_name = names::host_pod(namespace, name);
+        let api: Api<Pod> = Api::namespaced(self.host.clone(), &self.host_namespace);
+        Box::pin(async move {
+            let params = LogParams {
+                container: options.container.clone(),
+                follow: options.follow,
+                previous: options.previous,
+                timestamps: options.timestamps,
+                tail_lines: options.tail_lines.and_then(|n| i64::try_from(n).ok()),
+                since_seconds: options.since_seconds.and_then(|n| i64::try_from(n).ok()),
+                limit_bytes: options.limit_bytes.and_then(|n| i64::try_from(n).ok()),
+                ..LogParams::default()
+            };
+            let reader = api.log_stream(&host_name, &params).await.map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 404 => {
+                    ApiError::bad_request("the pod has not started on a node yet")
+                }
+                kube::Error::Api(s) if s.code == 400 => ApiError::bad_request(s.message),
+                other => ApiError::unavailable(format!("reading the pod's log: {other}")),
+            })?;
+            Ok(read_chunks(reader))
+        })
+    }
+}
+
+/// An `AsyncRead` as a stream of byte chunks.
+pub fn read_chunks(reader: impl futures::AsyncRead + Send + Unpin + 'static) -> LogStream {
+    futures::stream::unfold(Some(reader), |state| async move {
+        let mut reader = state?;
+        let mut buf = vec![0u8; 8192];
+        match reader.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(bytes::Bytes::from(buf)), Some(reader)))
+            }
+            Err(e) => Some((Err(e), None)),
+        }
+    })
+    .boxed()
+}
+
+/// Host pod logs from the simulated kubelets, by the node the pod runs on.
+#[derive(Debug)]
+pub struct SimPodLogs {
+    nodes: BTreeMap<String, LogStore>,
+}
+
+impl SimPodLogs {
+    /// The logs of these nodes' simulated containers.
+    pub fn new(nodes: BTreeMap<String, LogStore>) -> SimPodLogs {
+        SimPodLogs { nodes }
+    }
+}
+
+/// Lines as the kubelet serves them: `tailLines`, `sinceSeconds` and `timestamps` applied.
+fn render(lines: &[LogLine], options: &LogOptions) -> String {
+    let since = options.since_seconds.map(|s| {
+        chrono::Utc::now() - chrono::Duration::seconds(i64::try_from(s).unwrap_or(i64::MAX / 1000))
+    });
+    let kept: Vec<&LogLine> = lines.iter().filter(|l| since.is_none_or(|t| l.time >= t)).collect();
+    let start = match options.tail_lines {
+        Some(n) => kept.len().saturating_sub(usize::try_from(n).unwrap_or(usize::MAX)),
+        None => 0,
+    };
+    kept[start..].iter().map(|l| line_text(l, options) + "\n").collect()
+}
+
+fn line_text(line: &LogLine, options: &LogOptions) -> String {
+    if options.timestamps {
+        line.with_timestamp()
+    } else {
+        line.text.clone()
+    }
+}
+
+impl PodLogs for SimPodLogs {
+    fn logs(
+        &self,
+        namespace: &str,
+        pod: &Value,
+        options: LogOptions,
+    ) -> BoxFuture<'static, ApiResult<LogStream>> {
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let node = pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default();
+        let answer = (|| {
+            let container = container_of(pod, &options)?;
+            let Some(store) = self.nodes.get(node) else {
+                return Err(ApiError::bad_request(format!(
+                    "pod {name} does not have a host assigned"
+                )));
+            };
+            let not_started = || {
+                ApiError::bad_request(format!(
+                    "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+                ))
+            };
+            let limit = options.limit_bytes.and_then(|n| usize::try_from(n).ok());
+            if !options.follow {
+                let lines =
+                    store.lines(namespace, name, Some(&container)).ok_or_else(not_started)?;
+                let mut text = render(&lines, &options).into_bytes();
+                if let Some(limit) = limit {
+                    text.truncate(limit);
+                }
+                let stream: LogStream =
+                    futures::stream::once(async move { Ok(bytes::Bytes::from(text)) }).boxed();
+                return Ok(stream);
+            }
+            let (lines, receiver) =
+                store.follow(namespace, name, Some(&container)).ok_or_else(not_started)?;
+            let first = render(&lines, &options);
+            let options2 = options.clone();
+            let rest = futures::stream::unfold(receiver, move |mut rx| {
+                let options = options2.clone();
+                async move {
+                    loop {
+                        match rx.recv().await {
+                            Ok(line) => {
+                                let text = line_text(&line, &options) + "\n";
+                                return Some((Ok(bytes::Bytes::from(text)), rx));
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                        }
+                    }
+                }
+            });
+            let stream =
+                futures::stream::once(async move { Ok(bytes::Bytes::from(first)) }).chain(rest);
+            Ok(match limit {
+                Some(limit) => limit_stream(stream.boxed(), limit),
+                None => stream.boxed(),
+            })
+        })();
+        Box::pin(async move { answer })
+    }
+}
+
+/// At most `limit` bytes of a stream.
+fn limit_stream(stream: LogStream, limit: usize) -> LogStream {
+    futures::stream::unfold((stream, limit), |(mut s, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        match s.next().await? {
+            Ok(mut chunk) => {
+                if chunk.len() > left {
+                    chunk.truncate(left);
+                }
+                let left = left - chunk.len();
+                Some((Ok(chunk), (s, left)))
+            }
+            Err(e) => Some((Err(e), (s, 0))),
+        }
+    })
+    .boxed()
+}

@@ -1,0 +1,296 @@
+//! Tenant pods on pinned MIG slices, end to end: `carrel up` with simulated GPU nodes, tenants
+//! using real kubectl, the host and `carrel gpu map` checked for what they hold.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use carrel_e2e::{fails, ok};
+use common::{create, eventually, Up};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn gpu_pod(name: &str, resource: &str, count: u32) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: cuda\n    resources:\n      limits:\n        {resource}: {count}\n"
+    )
+}
+
+fn apply(up: &Up, kubeconfig: &Path, manifest: &str) -> std::process::Output {
+    let file = up.home.path().join(format!("m-{}.yaml", rand_suffix()));
+    std::fs::write(&file, manifest).expect("write manifest");
+    up.kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()])
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+fn phase(up: &Up, kubeconfig: &Path, pod: &str) -> String {
+    String::from_utf8_lossy(
+        &up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "jsonpath={.status.phase}"]).stdout,
+    )
+    .into_owned()
+}
+
+fn wait_phase(up: &Up, kubeconfig: &Path, pod: &str, want: &str) {
+    eventually(&format!("pod {pod} {want}"), WAIT, || {
+        let p = phase(up, kubeconfig, pod);
+        (p == want, p)
+    });
+}
+
+fn json(out: std::process::Output) -> Value {
+    serde_json::from_str(&ok(out)).expect("JSON")
+}
+
+/// Held instances of the map: (tenant, namespace, pod, gpu, start, uuid).
+fn held(up: &Up) -> Vec<(String, String, String, String, u64, String)> {
+    let map = json(up.carrel(&["gpu", "map", "-o", "json"]));
+    let mut out = Vec::new();
+    for node in map["nodes"].as_array().expect("nodes") {
+        for gpu in node["gpus"].as_array().expect("gpus") {
+            for i in gpu["instances"].as_array().expect("instances") {
+                if let Some(tenant) = i["tenant"].as_str() {
+                    out.push((
+                        tenant.to_owned(),
+                        i["namespace"].as_str().unwrap_or_default().to_owned(),
+                        i["pod"].as_str().unwrap_or_default().to_owned(),
+                        gpu["uuid"].as_str().unwrap_or_default().to_owned(),
+                        i["start"].as_u64().unwrap_or_default(),
+                        i["uuid"].as_str().unwrap_or_default().to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn gpu_pods_get_their_own_slices_within_quota() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let a = create(&up, "team-a", &["--gpu", "1g.18gb=3"]);
+    let b = create(&up, "team-b", &["--gpu", "mig-1g.18gb=1"]);
+    ok(apply(&up, &a, &gpu_pod("a1", "nvidia.com/mig-1g.18gb", 1)));
+    ok(apply(&up, &a, &gpu_pod("a2", "nvidia.com/mig-1g.18gb", 2)));
+    ok(apply(&up, &b, &gpu_pod("b1", "nvidia.com/mig-1g.18gb", 1)));
+    for (k, p) in [(&a, "a1"), (&a, "a2"), (&b, "b1")] {
+        wait_phase(&up, k, p, "Running");
+    }
+
+    // Four slices, four distinct places, each held by the pod that asked.
+    let held = held(&up);
+    assert_eq!(held.len(), 4, "{held:?}");
+    let places: BTreeSet<(String, u64)> = held.iter().map(|h| (h.3.clone(), h.4)).collect();
+    assert_eq!(places.len(), 4, "{held:?}");
+    let holders: Vec<(&str, &str)> = held.iter().map(|h| (h.0.as_str(), h.2.as_str())).collect();
+    assert_eq!(holders, [("team-a", "a1"), ("team-a", "a2"), ("team-a", "a2"), ("team-b", "b1")]);
+
+    // The host pod is pinned to its devices through CDI, without nvidia.com resources.
+    let host = up.host_kubeconfig();
+    let hp = json(
+        up.kubectl(&host, &["get", "pod", "a2-x-default", "-n", "carrel-team-a", "-o", "json"]),
+    );
+    let cdi = hp["metadata"]["annotations"]["cdi.k8s.io/carrel-gpu"].as_str().expect("CDI");
+    let mut mine: Vec<String> =
+        held.iter().filter(|h| h.2 == "a2").map(|h| format!("nvidia.com/gpu={}", h.5)).collect();
+    mine.sort();
+    let mut named: Vec<&str> = cdi.split(',').collect();
+    named.sort();
+    assert_eq!(named, mine.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(held.iter().all(|h| h.5.starts_with("MIG-")), "{held:?}");
+    assert_eq!(hp["spec"]["nodeName"], "carrel-sim-0");
+    assert!(!hp["spec"].to_string().contains("nvidia.com"), "{}", hp["spec"]);
+    assert_eq!(hp["spec"]["automountServiceAccountToken"], false);
+    assert!(!hp.to_string().contains("NVIDIA_"), "{hp}");
+
+    // The next pod over quota is refused, naming profile, usage and quota.
+    let err = fails(apply(&up, &a, &gpu_pod("a3", "nvidia.com/mig-1g.18gb", 1)));
+    assert!(
+        err.contains("exceeded GPU quota: requested: nvidia.com/mig-1g.18gb=1, used: nvidia.com/mig-1g.18gb=3, limited: nvidia.com/mig-1g.18gb=3"),
+        "{err}"
+    );
+
+    // Each tenant sees its own pods, and one node that shows its own quota.
+    assert_eq!(ok(up.kubectl(&b, &["get", "pods", "-o", "name"])), "pod/b1\n");
+    let nodes = json(up.kubectl(&b, &["get", "nodes", "-o", "json"]));
+    let items = nodes["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1, "{nodes}");
+    assert_eq!(items[0]["metadata"]["name"], "carrel-sim-0");
+    assert_eq!(items[0]["status"]["allocatable"]["nvidia.com/mig-1g.18gb"], "1");
+    let node_a = ok(up.kubectl(
+        &a,
+        &[
+            "get",
+            "node",
+            "carrel-sim-0",
+            "-o",
+            "jsonpath={.status.allocatable.nvidia\\.com/mig-1g\\.18gb}",
+        ],
+    ));
+    assert_eq!(node_a, "3");
+    assert_eq!(
+        ok(up.kubectl(&b, &["get", "pod", "b1", "-o", "jsonpath={.spec.nodeName}"])),
+        "carrel-sim-0"
+    );
+
+    // Logs come from the host pod.
+    let logs = ok(up.kubectl(&a, &["logs", "a1"]));
+    assert!(logs.contains("started on carrel-sim-0"), "{logs}");
+
+    // Deleting a pod frees its slices; the host pod and its claims go with it.
+    ok(up.kubectl(&a, &["delete", "pod", "a2"]));
+    eventually("a2's slices freed", WAIT, || {
+        let h = self::held(&up);
+        (h.len() == 2, h)
+    });
+    eventually("a2's host pod gone", WAIT, || {
+        let out = up.kubectl(&host, &["get", "pods", "-n", "carrel-team-a", "-o", "name"]);
+        let names = String::from_utf8_lossy(&out.stdout).into_owned();
+        (names == "pod/a1-x-default\n", names)
+    });
+    let leases = ok(up.kubectl(&host, &["get", "leases", "-n", "carrel-system", "-o", "name"]));
+    assert_eq!(leases.lines().count(), 2, "{leases}");
+
+    // A host pod deleted under its tenant shows as Failed with the reason.
+    ok(up.kubectl(&host, &["delete", "pod", "a1-x-default", "-n", "carrel-team-a"]));
+    wait_phase(&up, &a, "a1", "Failed");
+    let reason = ok(up.kubectl(&a, &["get", "pod", "a1", "-o", "jsonpath={.status.reason}"]));
+    assert_eq!(reason, "HostPodDeleted");
+    eventually("a1's slice freed", WAIT, || {
+        let h = self::held(&up);
+        (h.len() == 1, h)
+    });
+}
+
+#[test]
+fn a_freed_slice_goes_to_another_tenant_and_unsafe_pods_never_reach_the_host() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let a = create(&up, "team-a", &["--gpu", "7g.141gb=1"]);
+    let b = create(&up, "team-b", &["--gpu", "7g.141gb=1"]);
+    ok(apply(&up, &a, &gpu_pod("whole", "nvidia.com/gpu", 1)));
+    wait_phase(&up, &a, "whole", "Running");
+    ok(apply(&up, &b, &gpu_pod("waits", "nvidia.com/mig-7g.141gb", 1)));
+    // The only GPU is taken: b's pod waits, and says why.
+    let message = eventually("b's pod unschedulable", WAIT, || {
+        let m = ok(up.kubectl(
+            &b,
+            &[
+                "get",
+                "pod",
+                "waits",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+            ],
+        ));
+        (!m.is_empty(), m)
+    });
+    assert!(message.contains("7g.141gb"), "{message}");
+    assert_eq!(phase(&up, &b, "waits"), "Pending");
+    let events = ok(up.kubectl(&b, &["get", "events", "-o", "jsonpath={.items[*].reason}"]));
+    assert!(events.contains("FailedScheduling"), "{events}");
+    ok(up.kubectl(&a, &["delete", "pod", "whole"]));
+    wait_phase(&up, &b, "waits", "Running");
+    let held = held(&up);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!((held[0].0.as_str(), held[0].2.as_str()), ("team-b", "waits"));
+
+    let refused = [
+        (
+            "privileged",
+            "    securityContext:\n      privileged: true\n",
+            "privileged (container \"main\" must not set securityContext.privileged=true)",
+        ),
+        (
+            "env",
+            "    env:\n    - name: NVIDIA_VISIBLE_DEVICES\n      value: all\n",
+            "container \"main\" sets NVIDIA_VISIBLE_DEVICES",
+        ),
+    ];
+    for (name, extra, why) in refused {
+        let manifest = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: x\n{extra}"
+        );
+        let err = fails(apply(&up, &a, &manifest));
+        assert!(err.contains("forbidden") && err.contains(why), "{err}");
+    }
+    let host_path = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hostpath\nspec:\n  containers:\n  - name: main\n    image: x\n  volumes:\n  - name: root\n    hostPath:\n      path: /\n";
+    let err = fails(apply(&up, &a, host_path));
+    assert!(
+        err.contains(
+            "violates PodSecurity \"baseline:latest\": hostPath volumes (volume \"root\")"
+        ),
+        "{err}"
+    );
+    let host = up.host_kubeconfig();
+    let host_pods = ok(up.kubectl(&host, &["get", "pods", "-A", "-o", "name"]));
+    assert_eq!(host_pods, "pod/waits-x-default\n", "nothing refused reached the host");
+}
+
+#[test]
+fn killing_carrel_up_loses_no_pod_and_duplicates_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let args = ["--sim-nodes", "2", "--sim-gpus", "h200x1"];
+    let up = Up::start_args(data.path(), &args);
+    let a = create(&up, "team-a", &["--gpu", "1g.18gb=4"]);
+    for i in 0..3 {
+        ok(apply(&up, &a, &gpu_pod(&format!("p{i}"), "nvidia.com/mig-1g.18gb", 1)));
+    }
+    ok(apply(&up, &a, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: cpu\nspec:\n  containers:\n  - name: main\n    image: x\n"));
+    for p in ["p0", "p1", "p2", "cpu"] {
+        wait_phase(&up, &a, p, "Running");
+    }
+    // A CPU pod is scheduled by the embedded host onto a simulated node.
+    let node = ok(up.kubectl(&a, &["get", "pod", "cpu", "-o", "jsonpath={.spec.nodeName}"]));
+    assert!(node.starts_with("carrel-sim-"), "{node}");
+    let before = held(&up);
+    // A pod created right before the kill, maybe half synced.
+    ok(apply(&up, &a, &gpu_pod("late", "nvidia.com/mig-1g.18gb", 1)));
+    up.kill9();
+
+    // The restarted server listens on another port: the tenant's kubeconfig is fetched again.
+    let up = Up::start_args(data.path(), &args);
+    let a2 = up.home.path().join("team-a-again.kubeconfig");
+    std::fs::write(&a2, ok(up.carrel(&["tenant", "kubeconfig", "team-a"]))).unwrap();
+    for p in ["p0", "p1", "p2", "cpu", "late"] {
+        wait_phase(&up, &a2, p, "Running");
+    }
+    let after = held(&up);
+    assert_eq!(after.len(), 4, "{after:?}");
+    for h in &before {
+        assert!(
+            after.contains(h) || after.iter().any(|x| x.2 == h.2 && x.3 == h.3 && x.4 == h.4),
+            "{h:?} moved: {after:?}"
+        );
+    }
+    let host = up.host_kubeconfig();
+    let host_pods = ok(up.kubectl(&host, &["get", "pods", "-n", "carrel-team-a", "-o", "name"]));
+    let mut names: Vec<&str> = host_pods.lines().collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "pod/cpu-x-default",
+            "pod/late-x-default",
+            "pod/p0-x-default",
+            "pod/p1-x-default",
+            "pod/p2-x-default"
+        ]
+    );
+    // Every claim Lease belongs to a live pod.
+    let leases = json(up.kubectl(&host, &["get", "leases", "-n", "carrel-system", "-o", "json"]));
+    for lease in leases["items"].as_array().expect("items") {
+        let pod = lease["metadata"]["labels"]["gpu.carrel.dev/host-pod"].as_str().expect("holder");
+        assert!(names.contains(&format!("pod/{pod}").as_str()), "orphaned claim of {pod}");
+    }
+    assert_eq!(leases["items"].as_array().map(Vec::len), Some(4));
+}
