@@ -66,6 +66,9 @@ pub struct Config {
     pub resync: Duration,
 }
 
+/// Lifetime of the tokens the syncer asks for.
+const TOKEN_SECONDS: i64 = 86_400;
+
 /// A tenant pod, by namespace and name.
 type Key = (String, String);
 
@@ -96,6 +99,10 @@ struct Inner {
     queue_rx: Mutex<Option<mpsc::UnboundedReceiver<Key>>>,
     virtual_nodes: Mutex<HashSet<String>>,
     events_seen: Mutex<HashMap<String, String>>,
+    /// Failed reconciles in a row, per key: the retry backs off.
+    failures: Mutex<HashMap<Key, u32>>,
+    /// When the token in each service account's host Secret expires, for those written here.
+    tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
 }
 
 impl Syncer {
@@ -120,6 +127,8 @@ impl Syncer {
                 queue_rx: Mutex::new(Some(rx)),
                 virtual_nodes: Mutex::default(),
                 events_seen: Mutex::default(),
+                failures: Mutex::default(),
+                tokens: Mutex::default(),
             }),
         }
     }
@@ -302,14 +311,24 @@ impl Syncer {
     fn spawn_reconcile(&self, key: Key, done: mpsc::UnboundedSender<Key>) {
         let this = self.clone();
         tokio::spawn(async move {
-            match this.reconcile(&key).await {
-                Ok(Some(after)) => this.enqueue_later(key.clone(), after),
-                Ok(None) => {}
+            let outcome = this.reconcile(&key).await;
+            let mut failures = this.inner.failures.lock().unwrap_or_else(|e| e.into_inner());
+            match outcome {
+                Ok(later) => {
+                    failures.remove(&key);
+                    if let Some(after) = later {
+                        this.enqueue_later(key.clone(), after);
+                    }
+                }
                 Err(e) => {
-                    tracing::warn!(tenant = %this.inner.tenant, pod = %format!("{}/{}", key.0, key.1), error = %e, "sync failed; retrying");
-                    this.enqueue_later(key.clone(), Duration::from_millis(500));
+                    let n = failures.entry(key.clone()).or_insert(0);
+                    *n = n.saturating_add(1);
+                    let delay = retry_delay(*n);
+                    tracing::warn!(tenant = %this.inner.tenant, pod = %format!("{}/{}", key.0, key.1), error = %e, retry_in = ?delay, "sync failed");
+                    this.enqueue_later(key.clone(), delay);
                 }
             }
+            drop(failures);
             let _ = done.send(key);
         });
     }
@@ -328,7 +347,6 @@ impl Syncer {
             }
             (None, None) => {
                 claims::release(&self.inner.host_client, &self.inner.tenant, &host_name).await?;
-                self.delete_token(namespace, name).await?;
                 Ok(None)
             }
             (Some(tenant), None) => {
@@ -420,27 +438,7 @@ impl Syncer {
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        let ns = host
-            .pointer(&format!("/metadata/annotations/{}", escape(names::ANNOTATION_NAMESPACE)))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let pod = host
-            .pointer(&format!("/metadata/annotations/{}", escape(names::ANNOTATION_NAME)))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        self.delete_token(&ns, &pod).await
-    }
-
-    async fn delete_token(&self, namespace: &str, pod: &str) -> Result<(), SyncError> {
-        let secrets: Api<Secret> =
-            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        match secrets.delete(&names::token_secret(namespace, pod), &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        Ok(())
     }
 
     /// The profiles and counts a pod's GPU resources stand for; `nvidia.com/gpu` becomes the
@@ -524,7 +522,22 @@ impl Syncer {
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
         let created = match api.create(&PostParams::default(), &pod).await {
             Ok(p) => p,
-            Err(kube::Error::Api(e)) if e.code == 409 => api.get(host_name).await?,
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let existing = api.get(host_name).await?;
+                let uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
+                let recorded = existing
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(names::ANNOTATION_UID))
+                    .map(String::as_str);
+                if !is_ours(&existing, &self.inner.tenant) || recorded != uid {
+                    // Another pod's host pod under this name (an earlier pod of the same name):
+                    // the next pass, from the host watch, replaces it.
+                    return Ok(Some(Duration::from_millis(50)));
+                }
+                existing
+            }
             Err(e) => return Err(e.into()),
         };
         let uid = created.metadata.uid.unwrap_or_default();
@@ -602,26 +615,39 @@ impl Syncer {
         }
     }
 
-    /// A host Secret with a token the tenant API issued for the pod's service account, its CA
-    /// and namespace; `None` when the pod opts out of a token.
+    /// The host Secret with a token the tenant API issued for the pod's service account, its CA
+    /// and namespace, shared by the account's pods and renewed when half its life is gone;
+    /// `None` when the pod opts out of a token or the account does not exist.
     async fn token_secret(&self, pod: &Value) -> Result<Option<String>, SyncError> {
         if pod.pointer("/spec/automountServiceAccountToken") == Some(&json!(false)) {
             return Ok(None);
         }
         let namespace =
             pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let account = pod
             .pointer("/spec/serviceAccountName")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
             .unwrap_or("default");
+        let secret_name = names::token_secret(namespace, account);
+        let key = (namespace.to_owned(), account.to_owned());
+        let fresh = chrono::Utc::now() + chrono::Duration::seconds(TOKEN_SECONDS / 2);
+        if self
+            .inner
+            .tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .is_some_and(|e| *e > fresh)
+        {
+            return Ok(Some(secret_name));
+        }
         let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
             Api::namespaced(self.inner.tenant_client.clone(), namespace);
         let request = json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 86400},
+            "spec": {"expirationSeconds": TOKEN_SECONDS},
         });
         let answer: Value = match accounts
             .create_subresource("token", account, &PostParams::default(), &request)
@@ -636,12 +662,16 @@ impl Syncer {
             Err(e) => return Err(e.into()),
         };
         let token = answer.pointer("/status/token").and_then(Value::as_str).unwrap_or_default();
-        let secret_name = names::token_secret(namespace, name);
+        let expires = answer
+            .pointer("/status/expirationTimestamp")
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .unwrap_or_else(|| chrono::Utc::now() + chrono::Duration::seconds(TOKEN_SECONDS));
         let mut data = json!({"token": token, "namespace": namespace});
         if let Some(ca) = &self.inner.tenant_ca_pem {
             data["ca.crt"] = json!(ca);
         }
-        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         let secret = json!({
             "apiVersion": "v1",
             "kind": "Secret",
@@ -649,12 +679,16 @@ impl Syncer {
                 "name": secret_name,
                 "namespace": self.inner.host_namespace,
                 "labels": names::host_labels(&self.inner.tenant),
-                "annotations": names::host_annotations(namespace, name, uid),
+                "annotations": {
+                    names::ANNOTATION_NAMESPACE: namespace,
+                    names::ANNOTATION_SERVICE_ACCOUNT: account,
+                },
             },
             "type": "Opaque",
             "stringData": data,
         });
         self.put_host::<Secret>(secret).await?;
+        self.inner.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(key, expires);
         Ok(Some(secret_name))
     }
 
@@ -948,6 +982,12 @@ impl Syncer {
     }
 }
 
+/// 50 ms after the first failure, doubling up to 10 s.
+fn retry_delay(failures: u32) -> Duration {
+    let ms = 50u64.saturating_mul(1u64 << failures.saturating_sub(1).min(16));
+    Duration::from_millis(ms.min(10_000))
+}
+
 fn to_value<T: serde::Serialize>(object: &T) -> Result<Value, SyncError> {
     serde_json::to_value(object).map_err(|source| SyncError::Decode { kind: "object", source })
 }
@@ -977,4 +1017,18 @@ fn is_ours(pod: &Pod, tenant: &str) -> bool {
 fn tenant_key(host: &Pod) -> Option<Key> {
     let a = host.metadata.annotations.as_ref()?;
     Some((a.get(names::ANNOTATION_NAMESPACE)?.clone(), a.get(names::ANNOTATION_NAME)?.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_to_ten_seconds() {
+        assert_eq!(retry_delay(1), Duration::from_millis(50));
+        assert_eq!(retry_delay(2), Duration::from_millis(100));
+        assert_eq!(retry_delay(8), Duration::from_millis(6400));
+        assert_eq!(retry_delay(9), Duration::from_secs(10));
+        assert_eq!(retry_delay(u32::MAX), Duration::from_secs(10));
+    }
 }

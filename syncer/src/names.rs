@@ -22,6 +22,8 @@ pub const ANNOTATION_NAMESPACE: &str = "carrel.dev/tenant-namespace";
 pub const ANNOTATION_NAME: &str = "carrel.dev/tenant-name";
 /// Annotation: the tenant object's UID.
 pub const ANNOTATION_UID: &str = "carrel.dev/tenant-uid";
+/// Annotation on a host token Secret: the tenant service account.
+pub const ANNOTATION_SERVICE_ACCOUNT: &str = "carrel.dev/tenant-service-account";
 /// Annotation on a tenant pod: the UID of the host pod made for it.
 pub const ANNOTATION_HOST_UID: &str = "carrel.dev/host-pod-uid";
 /// Annotation on a host pod: the CDI devices it is given.
@@ -55,9 +57,11 @@ pub fn host_pod(namespace: &str, name: &str) -> String {
     host_name(namespace, name)
 }
 
-/// The host Secret that carries a tenant pod's service-account token.
-pub fn token_secret(namespace: &str, pod: &str) -> String {
-    format!("{}-token", host_name(namespace, pod))
+/// The host Secret that carries the token of tenant service account `account` in `namespace`,
+/// shared by its pods. The `.sa-token` suffix puts a dot after the namespace part, which no
+/// namespace (a DNS label) has, so no copied tenant object can have this name.
+pub fn token_secret(namespace: &str, account: &str) -> String {
+    format!("{}.sa-token", host_name(namespace, account))
 }
 
 /// Labels of a host object written for `tenant`.
@@ -98,7 +102,9 @@ mod tests {
     #[test]
     fn short_names_read_as_they_are() {
         assert_eq!(host_pod("default", "train-0"), "train-0-x-default");
-        assert_eq!(token_secret("ml", "p"), "p-x-ml-token");
+        assert_eq!(token_secret("ml", "default"), "default-x-ml.sa-token");
+        // A tenant Secret named "default" in namespace "ml-sa-token" cannot take its name.
+        assert_ne!(token_secret("ml", "default"), host_name("ml-sa-token", "default"));
     }
 
     #[test]

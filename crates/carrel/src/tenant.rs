@@ -123,28 +123,9 @@ fn tenants(client: &kube::Client) -> kube::Api<Tenant> {
     kube::Api::all(client.clone())
 }
 
-/// `PROFILE=COUNT` pairs as a quota map.
+/// `PROFILE=COUNT` pairs (`--gpu`) as a quota map.
 pub fn parse_gpu(pairs: &[String]) -> anyhow::Result<BTreeMap<String, i64>> {
-    let mut quota = BTreeMap::new();
-    for pair in pairs {
-        let Some((profile, count)) = pair.split_once('=') else {
-            bail!("--gpu {pair:?}: expected PROFILE=COUNT, such as 1g.18gb=2");
-        };
-        let count: i64 =
-            count.parse().ok().filter(|c| *c >= 0).with_context(|| {
-                format!("--gpu {pair:?}: the count must be a non-negative integer")
-            })?;
-        let Some(canonical) = carrel_gpu::canonical_profile_name(profile) else {
-            bail!(
-                "--gpu {pair:?}: {profile} is not a MIG profile; known profiles: {}",
-                carrel_gpu::known_profile_names().join(", ")
-            );
-        };
-        if quota.insert(canonical.clone(), count).is_some() {
-            bail!("--gpu {canonical} is given twice");
-        }
-    }
-    Ok(quota)
+    carrel_gpu::requests::parse_quota(pairs).map_err(|e| anyhow::anyhow!("--gpu {e}"))
 }
 
 /// Create a tenant (the server validates the name, TTL and quota).
@@ -345,7 +326,9 @@ mod tests {
             let err = parse_gpu(&[bad.into()]).unwrap_err().to_string();
             assert!(err.contains(bad), "{err}");
         }
-        assert!(parse_gpu(&["a=1".into(), "a=2".into()]).is_err());
+        assert!(parse_gpu(&["1g.18gb=1".into(), "mig-1g.18gb=2".into()]).is_err());
+        let err = parse_gpu(&["big=1".into()]).unwrap_err().to_string();
+        assert!(err.contains("known profiles: 1g.5gb"), "{err}");
     }
 
     #[test]

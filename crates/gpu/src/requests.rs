@@ -4,6 +4,33 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// `PROFILE=COUNT` pairs (`1g.18gb=2`, `mig-1g.18gb=2`, `nvidia.com/mig-1g.18gb=2`) as a quota
+/// by canonical profile name; the error names the pair and what is wrong with it.
+pub fn parse_quota<S: AsRef<str>>(pairs: &[S]) -> Result<BTreeMap<String, i64>, String> {
+    let mut quota = BTreeMap::new();
+    for pair in pairs {
+        let pair = pair.as_ref();
+        let Some((profile, count)) = pair.split_once('=') else {
+            return Err(format!("{pair:?}: expected PROFILE=COUNT, such as 1g.18gb=2"));
+        };
+        let count = count
+            .parse::<i64>()
+            .ok()
+            .filter(|c| *c >= 0)
+            .ok_or_else(|| format!("{pair:?}: the count must be a non-negative integer"))?;
+        let Some(canonical) = crate::canonical_profile_name(profile) else {
+            return Err(format!(
+                "{pair:?}: {profile} is not a MIG profile; known profiles: {}",
+                crate::known_profile_names().join(", ")
+            ));
+        };
+        if quota.insert(canonical.clone(), count).is_some() {
+            return Err(format!("{canonical} is given twice"));
+        }
+    }
+    Ok(quota)
+}
+
 /// The resource a whole GPU is asked for with (a `7g` slice in Carrel).
 pub const WHOLE_GPU: &str = "nvidia.com/gpu";
 const MIG_PREFIX: &str = "nvidia.com/mig-";

@@ -1,0 +1,386 @@
+//! Syncer benchmark: how long a tenant pod takes to become a host pod, and to show Running in
+//! the tenant (simulated nodes), with 1 and with 20 tenants creating 500 pods; and what
+//! `carrel up` spends in CPU time and memory per 1,000 synced pods.
+//!
+//! Run with `cargo bench -p carrel --bench sync`. A plain program (no harness), bounded in count
+//! and time, with a watchdog. It starts the `carrel` binary (`carrel up --sim-nodes 2`) on
+//! 127.0.0.1:0 and talks to it with kube clients, as tenants and the host would.
+//!
+//! | measurement | ours | baseline (same run) |
+//! |---|---|---|
+//! | pod → host pod | tenant POST returned → the host pod seen on a host watch | one pod POST to the host, request to response (the least a synced pod costs the host) |
+//! | pod → Running | tenant POST returned → the tenant pod seen Running on a tenant watch | host POST returned → the host pod seen Running |
+//! | CPU, memory | `carrel up`'s CPU seconds and VmRSS growth per 1,000 synced pods (host API, tenant APIs, syncers and simulated kubelets together) | the same per 1,000 host pods created directly |
+
+#![allow(clippy::print_stdout)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use carrel_bench::{ms, ratio, section, verdict, watchdog, Run, Table};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{ObjectMeta, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use serde_json::json;
+
+const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
+const PODS: usize = 500;
+const WATCHDOG: Duration = Duration::from_secs(600);
+const POD_TIMEOUT: Duration = Duration::from_secs(120);
+
+type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// When each pod was seen, by key.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<HashMap<String, Instant>>>);
+
+impl Seen {
+    fn mark(&self, key: String) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert_with(Instant::now);
+    }
+    fn get(&self, key: &str) -> Option<Instant> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied()
+    }
+}
+
+struct Up {
+    child: Child,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(data: &Path) -> BenchResult<Up> {
+    let mut child = Command::new(CARREL)
+        .args([
+            "up",
+            "--listen",
+            "127.0.0.1:0",
+            "--sim-nodes",
+            "2",
+            "--sim-gpus",
+            "h200x8",
+            "--data-dir",
+        ])
+        .arg(data)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut kubeconfig = None;
+    for line in lines.by_ref() {
+        let line = line?;
+        if let Some(path) = line.strip_prefix("host kubeconfig: ") {
+            kubeconfig = Some(PathBuf::from(path));
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    Ok(Up { child, kubeconfig: kubeconfig.ok_or("carrel up did not start")? })
+}
+
+async fn client_from(path: &Path) -> BenchResult<kube::Client> {
+    let kubeconfig = Kubeconfig::read_from(path)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// CPU seconds (user + system) and resident KiB of a process.
+fn usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // After the command: state is field 0; utime 11, stime 12 (clock ticks, 100 per second).
+    let cpu = (ticks(11) + ticks(12)) / 100.0;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    (cpu, rss)
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "main", "image": "x"}]},
+    }))
+    .expect("a pod")
+}
+
+/// Watch pods on `api`, marking when each is first seen (`seen`) and first Running (`running`).
+fn watch_pods(
+    api: Api<Pod>,
+    prefix: String,
+    seen: Seen,
+    running: Seen,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let stream = watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event else {
+                continue;
+            };
+            let ns = p.metadata.namespace.clone().unwrap_or_default();
+            let key = format!("{prefix}{ns}/{}", p.metadata.name.clone().unwrap_or_default());
+            seen.mark(key.clone());
+            if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+                running.mark(key);
+            }
+        }
+    })
+}
+
+async fn wait_for(seen: &Seen, key: &str) -> BenchResult<Instant> {
+    let deadline = Instant::now() + POD_TIMEOUT;
+    loop {
+        if let Some(t) = seen.get(key) {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{key} not seen within {POD_TIMEOUT:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Runs: create → host pod, create → Running.
+struct Latencies {
+    host: Run,
+    running: Run,
+}
+
+/// `tenants` tenants create `pods` pods between them, each tenant one after another, all
+/// tenants at once.
+async fn tenant_run(
+    up: &Up,
+    host: &kube::Client,
+    tag: &str,
+    tenants: usize,
+    pods: usize,
+    home: &Path,
+) -> BenchResult<Latencies> {
+    let mut clients = Vec::new();
+    for i in 0..tenants {
+        let name = format!("{tag}-{i}");
+        let path = home.join(format!("{name}.kubeconfig"));
+        let out = Command::new(CARREL)
+            .args(["tenant", "create", &name, "--kubeconfig-out"])
+            .arg(&path)
+            .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
+            .output()?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+        }
+        clients.push((name, client_from(&path).await?));
+    }
+    let host_seen = Seen::default();
+    let host_watch =
+        watch_pods(Api::all(host.clone()), String::new(), host_seen.clone(), Seen::default());
+    let tenant_running = Seen::default();
+    let mut watches = vec![host_watch];
+    for (name, client) in &clients {
+        watches.push(watch_pods(
+            Api::all(client.clone()),
+            format!("{name}:"),
+            Seen::default(),
+            tenant_running.clone(),
+        ));
+    }
+    // The watches list first; give them a moment to be in place before timing starts.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let per = pods / tenants;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (name, client) in clients {
+        let host_seen = host_seen.clone();
+        let running = tenant_running.clone();
+        tasks.push(tokio::spawn(async move {
+            let api: Api<Pod> = Api::namespaced(client, "default");
+            let mut created = Vec::new();
+            for k in 0..per {
+                let pod_name = format!("p{k}");
+                api.create(&PostParams::default(), &pod(&pod_name)).await?;
+                created.push((pod_name, Instant::now()));
+            }
+            let mut to_host = Vec::new();
+            let mut to_running = Vec::new();
+            for (pod_name, at) in created {
+                let h =
+                    wait_for(&host_seen, &format!("carrel-{name}/{pod_name}-x-default")).await?;
+                let r = wait_for(&running, &format!("{name}:default/{pod_name}")).await?;
+                to_host.push(h.saturating_duration_since(at));
+                to_running.push(r.saturating_duration_since(at));
+            }
+            BenchResult::Ok((to_host, to_running))
+        }));
+    }
+    let mut host_lat = Vec::new();
+    let mut run_lat = Vec::new();
+    for t in tasks {
+        let (h, r) = t.await??;
+        host_lat.extend(h);
+        run_lat.extend(r);
+    }
+    let elapsed = started.elapsed();
+    for w in watches {
+        w.abort();
+    }
+    Ok(Latencies {
+        host: Run::from_parts(host_lat, elapsed),
+        running: Run::from_parts(run_lat, elapsed),
+    })
+}
+
+/// The baseline: `PODS` pods POSTed to the host directly, one after another.
+async fn host_run(host: &kube::Client, namespace: &str) -> BenchResult<Latencies> {
+    let namespaces: Api<Namespace> = Api::all(host.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some(namespace.into()), ..Default::default() },
+        ..Default::default()
+    };
+    namespaces.create(&PostParams::default(), &ns).await?;
+    let seen = Seen::default();
+    let running = Seen::default();
+    let watch = watch_pods(
+        Api::namespaced(host.clone(), namespace),
+        String::new(),
+        seen.clone(),
+        running.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let api: Api<Pod> = Api::namespaced(host.clone(), namespace);
+    let started = Instant::now();
+    let mut created = Vec::new();
+    let mut posts = Vec::new();
+    for k in 0..PODS {
+        let name = format!("p{k}");
+        let sent = Instant::now();
+        api.create(&PostParams::default(), &pod(&name)).await?;
+        posts.push(sent.elapsed());
+        created.push((name, Instant::now()));
+    }
+    let mut to_running = Vec::new();
+    for (name, at) in created {
+        let key = format!("{namespace}/{name}");
+        wait_for(&seen, &key).await?;
+        to_running.push(wait_for(&running, &key).await?.saturating_duration_since(at));
+    }
+    let to_host = posts;
+    let elapsed = started.elapsed();
+    watch.abort();
+    Ok(Latencies {
+        host: Run::from_parts(to_host, elapsed),
+        running: Run::from_parts(to_running, elapsed),
+    })
+}
+
+fn main() -> BenchResult<()> {
+    watchdog(WATCHDOG, "a pod that never synced, or a hang in carrel up?");
+    let tmp = tempfile::tempdir()?;
+    println!("carrel sync benchmark: every ratio is ours / baseline, both measured in this run");
+    println!("cores: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    let up = start(&tmp.path().join("data"))?;
+    let pid = up.child.id();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let host = rt.block_on(client_from(&up.kubeconfig))?;
+
+    section("warm-up (not measured): 1 tenant, 20 pods");
+    let warm = rt.block_on(tenant_run(&up, &host, "warm", 1, 20, tmp.path()))?;
+    println!("  host pod {}", warm.host.describe());
+
+    section(&format!("baseline: {PODS} pods created on the host directly"));
+    let (cpu0, rss0) = usage(pid);
+    let base = rt.block_on(host_run(&host, "bench-baseline"))?;
+    let (cpu1, rss1) = usage(pid);
+    println!("  host POST {} ; Running {}", base.host.describe(), base.running.describe());
+
+    section(&format!("1 tenant creating {PODS} pods"));
+    let one = rt.block_on(tenant_run(&up, &host, "one", 1, PODS, tmp.path()))?;
+    println!("  host pod {} ; tenant Running {}", one.host.describe(), one.running.describe());
+    section(&format!("20 tenants creating {PODS} pods between them"));
+    let twenty = rt.block_on(tenant_run(&up, &host, "many", 20, PODS, tmp.path()))?;
+    let (cpu2, rss2) = usage(pid);
+    println!(
+        "  host pod {} ; tenant Running {}",
+        twenty.host.describe(),
+        twenty.running.describe()
+    );
+
+    let per_1000 = |x: f64, pods: usize| x * 1000.0 / pods as f64;
+    let base_cpu = per_1000(cpu1 - cpu0, PODS);
+    let ours_cpu = per_1000(cpu2 - cpu1, 2 * PODS);
+    let base_rss = per_1000(rss1.saturating_sub(rss0) as f64, PODS);
+    let ours_rss = per_1000(rss2.saturating_sub(rss1) as f64, 2 * PODS);
+
+    let mut table = Table::default();
+    table.header("Tenant pod → host pod (simulated nodes, 2 × h200x8)");
+    for (label, run, target) in [
+        ("1 tenant, p50", &one.host, None),
+        ("1 tenant, p99", &one.host, None),
+        ("20 tenants, p50", &twenty.host, Some(Duration::from_millis(10))),
+        ("20 tenants, p99", &twenty.host, Some(Duration::from_millis(50))),
+    ] {
+        let p99 = label.ends_with("p99");
+        let (ours, baseline) =
+            if p99 { (run.p99(), base.host.p99()) } else { (run.p50(), base.host.p50()) };
+        let target = match target {
+            Some(t) => verdict(ours <= t, format!("≤ {}", ms(t))),
+            None => "-".to_owned(),
+        };
+        table.row(
+            label,
+            ms(ours),
+            ms(baseline),
+            ratio(ours.as_secs_f64(), baseline.as_secs_f64()),
+            target,
+        );
+    }
+    table.header("Tenant pod → Running in the tenant");
+    for (label, run) in [("1 tenant", &one.running), ("20 tenants", &twenty.running)] {
+        for (p, ours, baseline) in
+            [("p50", run.p50(), base.running.p50()), ("p99", run.p99(), base.running.p99())]
+        {
+            table.row(
+                &format!("{label}, {p}"),
+                ms(ours),
+                ms(baseline),
+                ratio(ours.as_secs_f64(), baseline.as_secs_f64()),
+                "-".into(),
+            );
+        }
+    }
+    table.header("carrel up per 1,000 pods (host API, tenant APIs, syncers, simulated kubelets)");
+    table.row(
+        "CPU seconds",
+        format!("{ours_cpu:.2} s"),
+        format!("{base_cpu:.2} s"),
+        ratio(ours_cpu, base_cpu),
+        "-".into(),
+    );
+    table.row(
+        "resident memory growth",
+        format!("{:.1} MiB", ours_rss / 1024.0),
+        format!("{:.1} MiB", base_rss / 1024.0),
+        ratio(ours_rss, base_rss.max(1.0)),
+        "-".into(),
+    );
+    table.print();
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! `carrel-syncer`: one tenant's syncer against a host cluster (the embedded one of `carrel up`,
+//! or a real one), until SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use carrel_syncer::{Config, Syncer};
+
+/// Sync a tenant's pods to a host cluster, pinned to claimed MIG devices.
+#[derive(Debug, Parser)]
+#[command(name = "carrel-syncer", version)]
+struct Args {
+    /// The tenant.
+    #[arg(long)]
+    tenant: String,
+    /// A kubeconfig of the tenant's API with its admin's credentials.
+    #[arg(long)]
+    tenant_kubeconfig: PathBuf,
+    /// The host cluster's kubeconfig. Default: in-cluster configuration, else $KUBECONFIG, else
+    /// ~/.kube/config.
+    #[arg(long)]
+    host_kubeconfig: Option<PathBuf>,
+    /// The host namespace of the tenant's workloads. Default: carrel-<tenant>.
+    #[arg(long)]
+    host_namespace: Option<String>,
+    /// GPU quota for a MIG profile, as PROFILE=COUNT (`--gpu 1g.18gb=2`); repeat for more.
+    #[arg(long = "gpu", value_name = "PROFILE=COUNT")]
+    gpu: Vec<String>,
+    /// A PEM file of the CA workloads trust for their tenant API (put beside their token).
+    #[arg(long)]
+    tenant_ca: Option<PathBuf>,
+    /// Seconds between full comparisons of both sides.
+    #[arg(long, default_value_t = 10)]
+    resync_seconds: u64,
+}
+
+async fn client(path: Option<&PathBuf>, what: &str) -> anyhow::Result<kube::Client> {
+    let config = match path {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading the {what} kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .with_context(|| format!("using the {what} kubeconfig {}", path.display()))?
+        }
+        None => {
+            kube::Config::infer().await.with_context(|| format!("finding the {what} cluster"))?
+        }
+    };
+    kube::Client::try_from(config).with_context(|| format!("a client of the {what} API"))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let gpu_quota =
+        carrel_gpu::requests::parse_quota(&args.gpu).map_err(|e| anyhow::anyhow!("--gpu {e}"))?;
+    let tenant_ca_pem = match &args.tenant_ca {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("reading --tenant-ca {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let tenant = client(Some(&args.tenant_kubeconfig), "tenant").await?;
+    let host = client(args.host_kubeconfig.as_ref(), "host").await?;
+    let config = Config {
+        host_namespace: args.host_namespace.unwrap_or_else(|| format!("carrel-{}", args.tenant)),
+        tenant: args.tenant,
+        gpu_quota,
+        tenant_ca_pem,
+        resync: Duration::from_secs(args.resync_seconds.max(1)),
+    };
+    let syncer = Syncer::new(tenant, host, config);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn({
+        let syncer = syncer.clone();
+        async move { syncer.run(stop_rx).await }
+    });
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("listening for SIGTERM")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    let _ = stop.send(true);
+    let _ = run.await;
+    Ok(())
+}

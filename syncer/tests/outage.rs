@@ -1,0 +1,197 @@
+//! The syncer against real in-process API servers: pods go down and back up, and an unreachable
+//! host loses and duplicates nothing once it is back.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::Api;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use carrel_syncer::{Config, Syncer};
+
+/// An API server (the host's or a tenant's) over a fresh store on 127.0.0.1.
+async fn server(host: bool) -> (tempfile::TempDir, SocketAddr) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store =
+        carrel_store::SledStore::open(dir.path().join("store"), carrel_store::Options::create())
+            .expect("store");
+    let api = if host {
+        carrel_apiserver::Api::host(Arc::new(store))
+    } else {
+        carrel_apiserver::Api::new(Arc::new(store))
+    }
+    .expect("api");
+    let server = Arc::new(carrel_apiserver::Server::new(Arc::new(api), ""));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, carrel_apiserver::router(server)).await;
+    });
+    (dir, addr)
+}
+
+/// A TCP proxy that can be cut (every connection dropped, nothing accepted) and restored on the
+/// same port: the host seen through it becomes unreachable and comes back.
+struct Proxy {
+    port: u16,
+    target: SocketAddr,
+    tasks: Option<JoinSet<()>>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let mut p = Proxy { port, target, tasks: None };
+        p.serve(listener);
+        p
+    }
+
+    fn serve(&mut self, listener: TcpListener) {
+        let target = self.target;
+        let mut tasks = JoinSet::new();
+        let (conn_tx, mut conn_rx) = tokio::sync::mpsc::unbounded_channel::<TcpStream>();
+        tasks.spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = conn_tx.send(stream);
+            }
+        });
+        tasks.spawn(async move {
+            let mut conns = JoinSet::new();
+            while let Some(mut inbound) = conn_rx.recv().await {
+                conns.spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        self.tasks = Some(tasks);
+    }
+
+    fn cut(&mut self) {
+        if let Some(mut tasks) = self.tasks.take() {
+            tasks.abort_all();
+        }
+    }
+
+    async fn restore(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(l) => break l,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("rebinding the proxy: {e}"),
+            }
+        };
+        self.serve(listener);
+    }
+}
+
+fn client(port: u16) -> kube::Client {
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+    kube::Client::try_from(config).expect("client")
+}
+
+fn pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }))
+    .expect("pod")
+}
+
+async fn host_pods(host: &kube::Client) -> Vec<String> {
+    let api: Api<Pod> = Api::namespaced(host.clone(), "carrel-t");
+    let mut names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.into_iter().filter_map(|p| p.metadata.name).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+async fn eventually_pods(host: &kube::Client, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let names = host_pods(host).await;
+        if names == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "host pods {names:?}, want {want:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_host_loses_and_duplicates_nothing() {
+    let (_host_dir, host_addr) = server(true).await;
+    let (_tenant_dir, tenant_addr) = server(false).await;
+    let mut proxy = Proxy::start(host_addr).await;
+    let direct_host = client(host_addr.port());
+    let namespaces: Api<Namespace> = Api::all(direct_host.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "carrel-t"}})).expect("ns");
+    namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
+
+    let tenant = client(tenant_addr.port());
+    let config = Config {
+        tenant: "t".into(),
+        host_namespace: "carrel-t".into(),
+        gpu_quota: Default::default(),
+        tenant_ca_pem: None,
+        resync: Duration::from_secs(1),
+    };
+    let syncer = Syncer::new(tenant.clone(), client(proxy.port), config);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn({
+        let syncer = syncer.clone();
+        async move { syncer.run(stop_rx).await }
+    });
+
+    let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
+    pods.create(&PostParams::default(), &pod("first")).await.expect("create");
+    eventually_pods(&direct_host, &["first-x-default"]).await;
+    let host_pod: Pod = Api::namespaced(direct_host.clone(), "carrel-t")
+        .get("first-x-default")
+        .await
+        .expect("host pod");
+    let labels = host_pod.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("carrel.dev/tenant").map(String::as_str), Some("t"));
+    let annotations = host_pod.metadata.annotations.unwrap_or_default();
+    assert_eq!(annotations.get("carrel.dev/tenant-name").map(String::as_str), Some("first"));
+
+    // The host goes away; the tenant goes on.
+    proxy.cut();
+    pods.create(&PostParams::default(), &pod("second")).await.expect("create");
+    pods.create(&PostParams::default(), &pod("third")).await.expect("create");
+    pods.delete("first", &DeleteParams::default()).await.expect("delete");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(host_pods(&direct_host).await, ["first-x-default"], "nothing reached the host");
+
+    // It comes back: the syncer converges, one host pod per tenant pod.
+    proxy.restore().await;
+    eventually_pods(&direct_host, &["second-x-default", "third-x-default"]).await;
+    // And stays converged: a few resyncs later there is still exactly one of each.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(host_pods(&direct_host).await, ["second-x-default", "third-x-default"]);
+    let tenant_pods = pods.list(&ListParams::default()).await.expect("list");
+    let uids: Vec<String> = tenant_pods
+        .items
+        .iter()
+        .filter_map(|p| p.metadata.annotations.as_ref()?.get("carrel.dev/host-pod-uid").cloned())
+        .collect();
+    assert_eq!(uids.len(), 2, "each tenant pod records its host pod");
+
+    let _ = stop.send(true);
+    let _ = run.await;
+}
