@@ -66,6 +66,15 @@ pub struct Config {
     pub resync: Duration,
 }
 
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Lifetime of the tokens the syncer asks for.
 const TOKEN_SECONDS: i64 = 86_400;
 
@@ -154,6 +163,8 @@ impl Syncer {
             tokio::spawn(self.clone().watch_tenant_pods(tenant_writer)),
             tokio::spawn(self.clone().watch_host_pods(host_writer)),
             tokio::spawn(self.clone().watch_host_events()),
+            tokio::spawn(self.clone().mirror::<ConfigMap>()),
+            tokio::spawn(self.clone().mirror::<Secret>()),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];
@@ -244,6 +255,64 @@ impl Syncer {
                 Err(e) => {
                     tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host events")
                 }
+            }
+        }
+    }
+
+    /// Keep the host copies of ConfigMaps or Secrets (the ones pods referenced) in line with
+    /// the tenant's objects as these change.
+    async fn mirror<K>(self)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let (copies, writer) = reflector::store::<K>();
+        let host: Api<K> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
+        let host_stream = reflector::reflector(writer, watcher(host, config)).default_backoff();
+        let _host_watch = AbortOnDrop(tokio::spawn(async move {
+            futures::pin_mut!(host_stream);
+            while host_stream.next().await.is_some() {}
+        }));
+        let _ = copies.wait_until_ready().await;
+        let tenant: Api<K> = Api::all(self.inner.tenant_client.clone());
+        let stream = watcher(tenant, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) = event
+            else {
+                continue;
+            };
+            let (Some(ns), Some(name)) =
+                (object.meta().namespace.clone(), object.meta().name.clone())
+            else {
+                continue;
+            };
+            let host_name = names::host_name(&ns, &name);
+            let Some(copy) =
+                copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace))
+            else {
+                continue; // No pod has referenced it: nothing to keep in line.
+            };
+            let wanted = match to_value(&object) {
+                Ok(v) => translate::host_copy(&self.inner.tenant, &self.inner.host_namespace, &v),
+                Err(_) => continue,
+            };
+            let current = to_value(&*copy).unwrap_or_default();
+            let same =
+                ["data", "binaryData", "type"].iter().all(|f| current.get(*f) == wanted.get(*f));
+            if same {
+                continue;
+            }
+            if let Err(e) = self.put_host::<K>(wanted).await {
+                tracing::warn!(tenant = %self.inner.tenant, object = %host_name, error = %e, "updating a host copy");
             }
         }
     }

@@ -97,6 +97,16 @@ fn rename(value: &mut Value, pointer: &str, namespace: &str) {
     }
 }
 
+/// Tenant annotations that never reach a host pod: device injection (`cdi.k8s.io/…`) and
+/// Carrel's own records are the syncer's to write; the last applied configuration is only
+/// kubectl's.
+const RESERVED_ANNOTATIONS: &[&str] = &[
+    "cdi.k8s.io/",
+    "carrel.dev/",
+    "gpu.carrel.dev/",
+    "kubectl.kubernetes.io/last-applied-configuration",
+];
+
 fn is_gpu_resource(name: &str) -> bool {
     name.starts_with("nvidia.com/")
 }
@@ -216,7 +226,15 @@ pub fn host_pod(
         }
     }
 
-    let mut annotations = names::host_annotations(namespace, name, uid);
+    let mut annotations: BTreeMap<String, String> = pod
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| !RESERVED_ANNOTATIONS.iter().any(|p| k.starts_with(p)))
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect();
+    annotations.extend(names::host_annotations(namespace, name, uid));
     if let Some(first) = claims.first() {
         host_spec["nodeName"] = json!(first.node);
         let devices: Vec<String> =
@@ -331,7 +349,15 @@ mod tests {
 
     fn tenant_pod() -> Value {
         json!({
-            "metadata": {"name": "train", "namespace": "ml", "uid": "u-1", "labels": {"app": "x"}},
+            "metadata": {
+                "name": "train", "namespace": "ml", "uid": "u-1", "labels": {"app": "x"},
+                "annotations": {
+                    "sim.carrel.dev/run-seconds": "2",
+                    "cdi.k8s.io/steal": "nvidia.com/gpu=all",
+                    "carrel.dev/tenant-uid": "forged",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}",
+                },
+            },
             "spec": {
                 "serviceAccountName": "trainer",
                 "nodeName": "somewhere",
@@ -387,6 +413,12 @@ mod tests {
         assert_eq!(h["metadata"]["labels"]["carrel.dev/tenant"], "t");
         assert_eq!(h["metadata"]["annotations"]["carrel.dev/tenant-uid"], "u-1");
         assert_eq!(h["metadata"]["annotations"]["cdi.k8s.io/carrel-gpu"], "nvidia.com/gpu=MIG-abc");
+        // The tenant's own annotations come along, but none that injects devices or forges ours.
+        assert_eq!(h["metadata"]["annotations"]["sim.carrel.dev/run-seconds"], "2");
+        assert!(h["metadata"]["annotations"].get("cdi.k8s.io/steal").is_none());
+        assert!(h["metadata"]["annotations"]
+            .get("kubectl.kubernetes.io/last-applied-configuration")
+            .is_none());
         let spec = &h["spec"];
         assert_eq!(spec["nodeName"], "gpu-node-1");
         assert_eq!(spec["automountServiceAccountToken"], false);

@@ -195,3 +195,82 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
     let _ = stop.send(true);
     let _ = run.await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn referenced_config_maps_are_copied_and_kept_current() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (_host_dir, host_addr) = server(true).await;
+    let (_tenant_dir, tenant_addr) = server(false).await;
+    let host = client(host_addr.port());
+    let namespaces: Api<Namespace> = Api::all(host.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "carrel-t"}})).expect("ns");
+    namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
+    let tenant = client(tenant_addr.port());
+    let config = Config {
+        tenant: "t".into(),
+        host_namespace: "carrel-t".into(),
+        gpu_quota: Default::default(),
+        tenant_ca_pem: None,
+        resync: Duration::from_secs(1),
+    };
+    let syncer = Syncer::new(tenant.clone(), host.clone(), config);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn({
+        let syncer = syncer.clone();
+        async move { syncer.run(stop_rx).await }
+    });
+    let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
+    let settings = |v: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"lr": v}}))
+            .expect("cm")
+    };
+    maps.create(&PostParams::default(), &settings("0.1")).await.expect("create");
+    maps.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "unused"}})).expect("cm"),
+    )
+    .await
+    .expect("create");
+    let with_volume: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "train"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x", "volumeMounts": [{"name": "s", "mountPath": "/etc/s"}]}],
+            "volumes": [{"name": "s", "configMap": {"name": "settings"}}],
+        },
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(tenant.clone(), "default")
+        .create(&PostParams::default(), &with_volume)
+        .await
+        .expect("pod");
+    let host_maps: Api<ConfigMap> = Api::namespaced(host.clone(), "carrel-t");
+    let read = || async {
+        host_maps
+            .get_opt("settings-x-default")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|m| m.data?.get("lr").cloned())
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while read().await.as_deref() != Some("0.1") {
+        assert!(Instant::now() < deadline, "the ConfigMap was not copied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let host_pod: Pod =
+        Api::namespaced(host.clone(), "carrel-t").get("train-x-default").await.expect("pod");
+    let volume = serde_json::to_value(&host_pod.spec.expect("spec").volumes).expect("json");
+    assert_eq!(volume[0]["configMap"]["name"], "settings-x-default");
+    // A change in the tenant reaches the copy; an object no pod uses is never copied.
+    let mut changed = maps.get("settings").await.expect("get");
+    changed.data = Some([("lr".to_owned(), "0.2".to_owned())].into());
+    maps.replace("settings", &PostParams::default(), &changed).await.expect("replace");
+    while read().await.as_deref() != Some("0.2") {
+        assert!(Instant::now() < deadline, "the copy did not follow the change");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(host_maps.get_opt("unused-x-default").await.expect("get").is_none());
+    let _ = stop.send(true);
+    let _ = run.await;
+}

@@ -294,3 +294,38 @@ fn killing_carrel_up_loses_no_pod_and_duplicates_nothing() {
     }
     assert_eq!(leases["items"].as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let t = create(&up, "team-a", &[]);
+    let job = |name: &str, code: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  annotations:\n    sim.carrel.dev/run-seconds: \"1\"\n    sim.carrel.dev/exit-code: \"{code}\"\n    sim.carrel.dev/log: \"epoch 1\\nepoch 2\"\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: x\n"
+        )
+    };
+    ok(apply(&up, &t, &job("good", 0)));
+    ok(apply(&up, &t, &job("bad", 3)));
+    wait_phase(&up, &t, "good", "Running");
+    // Followed while it runs, the log ends when the container does.
+    let followed = ok(up.kubectl(&t, &["logs", "-f", "good"]));
+    assert!(followed.contains("epoch 1\nepoch 2"), "{followed}");
+    wait_phase(&up, &t, "good", "Succeeded");
+    wait_phase(&up, &t, "bad", "Failed");
+    let code = ok(up.kubectl(
+        &t,
+        &[
+            "get",
+            "pod",
+            "bad",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}",
+        ],
+    ));
+    assert_eq!(code, "3");
+    let logs = ok(up.kubectl(&t, &["logs", "bad", "--tail", "1"]));
+    assert_eq!(logs, "epoch 2\n");
+    let err = fails(up.kubectl(&t, &["logs", "good", "-c", "nope"]));
+    assert!(err.contains("container nope is not valid for pod good"), "{err}");
+}
