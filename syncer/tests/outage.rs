@@ -271,6 +271,127 @@ async fn referenced_config_maps_are_copied_and_kept_current() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(host_maps.get_opt("unused-x-default").await.expect("get").is_none());
+
+    // A host event about the host pod becomes the tenant's event about its pod.
+    use k8s_openapi::api::core::v1::Event;
+    let host_uid = Api::<Pod>::namespaced(host.clone(), "carrel-t")
+        .get("train-x-default")
+        .await
+        .expect("pod")
+        .metadata
+        .uid;
+    let event: Event = serde_json::from_value(json!({
+        "metadata": {"name": "train-x-default.1", "namespace": "carrel-t"},
+        "involvedObject": {"kind": "Pod", "namespace": "carrel-t", "name": "train-x-default", "uid": host_uid},
+        "reason": "MigDeviceViolation",
+        "message": "pid 42 is not the holder's",
+        "type": "Warning",
+        "count": 1,
+        "source": {"component": "carrel-node-agent"},
+    }))
+    .expect("event");
+    Api::<Event>::namespaced(host.clone(), "carrel-t")
+        .create(&PostParams::default(), &event)
+        .await
+        .expect("host event");
+    let tenant_events: Api<Event> = Api::namespaced(tenant.clone(), "default");
+    let tenant_uid = Api::<Pod>::namespaced(tenant.clone(), "default")
+        .get("train")
+        .await
+        .expect("pod")
+        .metadata
+        .uid;
+    loop {
+        let list = tenant_events.list(&ListParams::default()).await.expect("events");
+        let copied = list.items.iter().find(|e| e.reason.as_deref() == Some("MigDeviceViolation"));
+        if let Some(e) = copied {
+            assert_eq!(e.involved_object.name.as_deref(), Some("train"));
+            assert_eq!(e.involved_object.uid, tenant_uid);
+            assert_eq!(e.message.as_deref(), Some("pid 42 is not the holder's"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "the host event did not reach the tenant");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let _ = stop.send(true);
     let _ = run.await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_claimers_never_share_a_slot() {
+    use carrel_gpu::{Claim, GpuModel, Holder, Placement, Shape};
+    let (_host_dir, host_addr) = server(true).await;
+    let host = client(host_addr.port());
+    let namespaces: Api<Namespace> = Api::all(host.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": carrel_gpu::CLAIM_NAMESPACE}}))
+            .expect("ns");
+    namespaces.create(&PostParams::default(), &ns).await.expect("claim namespace");
+    // Sixteen claimers of one GPU, each wanting a different shape or start; many overlap.
+    let wants: Vec<(Shape, u8)> = vec![
+        (Shape::G7, 0),
+        (Shape::G4, 0),
+        (Shape::G3, 0),
+        (Shape::G3, 4),
+        (Shape::G2, 0),
+        (Shape::G2, 2),
+        (Shape::G2, 4),
+        (Shape::G1DoubleMemory, 6),
+        (Shape::G1, 0),
+        (Shape::G1, 1),
+        (Shape::G1, 3),
+        (Shape::G1, 5),
+        (Shape::G1, 6),
+        (Shape::G1Me, 2),
+        (Shape::G1Me, 4),
+        (Shape::G1DoubleMemory, 4),
+    ];
+    let mut tasks = JoinSet::new();
+    for (i, (shape, start)) in wants.into_iter().enumerate() {
+        let host = host.clone();
+        tasks.spawn(async move {
+            let claim = Claim {
+                node: "n".into(),
+                gpu_uuid: "GPU-1".into(),
+                model: GpuModel::H200_141GB,
+                shape,
+                placement: Placement { start, size: shape.memory_slots() },
+                instance_uuid: String::new(),
+                holder: Holder {
+                    tenant: format!("t{i}"),
+                    namespace: "default".into(),
+                    pod: "p".into(),
+                },
+                host_namespace: format!("carrel-t{i}"),
+                host_pod: "p-x-default".into(),
+            };
+            let won = carrel_syncer::claims::try_claim(&host, &claim).await.expect("claim");
+            (claim, won)
+        });
+    }
+    let mut winners = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        let (claim, won) = done.expect("task");
+        if won {
+            winners.push(claim);
+        }
+    }
+    assert!(!winners.is_empty());
+    let mut slots = std::collections::BTreeSet::new();
+    let mut engines = 0;
+    for w in &winners {
+        for s in w.placement.start..w.placement.start + w.placement.size {
+            assert!(slots.insert(s), "slot {s} held twice: {winners:?}");
+        }
+        engines += usize::from(w.shape == Shape::G1Me);
+    }
+    assert!(engines <= 1, "{winners:?}");
+    // What the host holds is exactly the winners' Leases: the losers rolled theirs back.
+    let claims = carrel_syncer::claims::all_claims(&host).await.expect("claims");
+    assert_eq!(claims.len(), winners.len(), "{claims:?}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(host.clone(), carrel_gpu::CLAIM_NAMESPACE);
+    let count = leases.list(&ListParams::default()).await.expect("list").items.len();
+    let expected: usize = winners.iter().map(|w| w.lease_names().len()).sum();
+    assert_eq!(count, expected);
 }
