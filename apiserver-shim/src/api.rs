@@ -118,6 +118,17 @@ impl Write {
     }
 }
 
+/// Which part of an object an update writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    /// All but the status (an update of the object).
+    Spec,
+    /// Only the status (`/status`).
+    Status,
+    /// Both.
+    Whole,
+}
+
 /// The API over one store.
 #[derive(Debug)]
 pub struct Api {
@@ -585,8 +596,35 @@ impl Api {
         &self,
         target: &Target<'_>,
         name: &str,
-        mut object: Value,
+        object: Value,
         subresource: Option<Subresource>,
+        write: &Write,
+    ) -> ApiResult<Value> {
+        let part = match subresource {
+            Some(Subresource::Status) => Part::Status,
+            _ => Part::Spec,
+        };
+        self.update_part(target, name, object, part, write)
+    }
+
+    /// UPDATE of the object and its status in one write, for the server's own writes that
+    /// Kubernetes makes atomically (a binding sets the node and the PodScheduled condition).
+    pub fn update_with_status(
+        &self,
+        target: &Target<'_>,
+        name: &str,
+        object: Value,
+        write: &Write,
+    ) -> ApiResult<Value> {
+        self.update_part(target, name, object, Part::Whole, write)
+    }
+
+    fn update_part(
+        &self,
+        target: &Target<'_>,
+        name: &str,
+        mut object: Value,
+        part: Part,
         write: &Write,
     ) -> ApiResult<Value> {
         let dry_run = write.dry_run;
@@ -622,8 +660,9 @@ impl Api {
             }
         }
         let old = decode(&current)?;
-        let mut new = match subresource {
-            Some(Subresource::Status) => {
+        let mut new = match part {
+            Part::Whole => object,
+            Part::Status => {
                 // Only the status changes through /status.
                 let mut merged = old.clone();
                 merged["status"] = object.get("status").cloned().unwrap_or(Value::Null);
@@ -639,7 +678,7 @@ impl Api {
                 };
                 merged
             }
-            _ => {
+            Part::Spec => {
                 if rt.has(Subresource::Status) {
                     // The status changes only through /status.
                     let root = object.as_object_mut().expect("checked");

@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 use crate::api::{Api, Target, Write};
 use crate::object::meta_str;
 use crate::status::{ApiError, ApiResult};
-use crate::Subresource;
 
 /// What `kubectl logs` asks for (`PodLogOptions`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -149,20 +148,20 @@ pub fn bind(api: &Api, target: &Target<'_>, name: &str, binding: &Value) -> ApiR
             ));
         }
         pod["spec"]["nodeName"] = json!(node);
-        match api.update(target, name, pod, None, &write) {
-            Ok(mut bound) => {
-                let conditions =
-                    bound["status"]["conditions"].as_array().cloned().unwrap_or_default();
-                let mut conditions: Vec<Value> =
-                    conditions.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
-                conditions.push(json!({
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastTransitionTime": crate::object::now_rfc3339(),
-                }));
-                bound["status"]["conditions"] = Value::Array(conditions);
-                // The binding stands even if the condition loses a race with the kubelet.
-                let _ = api.update(target, name, bound, Some(Subresource::Status), &write);
+        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let mut conditions: Vec<Value> =
+            conditions.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
+        conditions.push(json!({
+            "type": "PodScheduled",
+            "status": "True",
+            "lastTransitionTime": crate::object::now_rfc3339(),
+        }));
+        if !pod["status"].is_object() {
+            pod["status"] = json!({});
+        }
+        pod["status"]["conditions"] = Value::Array(conditions);
+        match api.update_with_status(target, name, pod, &write) {
+            Ok(_) => {
                 return Ok(json!({
                     "kind": "Status",
                     "apiVersion": "v1",

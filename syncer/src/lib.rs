@@ -424,14 +424,9 @@ impl Syncer {
                         .await?;
                     return Ok(None);
                 }
-                if tenant
-                    .pointer(&format!(
-                        "/metadata/annotations/{}",
-                        escape(names::ANNOTATION_HOST_UID)
-                    ))
-                    .is_some()
-                {
-                    // A host pod was made for it and is gone: deleted under the tenant.
+                if was_scheduled(&tenant) {
+                    // Its host pod was scheduled (the tenant saw it) and is gone: deleted under
+                    // the tenant. (One deleted before it was scheduled is simply made again.)
                     claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
                         .await?;
                     self.fail_tenant_pod(&tenant, "the pod's host pod was deleted").await?;
@@ -589,8 +584,8 @@ impl Syncer {
             .map_err(|source| SyncError::Decode { kind: "Pod", source })?;
         let api: Api<Pod> =
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let created = match api.create(&PostParams::default(), &pod).await {
-            Ok(p) => p,
+        match api.create(&PostParams::default(), &pod).await {
+            Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let existing = api.get(host_name).await?;
                 let uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
@@ -605,21 +600,6 @@ impl Syncer {
                     // the next pass, from the host watch, replaces it.
                     return Ok(Some(Duration::from_millis(50)));
                 }
-                existing
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let uid = created.metadata.uid.unwrap_or_default();
-        let tenant_api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-        let patch = json!({"metadata": {"annotations": {names::ANNOTATION_HOST_UID: uid}}});
-        match tenant_api
-            .patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                // Deleted meanwhile: the next pass removes the host pod.
-                return Ok(Some(Duration::ZERO));
             }
             Err(e) => return Err(e.into()),
         }
@@ -1064,6 +1044,15 @@ fn to_value<T: serde::Serialize>(object: &T) -> Result<Value, SyncError> {
 /// `a/b` in a JSON pointer.
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Whether the pod's status says it was scheduled: the syncer copied that from its host pod.
+fn was_scheduled(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "PodScheduled" && c["status"] == "True")
 }
 
 fn translate_terminal(pod: &Value) -> bool {

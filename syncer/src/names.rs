@@ -24,8 +24,6 @@ pub const ANNOTATION_NAME: &str = "carrel.dev/tenant-name";
 pub const ANNOTATION_UID: &str = "carrel.dev/tenant-uid";
 /// Annotation on a host token Secret: the tenant service account.
 pub const ANNOTATION_SERVICE_ACCOUNT: &str = "carrel.dev/tenant-service-account";
-/// Annotation on a tenant pod: the UID of the host pod made for it.
-pub const ANNOTATION_HOST_UID: &str = "carrel.dev/host-pod-uid";
 /// Annotation on a host pod: the CDI devices it is given.
 pub const ANNOTATION_CDI: &str = "cdi.k8s.io/carrel-gpu";
 /// Label on the tenant's virtual nodes.
