@@ -72,6 +72,18 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
             wide("Readiness Gates", "If specified, all readiness gates will be evaluated for pod readiness."),
         ],
         ("", "namespaces") => vec![NAME, col("Status", "string", "The status of the namespace"), AGE],
+        ("", "nodes") => vec![
+            NAME,
+            col("Status", "string", "The status of the node"),
+            col("Roles", "string", "The roles of the node"),
+            AGE,
+            col("Version", "string", "Kubelet Version reported by the node."),
+            wide("Internal-IP", "List of addresses reachable to the node. Queried from cloud provider, if available."),
+            wide("External-IP", "List of addresses reachable to the node. Queried from cloud provider, if available."),
+            wide("OS-Image", "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
+            wide("Kernel-Version", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
+            wide("Container-Runtime", "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
+        ],
         ("", "configmaps") => vec![NAME, col("Data", "string", "Number of data entries"), AGE],
         ("carrel.dev", "tenants") => vec![
             NAME,
@@ -185,6 +197,51 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
             ]
         }
         ("", "namespaces") => vec![name, json!(str_at(o, "/status/phase")), age],
+        ("", "nodes") => {
+            let ready = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Ready")
+                .map(|c| c["status"].as_str().unwrap_or(""));
+            let mut status = match ready {
+                Some("True") => "Ready".to_owned(),
+                _ => "NotReady".to_owned(),
+            };
+            if o.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
+                status.push_str(",SchedulingDisabled");
+            }
+            let roles: Vec<&str> = o
+                .pointer("/metadata/labels")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
+                .collect();
+            let address = |kind: &str| {
+                o.pointer("/status/addresses")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["type"] == kind)
+                    .and_then(|a| a["address"].as_str())
+                    .unwrap_or("<none>")
+                    .to_owned()
+            };
+            vec![
+                name,
+                json!(status),
+                json!(or_none(roles.join(","))),
+                age,
+                json!(str_at(o, "/status/nodeInfo/kubeletVersion")),
+                json!(address("InternalIP")),
+                json!(address("ExternalIP")),
+                json!(or_none(str_at(o, "/status/nodeInfo/osImage").into())),
+                json!(or_none(str_at(o, "/status/nodeInfo/kernelVersion").into())),
+                json!(or_none(str_at(o, "/status/nodeInfo/containerRuntimeVersion").into())),
+            ]
+        }
         ("carrel.dev", "tenants") => {
             let quota = o
                 .pointer("/spec/gpuQuota")
@@ -374,6 +431,35 @@ mod tests {
         assert_eq!(cells[3], "3");
         assert_eq!(cells[6], "n1");
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+    }
+
+    #[test]
+    fn node_rows_have_kubectls_columns() {
+        let nodes = BUILT_IN.iter().find(|t| t.plural == "nodes").unwrap();
+        let node = json!({
+            "metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/gpu": ""}},
+            "spec": {"unschedulable": true},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "nodeInfo": {"kubeletVersion": "v1.33.0", "osImage": "sim"},
+            },
+        });
+        let t = table(
+            nodes,
+            &[node, json!({"metadata": {"name": "n2"}})],
+            json!({}),
+            "v1",
+            TableOptions::default(),
+        );
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "Ready,SchedulingDisabled");
+        assert_eq!(cells[2], "gpu");
+        assert_eq!(cells[4], "v1.33.0");
+        assert_eq!(cells[5], "10.0.0.1");
+        assert_eq!(cells[6], "<none>");
+        assert_eq!(t["rows"][1]["cells"][1], "NotReady");
+        assert_eq!(t["rows"][1]["cells"][2], "<none>");
     }
 
     #[test]

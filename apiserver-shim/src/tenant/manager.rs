@@ -7,7 +7,7 @@
 //! a tenant whose TTL has passed is deleted. Everything is derived from the `Tenant` objects and
 //! the data directory, so a restarted manager ([`Manager::resume`]) serves every tenant again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -451,6 +451,67 @@ impl Manager {
         Ok(())
     }
 
+    /// Write each tenant's `status.gpuUsage` from the device claims in the host: slices held per
+    /// profile, each claim counted once however many Leases it has.
+    pub fn refresh_usage(&self) -> Result<(), ManagerError> {
+        let Some(leases) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
+            return Ok(());
+        };
+        let target = Target { rt: leases, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
+        let params = crate::api::ListParams {
+            labels: Some(crate::selector::LabelSelector::parse(&format!(
+                "{}=true",
+                carrel_gpu::claim::LABEL_CLAIM
+            ))?),
+            ..Default::default()
+        };
+        let list = self.host.list(&target, &params)?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut usage: HashMap<String, BTreeMap<String, i64>> = HashMap::new();
+        for lease in list["items"].as_array().into_iter().flatten() {
+            let annotations: BTreeMap<String, String> = lease
+                .pointer("/metadata/annotations")
+                .and_then(|a| serde_json::from_value(a.clone()).ok())
+                .unwrap_or_default();
+            let Ok(claim) = carrel_gpu::Claim::from_metadata(&annotations) else { continue };
+            if seen.insert((claim.gpu_uuid.clone(), claim.placement.start)) {
+                *usage
+                    .entry(claim.holder.tenant.clone())
+                    .or_default()
+                    .entry(claim.profile().to_owned())
+                    .or_default() += 1;
+            }
+        }
+        let tenants = self.host.list(&self.target(), &Default::default())?;
+        for tenant in tenants["items"].as_array().into_iter().flatten() {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            if is_deleting(tenant) || tenant.get("status").is_none() {
+                continue;
+            }
+            let wanted = usage.remove(name).unwrap_or_default();
+            let current: BTreeMap<String, i64> = tenant
+                .pointer("/status/gpuUsage")
+                .and_then(|u| serde_json::from_value(u.clone()).ok())
+                .unwrap_or_default();
+            if current == wanted {
+                continue;
+            }
+            let mut status = tenant["status"].clone();
+            if wanted.is_empty() {
+                if let Some(o) = status.as_object_mut() {
+                    o.remove("gpuUsage");
+                }
+            } else {
+                status["gpuUsage"] = json!(wanted);
+            }
+            match self.write_status(name, tenant, status) {
+                Ok(_) | Err(ManagerError::Api(ApiError { code: 409 | 404, .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Delete the tenant's device claims (its pods go with its host namespace).
     fn release_claims(&self, name: &str) -> Result<(), ManagerError> {
         let Some(leases) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
@@ -499,8 +560,11 @@ impl Manager {
                     _ = stop.changed() => return,
                     _ = ticker.tick() => {
                         let manager = self.clone();
-                        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || manager.expire()).await {
-                            tracing::warn!(error = %e, "expiring tenants failed");
+                        let done = tokio::task::spawn_blocking(move || {
+                            manager.expire().and_then(|()| manager.refresh_usage())
+                        });
+                        if let Ok(Err(e)) = done.await {
+                            tracing::warn!(error = %e, "expiring tenants or counting their GPU use failed");
                         }
                     }
                     next = watch.next() => {

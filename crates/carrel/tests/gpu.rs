@@ -96,6 +96,15 @@ fn gpu_pods_get_their_own_slices_within_quota() {
 
     // The host pod is pinned to its devices through CDI, without nvidia.com resources.
     let host = up.host_kubeconfig();
+    // Each tenant's usage is counted from its claims.
+    for (tenant, want) in [("team-a", "{\"1g.18gb\":3}"), ("team-b", "{\"1g.18gb\":1}")] {
+        eventually(&format!("{tenant}'s usage"), WAIT, || {
+            let out =
+                up.kubectl(&host, &["get", "tenant", tenant, "-o", "jsonpath={.status.gpuUsage}"]);
+            let usage = String::from_utf8_lossy(&out.stdout).into_owned();
+            (usage == want, usage)
+        });
+    }
     let hp = json(
         up.kubectl(&host, &["get", "pod", "a2-x-default", "-n", "carrel-team-a", "-o", "json"]),
     );
