@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn tenants_are_validated_with_field_paths() {
-        let ok = json!({"metadata": {"name": "team-a"}, "spec": {"ttl": "2h", "podSecurity": "restricted", "gpuQuota": {"1g.18gb": 2, "3g.71gb+me": 1}}});
+        let ok = json!({"metadata": {"name": "team-a"}, "spec": {"ttl": "2h", "podSecurity": "restricted", "gpuQuota": {"1g.18gb": 2, "1g.18gb+me": 1, "mig-3g.71gb": 1}}});
         assert!(validate(&ok).is_empty(), "{:?}", validate(&ok));
         let bad = json!({"metadata": {"name": "Team_A"}, "spec": {"ttl": "2 days", "podSecurity": "privileged", "gpuQuota": {"big": -1}}});
         let fields: Vec<String> = validate(&bad).into_iter().map(|c| c.field).collect();
