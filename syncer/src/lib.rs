@@ -531,9 +531,7 @@ impl Syncer {
         tenant: &Value,
         host_name: &str,
     ) -> Result<Option<Duration>, SyncError> {
-        let namespace =
-            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let (namespace, name) = namespace_and_name(tenant);
         let request = match self.pod_request(tenant) {
             Ok(r) => r,
             Err(why) => {
@@ -742,9 +740,7 @@ impl Syncer {
     }
 
     async fn status_up(&self, tenant: &Value, host: &Value) -> Result<(), SyncError> {
-        let namespace =
-            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let (namespace, name) = namespace_and_name(tenant);
         let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
         let node = host.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty());
         if let Some(node) = node {
@@ -784,38 +780,25 @@ impl Syncer {
         for (k, v) in wanted.as_object().into_iter().flatten() {
             status[k] = v.clone();
         }
+        self.patch_tenant_status(tenant, status).await.map(drop)
+    }
+
+    /// Merge `status` into the tenant pod's status; `false` when the pod is gone.
+    async fn patch_tenant_status(&self, pod: &Value, status: Value) -> Result<bool, SyncError> {
+        let (namespace, name) = namespace_and_name(pod);
+        let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
         let patch = json!({"status": status});
-        match api
-            .patch_status(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        let params = kube::api::PatchParams::default();
+        match api.patch_status(name, &params, &kube::api::Patch::Merge(&patch)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
 
     async fn fail_tenant_pod(&self, tenant: &Value, why: &str) -> Result<(), SyncError> {
-        let namespace =
-            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-        let patch = json!({"status": translate::failed_status(tenant, why)});
-        match api
-            .patch_status(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(e) => return Err(e.into()),
+        if !self.patch_tenant_status(tenant, translate::failed_status(tenant, why)).await? {
+            return Ok(());
         }
         self.tenant_event(tenant, "Warning", "HostPodDeleted", why).await
     }
@@ -831,10 +814,6 @@ impl Syncer {
         if already {
             return Ok(());
         }
-        let namespace =
-            tenant.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
         let condition = json!({
             "type": "PodScheduled",
             "status": "False",
@@ -842,18 +821,9 @@ impl Syncer {
             "message": why,
             "lastTransitionTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         });
-        let patch = json!({"status": {"phase": "Pending", "conditions": [condition]}});
-        match api
-            .patch_status(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(e) => return Err(e.into()),
+        let status = json!({"phase": "Pending", "conditions": [condition]});
+        if !self.patch_tenant_status(tenant, status).await? {
+            return Ok(());
         }
         self.tenant_event(tenant, "Warning", "FailedScheduling", why).await
     }
@@ -865,9 +835,7 @@ impl Syncer {
         reason: &str,
         message: &str,
     ) -> Result<(), SyncError> {
-        let namespace =
-            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let (namespace, name) = namespace_and_name(pod);
         let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
         let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let event = json!({
@@ -1035,6 +1003,12 @@ impl Syncer {
 fn retry_delay(failures: u32) -> Duration {
     let ms = 50u64.saturating_mul(1u64 << failures.saturating_sub(1).min(16));
     Duration::from_millis(ms.min(10_000))
+}
+
+/// An object's namespace and name ("" when missing).
+fn namespace_and_name(object: &Value) -> (&str, &str) {
+    let field = |f: &str| object.pointer(f).and_then(Value::as_str).unwrap_or_default();
+    (field("/metadata/namespace"), field("/metadata/name"))
 }
 
 fn to_value<T: serde::Serialize>(object: &T) -> Result<Value, SyncError> {

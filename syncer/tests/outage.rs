@@ -96,6 +96,30 @@ impl Proxy {
     }
 }
 
+async fn create_namespace(host: &kube::Client, name: &str) {
+    let namespaces: Api<Namespace> = Api::all(host.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
+    namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
+}
+
+/// Tenant `t`'s syncer, resyncing every second; stop it by sending `true`.
+fn start_syncer(
+    tenant: kube::Client,
+    host: kube::Client,
+) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let config = Config {
+        tenant: "t".into(),
+        host_namespace: "carrel-t".into(),
+        gpu_quota: Default::default(),
+        tenant_ca_pem: None,
+        resync: Duration::from_secs(1),
+    };
+    let syncer = Syncer::new(tenant, host, config);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(async move { syncer.run(stop_rx).await });
+    (stop, run)
+}
+
 fn client(port: u16) -> kube::Client {
     let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
     kube::Client::try_from(config).expect("client")
@@ -138,25 +162,10 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
     let (_tenant_dir, tenant_addr) = server(false).await;
     let mut proxy = Proxy::start(host_addr).await;
     let direct_host = client(host_addr.port());
-    let namespaces: Api<Namespace> = Api::all(direct_host.clone());
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "carrel-t"}})).expect("ns");
-    namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
+    create_namespace(&direct_host, "carrel-t").await;
 
     let tenant = client(tenant_addr.port());
-    let config = Config {
-        tenant: "t".into(),
-        host_namespace: "carrel-t".into(),
-        gpu_quota: Default::default(),
-        tenant_ca_pem: None,
-        resync: Duration::from_secs(1),
-    };
-    let syncer = Syncer::new(tenant.clone(), client(proxy.port), config);
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn({
-        let syncer = syncer.clone();
-        async move { syncer.run(stop_rx).await }
-    });
+    let (stop, run) = start_syncer(tenant.clone(), client(proxy.port));
 
     let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
     pods.create(&PostParams::default(), &pod("first")).await.expect("create");
@@ -199,24 +208,9 @@ async fn referenced_config_maps_are_copied_and_kept_current() {
     let (_host_dir, host_addr) = server(true).await;
     let (_tenant_dir, tenant_addr) = server(false).await;
     let host = client(host_addr.port());
-    let namespaces: Api<Namespace> = Api::all(host.clone());
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": "carrel-t"}})).expect("ns");
-    namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
+    create_namespace(&host, "carrel-t").await;
     let tenant = client(tenant_addr.port());
-    let config = Config {
-        tenant: "t".into(),
-        host_namespace: "carrel-t".into(),
-        gpu_quota: Default::default(),
-        tenant_ca_pem: None,
-        resync: Duration::from_secs(1),
-    };
-    let syncer = Syncer::new(tenant.clone(), host.clone(), config);
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn({
-        let syncer = syncer.clone();
-        async move { syncer.run(stop_rx).await }
-    });
+    let (stop, run) = start_syncer(tenant.clone(), host.clone());
     let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
     let settings = |v: &str| -> ConfigMap {
         serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"lr": v}}))
@@ -319,11 +313,7 @@ async fn racing_claimers_never_share_a_slot() {
     use carrel_gpu::{Claim, GpuModel, Holder, Placement, Shape};
     let (_host_dir, host_addr) = server(true).await;
     let host = client(host_addr.port());
-    let namespaces: Api<Namespace> = Api::all(host.clone());
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": carrel_gpu::CLAIM_NAMESPACE}}))
-            .expect("ns");
-    namespaces.create(&PostParams::default(), &ns).await.expect("claim namespace");
+    create_namespace(&host, carrel_gpu::CLAIM_NAMESPACE).await;
     // Sixteen claimers of one GPU, each wanting a different shape or start; many overlap.
     let wants: Vec<(Shape, u8)> = vec![
         (Shape::G7, 0),

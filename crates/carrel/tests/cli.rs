@@ -82,7 +82,11 @@ fn a_restart_keeps_tenants_and_their_objects_and_ttls_expire() {
     let data = tempfile::tempdir().unwrap();
     let up = Up::start(data.path());
     let kept = create(&up, "kept", &[]);
-    create(&up, "brief", &["--ttl", "1s"]);
+    // Created without waiting for its kubeconfig: a second is soon gone on a busy machine.
+    assert_eq!(
+        ok(up.carrel(&["tenant", "create", "brief", "--ttl", "1s"])),
+        "tenant/brief created\n"
+    );
     ok(up.kubectl(&kept, &["create", "namespace", "work"]));
     ok(up.kubectl(&kept, &["create", "configmap", "c", "-n", "work", "--from-literal=k=v"]));
     up.stop();
