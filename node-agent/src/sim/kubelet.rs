@@ -540,6 +540,11 @@ impl Kubelet {
         let mut stream = std::pin::pin!(stream);
         let mut heartbeat = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
         let mut ready = false;
+        // What to look at after this turn: everything (after a relist), or the pods an event
+        // named and those whose time is up. Looking at every pod on every event would make a
+        // busy node quadratic.
+        let mut full = false;
+        let mut touched: Vec<Arc<Pod>> = Vec::new();
         loop {
             let deadline = self.runs.values().filter_map(|r| r.deadline).min();
             let timer = async {
@@ -551,7 +556,19 @@ impl Kubelet {
             tokio::select! {
                 _ = crate::stopped(&mut stop) => break,
                 event = stream.next() => match event {
-                    Some(Ok(watcher::Event::InitDone)) => ready = true,
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        ready = true;
+                        full = true;
+                    }
+                    Some(Ok(watcher::Event::Apply(pod))) => touched.push(Arc::new(pod)),
+                    Some(Ok(watcher::Event::Delete(pod))) => {
+                        if let Some(run) = pod.metadata.uid.as_ref().and_then(|u| self.runs.remove(u)) {
+                            self.forget(&run);
+                        }
+                        if let Some(uid) = &pod.metadata.uid {
+                            self.deleted.remove(uid);
+                        }
+                    }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => {
                         tracing::warn!(node = %self.node, error = %e, "watching the node's pods");
@@ -571,13 +588,40 @@ impl Kubelet {
                 }
                 _ = timer => {}
             }
-            if ready {
+            if !ready {
+                continue;
+            }
+            if full {
+                full = false;
+                touched.clear();
                 self.sync(&reader.state()).await;
+                continue;
+            }
+            let now = Instant::now();
+            let due: Vec<String> = self
+                .runs
+                .iter()
+                .filter(|(_, r)| r.deadline.is_some_and(|d| d <= now) || !r.status_written)
+                .map(|(uid, _)| uid.clone())
+                .collect();
+            let mut pods = std::mem::take(&mut touched);
+            for uid in due {
+                if pods.iter().any(|p| p.metadata.uid.as_deref() == Some(uid.as_str())) {
+                    continue;
+                }
+                let run = &self.runs[&uid];
+                let key = reflector::ObjectRef::new(&run.name).within(&run.namespace);
+                if let Some(pod) = reader.get(&key) {
+                    pods.push(pod);
+                }
+            }
+            for pod in pods {
+                self.sync_pod(&pod).await;
             }
         }
     }
 
-    /// Bring every pod of the node (all of them, as listed) one step further.
+    /// Every pod of the node: runs of pods gone are forgotten, the rest looked at.
     async fn sync(&mut self, pods: &[Arc<Pod>]) {
         let present: HashSet<&str> =
             pods.iter().filter_map(|p| p.metadata.uid.as_deref()).collect();
@@ -589,35 +633,39 @@ impl Kubelet {
             }
         }
         self.deleted.retain(|u| present.contains(u.as_str()));
-        let now = Instant::now();
         for pod in pods {
-            let Some(uid) = pod.metadata.uid.clone() else {
-                continue;
-            };
-            if pod.metadata.deletion_timestamp.is_some() {
-                self.finish_deletion(pod, &uid).await;
-                continue;
-            }
-            if !self.runs.contains_key(&uid) {
-                match self.admit(pod, &uid) {
-                    Some(run) => {
-                        self.runs.insert(uid.clone(), run);
-                    }
-                    None => continue,
-                }
-            }
-            let host_ip = self.host_ip();
-            let Some(mut run) = self.runs.remove(&uid) else {
-                continue;
-            };
-            if run.deadline.is_some_and(|d| d <= now) {
-                self.advance(&mut run);
-            }
-            if !run.status_written {
-                run.status_written = self.write_status(&run, &host_ip).await;
-            }
-            self.runs.insert(uid, run);
+            self.sync_pod(pod).await;
         }
+    }
+
+    /// One pod: admitted when new, advanced when its time is up, its status written.
+    async fn sync_pod(&mut self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            self.finish_deletion(pod, &uid).await;
+            return;
+        }
+        if !self.runs.contains_key(&uid) {
+            match self.admit(pod, &uid) {
+                Some(run) => {
+                    self.runs.insert(uid.clone(), run);
+                }
+                None => return,
+            }
+        }
+        let host_ip = self.host_ip();
+        let Some(mut run) = self.runs.remove(&uid) else {
+            return;
+        };
+        if run.deadline.is_some_and(|d| d <= Instant::now()) {
+            self.advance(&mut run);
+        }
+        if !run.status_written {
+            run.status_written = self.write_status(&run, &host_ip).await;
+        }
+        self.runs.insert(uid, run);
     }
 
     fn forget(&mut self, run: &PodRun) {
