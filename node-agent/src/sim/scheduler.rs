@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use tokio::sync::watch;
 
@@ -165,44 +166,55 @@ pub async fn schedule_once(client: &Client) -> Result<Vec<Placed>, SchedulerErro
         move |source| SchedulerError::Kube { action, source }
     };
     let pods: Api<Pod> = Api::all(client.clone());
-    let pending: Vec<Pod> = pods
-        .list(&ListParams::default().fields("spec.nodeName="))
-        .await
-        .map_err(kube_err("listing unscheduled pods"))?
-        .items
-        .into_iter()
-        .filter(wants_scheduling)
-        .collect();
-    if pending.is_empty() {
-        return Ok(Vec::new());
-    }
+    let all = pods.list(&ListParams::default()).await.map_err(kube_err("listing pods"))?.items;
     let nodes: Api<Node> = Api::all(client.clone());
-    let candidates: Vec<Candidate> = nodes
+    let nodes = nodes
         .list(&ListParams::default().labels(&format!("{LABEL_SIMULATED}=true")))
         .await
         .map_err(kube_err("listing simulated nodes"))?
-        .items
-        .iter()
-        .map(Candidate::of)
-        .collect();
+        .items;
+    schedule_round(client, all.iter(), nodes.iter(), &mut Default::default()).await
+}
+
+/// One round over the pods and simulated nodes given: each pod waiting for a node is bound to
+/// the least loaded one. `bound` remembers the pods this scheduler bound until `pods` shows them
+/// bound, so a round on a lagging cache does not bind them again.
+async fn schedule_round<'a>(
+    client: &Client,
+    pods: impl Iterator<Item = &'a Pod>,
+    nodes: impl Iterator<Item = &'a Node>,
+    bound: &mut std::collections::HashSet<String>,
+) -> Result<Vec<Placed>, SchedulerError> {
+    let candidates: Vec<Candidate> = nodes.map(Candidate::of).collect();
     let mut load: BTreeMap<String, usize> = BTreeMap::new();
-    let running = pods
-        .list(
-            &ListParams::default()
-                .fields("spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"),
-        )
-        .await
-        .map_err(kube_err("listing scheduled pods"))?;
-    for pod in running.items {
-        if let Some(node) = pod.spec.and_then(|s| s.node_name) {
-            *load.entry(node).or_insert(0) += 1;
+    let mut pending: Vec<&Pod> = Vec::new();
+    let mut seen_bound = std::collections::HashSet::new();
+    for pod in pods {
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        match node {
+            Some(node) => {
+                seen_bound.insert(uid);
+                if !matches!(phase, Some("Succeeded" | "Failed")) {
+                    *load.entry(node.to_owned()).or_insert(0) += 1;
+                }
+            }
+            None if bound.contains(&uid) => {}
+            None if wants_scheduling(pod) => pending.push(pod),
+            None => {}
         }
     }
+    bound.retain(|uid| !seen_bound.contains(uid));
+    if pending.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut placed = Vec::new();
-    let mut pending = pending;
     pending.sort_by_key(|p| p.metadata.creation_timestamp.clone());
     for pod in pending {
-        let (Some(namespace), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
+        let (Some(namespace), Some(name)) =
+            (pod.metadata.namespace.clone(), pod.metadata.name.clone())
+        else {
             continue;
         };
         let Some(node) = choose_node(&candidates, &load) else {
@@ -213,6 +225,7 @@ pub async fn schedule_once(client: &Client) -> Result<Vec<Placed>, SchedulerErro
             Ok(()) => {
                 tracing::info!(pod = %format!("{namespace}/{name}"), %node, "scheduled a pod");
                 *load.entry(node.clone()).or_insert(0) += 1;
+                bound.insert(pod.metadata.uid.clone().unwrap_or_default());
                 placed.push(Placed { namespace, pod: name, node });
             }
             Err(e @ SchedulerError::BindingUnsupported { .. }) => return Err(e),
@@ -229,22 +242,39 @@ pub async fn schedule_once(client: &Client) -> Result<Vec<Placed>, SchedulerErro
     Ok(placed)
 }
 
-/// Schedule pods as they appear until `stop` turns true: a round after every change to unbound
-/// pods, and every few seconds while some wait.
+/// Schedule pods as they appear until `stop` turns true: a round after every burst of changes
+/// to pods or simulated nodes, and every few seconds.
 pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
-    let pods: Api<Pod> = Api::all(client.clone());
-    let stream =
-        watcher(pods, watcher::Config::default().fields("spec.nodeName=")).default_backoff();
-    let mut stream = std::pin::pin!(stream);
+    // Every pod and simulated node, cached: a round counts the load in memory instead of
+    // listing (and decoding) every pod of the cluster again.
+    let (pod_reader, pod_writer) = reflector::store::<Pod>();
+    let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .reflect(pod_writer);
+    let (node_reader, node_writer) = reflector::store::<Node>();
+    let simulated = watcher::Config::default().labels(&format!("{LABEL_SIMULATED}=true"));
+    let nodes =
+        watcher(Api::<Node>::all(client.clone()), simulated).default_backoff().reflect(node_writer);
+    let mut pods = std::pin::pin!(pods);
+    let mut nodes = std::pin::pin!(nodes);
     let mut retry = tokio::time::interval(RETRY);
     let mut unsupported_reported = false;
+    let mut bound = std::collections::HashSet::new();
     loop {
         tokio::select! {
             _ = crate::stopped(&mut stop) => break,
-            event = stream.next() => match event {
+            event = pods.next() => match event {
                 Some(Ok(_)) => {}
                 Some(Err(e)) => {
-                    tracing::warn!(error = %e, "scheduler: watching unscheduled pods");
+                    tracing::warn!(error = %e, "scheduler: watching pods");
+                    continue;
+                }
+                None => break,
+            },
+            event = nodes.next() => match event {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "scheduler: watching nodes");
                     continue;
                 }
                 None => break,
@@ -252,8 +282,20 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
             _ = retry.tick() => {}
         }
         // Take whatever else is already waiting, so that a burst makes one round.
-        while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(stream.next()) {}
-        match schedule_once(&client).await {
+        while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(pods.next()) {}
+        while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(nodes.next()) {}
+        if pod_reader.wait_until_ready().now_or_never().is_none() {
+            continue;
+        }
+        let all_pods = pod_reader.state();
+        let all_nodes = node_reader.state();
+        let round = schedule_round(
+            &client,
+            all_pods.iter().map(|p| &**p),
+            all_nodes.iter().map(|n| &**n),
+            &mut bound,
+        );
+        match round.await {
             Ok(_) => unsupported_reported = false,
             Err(e @ SchedulerError::BindingUnsupported { .. }) => {
                 if !unsupported_reported {
