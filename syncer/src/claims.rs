@@ -37,10 +37,22 @@ pub enum ClaimFailure {
 
 /// The fleet as the host records it: every GPU node's inventory, with the holders of every claim.
 pub async fn fleet(host: &kube::Client) -> Result<(Fleet, Vec<Claim>), SyncError> {
+    fleet_matching(host, &BTreeMap::new()).await
+}
+
+/// [`fleet`], of the GPU nodes carrying every label of `selector` (a pod's `nodeSelector`).
+pub async fn fleet_matching(
+    host: &kube::Client,
+    selector: &BTreeMap<String, String>,
+) -> Result<(Fleet, Vec<Claim>), SyncError> {
     let nodes: Api<HostNode> = Api::all(host.clone());
     let list = nodes.list(&ListParams::default().labels(&format!("{GPU_NODE_LABEL}=true"))).await?;
     let mut fleet = Fleet::default();
     for node in list.items {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        if !selector.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+            continue;
+        }
         let Some(inventory) =
             node.metadata.annotations.as_ref().and_then(|a| a.get(INVENTORY_ANNOTATION))
         else {
@@ -190,11 +202,13 @@ pub async fn release(
 /// profile.
 pub type PodRequest = BTreeMap<String, u32>;
 
-/// Claim devices for every entry of `request`, all on one node: the first node (in name order)
-/// where the allocator places them all. Claims this host pod already has are returned as they are.
+/// Claim devices for every entry of `request`, all on one node among those `selector` allows:
+/// the first node (in name order) where the allocator places them all. Claims this host pod
+/// already has are returned as they are.
 pub async fn acquire(
     host: &kube::Client,
     quota: &BTreeMap<String, i64>,
+    selector: &BTreeMap<String, String>,
     holder: &Holder,
     host_namespace: &str,
     host_pod: &str,
@@ -212,7 +226,7 @@ pub async fn acquire(
         }
     }
     for _attempt in 0..8 {
-        let (fleet, _) = fleet(host).await?;
+        let (fleet, _) = fleet_matching(host, selector).await?;
         let plan = plan(&fleet, &quotas, holder, host_namespace, host_pod, request)?;
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;

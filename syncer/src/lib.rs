@@ -547,9 +547,14 @@ impl Syncer {
                 pod: name.to_owned(),
             };
             let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let selector: BTreeMap<String, String> = tenant
+                .pointer("/spec/nodeSelector")
+                .and_then(|s| serde_json::from_value(s.clone()).ok())
+                .unwrap_or_default();
             match claims::acquire(
                 &self.inner.host_client,
                 &quota,
+                &selector,
                 &holder,
                 &self.inner.host_namespace,
                 host_name,

@@ -111,7 +111,8 @@ fn is_gpu_resource(name: &str) -> bool {
     name.starts_with("nvidia.com/")
 }
 
-/// The host pod for tenant pod `pod` of `tenant`: in `host_namespace`, named by
+/// The host pod for tenant pod `pod` of `tenant` (its node selector and affinity kept: the
+/// tenant's virtual nodes carry the host nodes' names and topology labels): in `host_namespace`, named by
 /// [`names::host_pod`], its references renamed, no `nvidia.com/*` resources, no service-account
 /// token of the host (the tenant's comes from `token_secret`, mounted where the kubelet would
 /// mount one), bound to the claimed devices' node with the devices named for CDI injection.
@@ -137,6 +138,8 @@ pub fn host_pod(
         "securityContext",
         "subdomain",
         "tolerations",
+        "nodeSelector",
+        "affinity",
         "imagePullSecrets",
         "dnsConfig",
         "os",

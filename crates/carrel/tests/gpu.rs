@@ -338,3 +338,45 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
     let err = fails(up.kubectl(&t, &["logs", "good", "-c", "nope"]));
     assert!(err.contains("container nope is not valid for pod good"), "{err}");
 }
+
+#[test]
+fn a_node_selector_places_gpu_and_plain_pods_on_the_nodes_it_names() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "2", "--sim-gpus", "h200x1"]);
+    let t = create(&up, "team-a", &["--gpu", "1g.18gb=2"]);
+    let selected = |name: &str, node: &str, gpu: bool| {
+        let limits = if gpu {
+            "    resources:\n      limits:\n        nvidia.com/mig-1g.18gb: 1\n"
+        } else {
+            ""
+        };
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    kubernetes.io/hostname: {node}\n  containers:\n  - name: main\n    image: x\n{limits}"
+        )
+    };
+    for (name, gpu) in [("gpu", true), ("plain", false)] {
+        ok(apply(&up, &t, &selected(name, "carrel-sim-1", gpu)));
+    }
+    for name in ["gpu", "plain"] {
+        wait_phase(&up, &t, name, "Running");
+        let node = ok(up.kubectl(&t, &["get", "pod", name, "-o", "jsonpath={.spec.nodeName}"]));
+        assert_eq!(node, "carrel-sim-1", "{name}");
+    }
+    // A selector no node satisfies leaves the pod waiting, and says why for a GPU pod.
+    ok(apply(&up, &t, &selected("nowhere", "no-such-node", true)));
+    let message = eventually("the pod says why it waits", WAIT, || {
+        let m = ok(up.kubectl(
+            &t,
+            &[
+                "get",
+                "pod",
+                "nowhere",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
+            ],
+        ));
+        (!m.is_empty(), m)
+    });
+    assert!(message.contains("no GPU node"), "{message}");
+    assert_eq!(phase(&up, &t, "nowhere"), "Pending");
+}

@@ -55,6 +55,8 @@ pub struct Candidate {
     pub simulated: bool,
     /// Whether `spec.unschedulable` is set (cordoned).
     pub unschedulable: bool,
+    /// Its labels, for pods' `nodeSelector`.
+    pub labels: BTreeMap<String, String>,
 }
 
 impl Candidate {
@@ -76,6 +78,7 @@ impl Candidate {
             ready,
             simulated,
             unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
         }
     }
 }
@@ -83,9 +86,19 @@ impl Candidate {
 /// The node for the next pod: among Ready, simulated, schedulable nodes, the one with the fewest
 /// pods in `load` (non-terminated pods per node), ties broken by name.
 pub fn choose_node(candidates: &[Candidate], load: &BTreeMap<String, usize>) -> Option<String> {
+    choose_node_for(candidates, load, &BTreeMap::new())
+}
+
+/// [`choose_node`] among the nodes carrying every label of `selector` (a pod's `nodeSelector`).
+pub fn choose_node_for(
+    candidates: &[Candidate],
+    load: &BTreeMap<String, usize>,
+    selector: &BTreeMap<String, String>,
+) -> Option<String> {
     candidates
         .iter()
         .filter(|c| c.ready && c.simulated && !c.unschedulable && !c.name.is_empty())
+        .filter(|c| selector.iter().all(|(k, v)| c.labels.get(k) == Some(v)))
         .min_by(|a, b| {
             let la = load.get(&a.name).copied().unwrap_or(0);
             let lb = load.get(&b.name).copied().unwrap_or(0);
@@ -217,9 +230,10 @@ async fn schedule_round<'a>(
         else {
             continue;
         };
-        let Some(node) = choose_node(&candidates, &load) else {
-            tracing::debug!(pod = %format!("{namespace}/{name}"), "no Ready simulated node for the pod yet");
-            break;
+        let selector = pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+        let Some(node) = choose_node_for(&candidates, &load, &selector) else {
+            tracing::debug!(pod = %format!("{namespace}/{name}"), "no Ready simulated node matches the pod yet");
+            continue;
         };
         match bind(client, &namespace, &name, &node).await {
             Ok(()) => {
@@ -313,7 +327,13 @@ mod tests {
     use super::*;
 
     fn node(name: &str, ready: bool) -> Candidate {
-        Candidate { name: name.into(), ready, simulated: true, unschedulable: false }
+        Candidate {
+            name: name.into(),
+            ready,
+            simulated: true,
+            unschedulable: false,
+            labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
+        }
     }
 
     #[test]
@@ -330,6 +350,13 @@ mod tests {
         let nodes = vec![real, cordoned, node("z", true)];
         assert_eq!(choose_node(&nodes, &BTreeMap::new()).as_deref(), Some("z"));
         assert_eq!(choose_node(&[node("c", false)], &BTreeMap::new()), None);
+        // A nodeSelector narrows the choice, even to a busier node, or to none.
+        let nodes = vec![node("a", true), node("b", true)];
+        let busy_b = BTreeMap::from([("b".to_owned(), 9)]);
+        let on_b = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "b".to_owned())]);
+        assert_eq!(choose_node_for(&nodes, &busy_b, &on_b).as_deref(), Some("b"));
+        let nowhere = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "x".to_owned())]);
+        assert_eq!(choose_node_for(&nodes, &busy_b, &nowhere), None);
     }
 
     #[test]
@@ -356,12 +383,20 @@ mod tests {
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         }))
         .unwrap();
-        assert_eq!(Candidate::of(&n), node("n1", true));
+        let mut want = node("n1", true);
+        want.labels = BTreeMap::from([("carrel.dev/simulated".to_owned(), "true".to_owned())]);
+        assert_eq!(Candidate::of(&n), want);
         let n: Node =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "n2"}})).unwrap();
         assert_eq!(
             Candidate::of(&n),
-            Candidate { name: "n2".into(), ready: false, simulated: false, unschedulable: false }
+            Candidate {
+                name: "n2".into(),
+                ready: false,
+                simulated: false,
+                unschedulable: false,
+                labels: BTreeMap::new(),
+            }
         );
     }
 }
