@@ -606,6 +606,14 @@ impl Syncer {
             }
             Err(e) => return Err(e.into()),
         }
+        let trimmed = translate::tenant_only_fields(tenant);
+        if !trimmed.is_empty() {
+            let why = format!(
+                "the host pod runs without {}: they name what only this cluster has",
+                trimmed.join(", ")
+            );
+            self.tenant_event(tenant, "Warning", "FieldsNotSynced", &why).await?;
+        }
         tracing::debug!(tenant = %self.inner.tenant, pod = %format!("{namespace}/{name}"), host = %host_name, "host pod created");
         Ok(None)
     }

@@ -140,8 +140,13 @@ pub fn host_pod(
         "tolerations",
         "nodeSelector",
         "affinity",
+        "topologySpreadConstraints",
         "imagePullSecrets",
+        "dnsPolicy",
         "dnsConfig",
+        "hostAliases",
+        "shareProcessNamespace",
+        "setHostnameAsFQDN",
         "os",
     ] {
         if let Some(v) = spec.get(field) {
@@ -255,6 +260,38 @@ pub fn host_pod(
         },
         "spec": host_spec,
     })
+}
+
+/// Pod fields that name things only the tenant's cluster has (its priority classes, schedulers,
+/// runtime classes, readiness-gate controllers, resource claims), so the host pod goes without
+/// them; the syncer tells the tenant which ones a pod set.
+pub const TENANT_ONLY_FIELDS: &[&str] = &[
+    "priorityClassName",
+    "priority",
+    "preemptionPolicy",
+    "schedulerName",
+    "runtimeClassName",
+    "readinessGates",
+    "resourceClaims",
+    "schedulingGates",
+];
+
+/// The fields of [`TENANT_ONLY_FIELDS`] that `pod` sets.
+pub fn tenant_only_fields(pod: &Value) -> Vec<&'static str> {
+    let spec = &pod["spec"];
+    TENANT_ONLY_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| match spec.get(*f) {
+            None | Some(Value::Null) => false,
+            // The defaults kube-apiserver writes are no request of the tenant's.
+            Some(Value::String(v)) if *f == "schedulerName" => v != "default-scheduler",
+            Some(Value::String(v)) if *f == "preemptionPolicy" => v != "PreemptLowerPriority",
+            Some(Value::Number(n)) if *f == "priority" => n.as_i64() != Some(0),
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
+        })
+        .collect()
 }
 
 /// The status the tenant pod should show for its host pod.
@@ -399,6 +436,27 @@ mod tests {
             host_namespace: "carrel-t".into(),
             host_pod: "train-x-ml".into(),
         }
+    }
+
+    #[test]
+    fn fields_only_the_tenant_has_are_named() {
+        let p = json!({"spec": {
+            "priorityClassName": "high", "schedulerName": "default-scheduler", "priority": 0,
+            "runtimeClassName": "gvisor", "readinessGates": [], "dnsPolicy": "ClusterFirst",
+        }});
+        assert_eq!(tenant_only_fields(&p), ["priorityClassName", "runtimeClassName"]);
+        let h = host_pod(
+            "t",
+            "carrel-t",
+            &json!({"metadata": {"name": "p", "namespace": "d"}, "spec": p["spec"]}),
+            &[],
+            None,
+        );
+        assert!(
+            h["spec"].get("priorityClassName").is_none()
+                && h["spec"].get("runtimeClassName").is_none()
+        );
+        assert_eq!(h["spec"]["dnsPolicy"], "ClusterFirst");
     }
 
     #[test]

@@ -337,6 +337,22 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
     assert_eq!(logs, "epoch 2\n");
     let err = fails(up.kubectl(&t, &["logs", "good", "-c", "nope"]));
     assert!(err.contains("container nope is not valid for pod good"), "{err}");
+
+    // A field naming what only the tenant's cluster has runs without it, and the tenant is told.
+    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sandboxed\nspec:\n  runtimeClassName: gvisor\n  containers:\n  - name: main\n    image: x\n"));
+    wait_phase(&up, &t, "sandboxed", "Running");
+    let events = ok(up.kubectl(
+        &t,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=sandboxed",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ],
+    ));
+    assert!(events.contains("the host pod runs without runtimeClassName"), "{events}");
 }
 
 #[test]
