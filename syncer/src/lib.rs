@@ -620,30 +620,34 @@ impl Syncer {
 
     /// Copy the ConfigMaps and Secrets the pod references to the host (created or replaced).
     async fn copy_references(&self, pod: &Value) -> Result<(), SyncError> {
-        let namespace =
-            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+        let (namespace, _) = namespace_and_name(pod);
         let refs = translate::references(pod);
         for name in &refs.config_maps {
-            let api: Api<ConfigMap> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-            if let Some(object) = api.get_opt(name).await? {
-                let copy = translate::host_copy(
-                    &self.inner.tenant,
-                    &self.inner.host_namespace,
-                    &to_value(&object)?,
-                );
-                self.put_host::<ConfigMap>(copy).await?;
-            }
+            self.copy_one::<ConfigMap>(namespace, name).await?;
         }
         for name in &refs.secrets {
-            let api: Api<Secret> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-            if let Some(object) = api.get_opt(name).await? {
-                let copy = translate::host_copy(
-                    &self.inner.tenant,
-                    &self.inner.host_namespace,
-                    &to_value(&object)?,
-                );
-                self.put_host::<Secret>(copy).await?;
-            }
+            self.copy_one::<Secret>(namespace, name).await?;
+        }
+        Ok(())
+    }
+
+    /// Copy one tenant object to the host, if it exists.
+    async fn copy_one<K>(&self, namespace: &str, name: &str) -> Result<(), SyncError>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        if let Some(object) = api.get_opt(name).await? {
+            let copy = translate::host_copy(
+                &self.inner.tenant,
+                &self.inner.host_namespace,
+                &to_value(&object)?,
+            );
+            self.put_host::<K>(copy).await?;
         }
         Ok(())
     }
