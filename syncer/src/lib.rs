@@ -110,6 +110,9 @@ struct Inner {
     events_seen: Mutex<HashMap<String, String>>,
     /// Failed reconciles in a row, per key: the retry backs off.
     failures: Mutex<HashMap<Key, u32>>,
+    /// The keys being reconciled now: garbage collection leaves their claims alone, since a
+    /// reconcile may be between claiming devices and creating the host pod.
+    running: Mutex<HashSet<Key>>,
     /// When the token in each service account's host Secret expires, for those written here.
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
 }
@@ -137,6 +140,7 @@ impl Syncer {
                 virtual_nodes: Mutex::default(),
                 events_seen: Mutex::default(),
                 failures: Mutex::default(),
+                running: Mutex::default(),
                 tokens: Mutex::default(),
             }),
         }
@@ -353,28 +357,31 @@ impl Syncer {
     /// Runs reconciles, one at a time per key, many keys at once.
     async fn work(self, mut rx: mpsc::UnboundedReceiver<Key>) {
         let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Key>();
-        let mut running: HashSet<Key> = HashSet::new();
         let mut dirty: HashSet<Key> = HashSet::new();
         loop {
             tokio::select! {
                 Some(key) = rx.recv() => {
-                    if running.contains(&key) {
+                    if self.running().contains(&key) {
                         dirty.insert(key);
                         continue;
                     }
-                    running.insert(key.clone());
+                    self.running().insert(key.clone());
                     self.spawn_reconcile(key, done_tx.clone());
                 }
                 Some(key) = done_rx.recv() => {
                     if dirty.remove(&key) {
                         self.spawn_reconcile(key, done_tx.clone());
                     } else {
-                        running.remove(&key);
+                        self.running().remove(&key);
                     }
                 }
                 else => return,
             }
         }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashSet<Key>> {
+        self.inner.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn spawn_reconcile(&self, key: Key, done: mpsc::UnboundedSender<Key>) {
@@ -992,7 +999,9 @@ impl Syncer {
             if claim.holder.tenant != self.inner.tenant {
                 continue;
             }
-            if !live_hosts.contains(&claim.host_pod) && !wanted.contains(&claim.host_pod) {
+            let key = (claim.holder.namespace.clone(), claim.holder.pod.clone());
+            let busy = self.running().contains(&key);
+            if !busy && !live_hosts.contains(&claim.host_pod) && !wanted.contains(&claim.host_pod) {
                 claims::release(&self.inner.host_client, &self.inner.tenant, &claim.host_pod)
                     .await?;
             }
