@@ -867,6 +867,20 @@ async fn resource(
                         "pods/{sub} does not accept {method}"
                     )))
                 }
+                (
+                    "exec"
+                    | "attach"
+                    | "portforward"
+                    | "proxy"
+                    | "eviction"
+                    | "ephemeralcontainers",
+                    _,
+                ) => {
+                    return Err(ApiError::method_not_allowed(format!(
+                        "pods/{sub} is not supported by this server: a pod's containers are \
+                         reached through the host cluster that runs them"
+                    )))
+                }
                 _ => {}
             }
         }

@@ -353,6 +353,9 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
         ],
     ));
     assert!(events.contains("the host pod runs without runtimeClassName"), "{events}");
+    // Entering a container is not something this server does, and it says so.
+    let err = fails(up.kubectl(&t, &["exec", "sandboxed", "--", "ls"]));
+    assert!(err.contains("pods/exec is not supported"), "{err}");
 }
 
 #[test]
