@@ -153,11 +153,10 @@ pub fn host_pod(
             host_spec.insert(field.to_owned(), v.clone());
         }
     }
+    // The workload sees its tenant pod's name as its hostname, not the host pod's.
     host_spec.insert(
         "hostname".into(),
-        spec.get("hostname")
-            .cloned()
-            .unwrap_or_else(|| json!(name.chars().take(63).collect::<String>())),
+        spec.get("hostname").cloned().unwrap_or_else(|| json!(hostname_of(name))),
     );
     host_spec.insert("automountServiceAccountToken".into(), json!(false));
     host_spec.insert("enableServiceLinks".into(), json!(false));
@@ -292,6 +291,15 @@ pub fn tenant_only_fields(pod: &Value) -> Vec<&'static str> {
             Some(_) => true,
         })
         .collect()
+}
+
+/// The hostname of a host pod for a tenant pod named `name`. A kubelet would use the name
+/// itself, but `spec.hostname` must be a DNS label: the name up to its first dot, at most 63
+/// characters, without a trailing dash.
+pub fn hostname_of(name: &str) -> String {
+    let first = name.split('.').next().unwrap_or(name);
+    let cut: String = first.chars().take(63).collect();
+    cut.trim_end_matches('-').to_owned()
 }
 
 /// The status the tenant pod should show for its host pod.
@@ -436,6 +444,14 @@ mod tests {
             host_namespace: "carrel-t".into(),
             host_pod: "train-x-ml".into(),
         }
+    }
+
+    #[test]
+    fn hostnames_are_dns_labels() {
+        assert_eq!(hostname_of("train"), "train");
+        assert_eq!(hostname_of("web.v2"), "web");
+        let long = format!("{}-{}", "a".repeat(62), "b");
+        assert_eq!(hostname_of(&long), "a".repeat(62));
     }
 
     #[test]
