@@ -196,32 +196,26 @@ impl Syncer {
 
     async fn watch_tenant_pods(self, writer: reflector::store::Writer<Pod>) {
         let api: Api<Pod> = Api::all(self.inner.tenant_client.clone());
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(
-                    watcher::Event::Apply(p)
-                    | watcher::Event::Delete(p)
-                    | watcher::Event::InitApply(p),
-                ) => {
-                    if let (Some(ns), Some(name)) = (p.metadata.namespace, p.metadata.name) {
-                        self.enqueue((ns, name));
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the tenant's pods")
-                }
-            }
-        }
+        let key_of = |p: &Pod| Some((p.metadata.namespace.clone()?, p.metadata.name.clone()?));
+        self.watch_pods(api, watcher::Config::default(), writer, key_of, "the tenant's pods").await;
     }
 
     async fn watch_host_pods(self, writer: reflector::store::Writer<Pod>) {
         let api: Api<Pod> =
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
         let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
+        self.watch_pods(api, config, writer, tenant_key, "the host pods").await;
+    }
+
+    /// Keep `writer`'s cache of `api`'s pods, queueing the tenant pod each change is about.
+    async fn watch_pods(
+        &self,
+        api: Api<Pod>,
+        config: watcher::Config,
+        writer: reflector::store::Writer<Pod>,
+        key_of: impl Fn(&Pod) -> Option<Key>,
+        what: &str,
+    ) {
         let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -231,13 +225,13 @@ impl Syncer {
                     | watcher::Event::Delete(p)
                     | watcher::Event::InitApply(p),
                 ) => {
-                    if let Some(key) = tenant_key(&p) {
+                    if let Some(key) = key_of(&p) {
                         self.enqueue(key);
                     }
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the host pods")
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching {what}")
                 }
             }
         }
