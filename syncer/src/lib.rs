@@ -615,6 +615,14 @@ impl Syncer {
             );
             self.tenant_event(tenant, "Warning", "FieldsNotSynced", &why).await?;
         }
+        let volumes = translate::unsynced_volumes(tenant);
+        if !volumes.is_empty() {
+            let why = format!(
+                "{}: not synced; the host pod asks the host cluster for the same source by name",
+                volumes.join(", ")
+            );
+            self.tenant_event(tenant, "Warning", "VolumesNotSynced", &why).await?;
+        }
         tracing::debug!(tenant = %self.inner.tenant, pod = %format!("{namespace}/{name}"), host = %host_name, "host pod created");
         Ok(None)
     }

@@ -302,6 +302,23 @@ pub fn hostname_of(name: &str) -> String {
     cut.trim_end_matches('-').to_owned()
 }
 
+/// The volumes of `pod` whose source the syncer does not carry to the host (persistent volume
+/// claims, ephemeral volumes and the like), as `volume "v" (persistentVolumeClaim)`: the host pod
+/// keeps them as written, so they name whatever the host cluster has under those names.
+pub fn unsynced_volumes(pod: &Value) -> Vec<String> {
+    const CARRIED: &[&str] =
+        &["name", "configMap", "secret", "projected", "emptyDir", "downwardAPI", "image"];
+    pod.pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let kind = v.as_object()?.keys().find(|k| !CARRIED.contains(&k.as_str()))?;
+            Some(format!("volume {:?} ({kind})", v["name"].as_str().unwrap_or("")))
+        })
+        .collect()
+}
+
 /// The status the tenant pod should show for its host pod.
 pub fn tenant_status(host: &Value) -> Value {
     let mut status = Map::new();
@@ -444,6 +461,16 @@ mod tests {
             host_namespace: "carrel-t".into(),
             host_pod: "train-x-ml".into(),
         }
+    }
+
+    #[test]
+    fn volumes_the_host_cannot_have_are_named() {
+        let p = json!({"spec": {"volumes": [
+            {"name": "cfg", "configMap": {"name": "c"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+            {"name": "scratch", "emptyDir": {}},
+        ]}});
+        assert_eq!(unsynced_volumes(&p), ["volume \"data\" (persistentVolumeClaim)"]);
     }
 
     #[test]

@@ -353,6 +353,23 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
         ],
     ));
     assert!(events.contains("the host pod runs without runtimeClassName"), "{events}");
+    // A volume whose source is not synced is named to the tenant.
+    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stateful\nspec:\n  containers:\n  - name: main\n    image: x\n  volumes:\n  - name: data\n    persistentVolumeClaim:\n      claimName: data\n"));
+    let events = eventually("a VolumesNotSynced event", WAIT, || {
+        let e = ok(up.kubectl(
+            &t,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=stateful",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        ));
+        (e.contains("volume \"data\" (persistentVolumeClaim): not synced"), e)
+    });
+    assert!(!events.is_empty());
     // A pod name with dots makes a valid host pod too.
     ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web.v2\nspec:\n  containers:\n  - name: main\n    image: x\n"));
     wait_phase(&up, &t, "web.v2", "Running");
