@@ -28,7 +28,7 @@ use axum::serve::ListenerExt;
 use bytes::Bytes;
 use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{router, Api, Server};
-use carrel_bench::{median, ms, rate, ratio, section, verdict, watchdog, Run, Table};
+use carrel_bench::{median, ms, rate, ratio, runtime, section, verdict, watchdog, Run, Table};
 use carrel_store::{Options, SledStore, Store};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -388,14 +388,6 @@ fn main() -> BenchResult<()> {
     client_rt.shutdown_timeout(Duration::from_secs(5));
     server_rt.shutdown_timeout(Duration::from_secs(5));
     Ok(())
-}
-
-fn runtime(name: &str) -> BenchResult<Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(name)
-        .enable_all()
-        .build()?)
 }
 
 // ----------------------------------------------------------------------------------------------

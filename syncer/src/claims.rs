@@ -10,8 +10,8 @@ use kube::Api;
 
 use carrel_gpu::claim::{LABEL_CLAIM, LABEL_HOST_POD, LABEL_TENANT};
 use carrel_gpu::{
-    allocate, apply_claims, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas, Request,
-    CLAIM_NAMESPACE,
+    allocate, apply_claims, distinct, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas,
+    Request, CLAIM_NAMESPACE,
 };
 
 use crate::SyncError;
@@ -81,33 +81,19 @@ pub async fn all_claims(host: &kube::Client) -> Result<Vec<Claim>, SyncError> {
 async fn claims_matching(host: &kube::Client, selector: &str) -> Result<Vec<Claim>, SyncError> {
     let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
     let list = leases.list(&ListParams::default().labels(selector)).await?;
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for lease in list.items {
-        let Some(annotations) = lease.metadata.annotations.as_ref() else { continue };
-        match Claim::from_metadata(annotations) {
-            Ok(claim) => {
-                let mut claim = claim;
-                // The node agent writes the instance on every Lease; take any that has it.
-                let key = (claim.gpu_uuid.clone(), claim.placement.start);
-                if seen.insert(key.clone()) {
-                    out.push(claim);
-                } else if !claim.instance_uuid.is_empty() {
-                    if let Some(c) =
-                        out.iter_mut().find(|c| (c.gpu_uuid.clone(), c.placement.start) == key)
-                    {
-                        std::mem::swap(&mut c.instance_uuid, &mut claim.instance_uuid);
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(
-                lease = lease.metadata.name.as_deref().unwrap_or(""),
-                error = %e,
-                "a claim Lease that does not parse"
-            ),
-        }
-    }
-    Ok(out)
+    let parsed = list.items.into_iter().filter_map(|lease| {
+        let annotations = lease.metadata.annotations.as_ref()?;
+        Claim::from_metadata(annotations)
+            .map_err(|e| {
+                tracing::warn!(
+                    lease = lease.metadata.name.as_deref().unwrap_or(""),
+                    error = %e,
+                    "a claim Lease that does not parse"
+                )
+            })
+            .ok()
+    });
+    Ok(distinct(parsed))
 }
 
 /// The claims of one host pod.

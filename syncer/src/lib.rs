@@ -971,8 +971,7 @@ impl Syncer {
         let mut live_hosts: HashSet<String> = HashSet::new();
         let mut used_nodes: HashSet<String> = HashSet::new();
         for p in self.inner.host_pods.state() {
-            let value = to_value(&*p)?;
-            if translate_terminal(&value) {
+            if finished(&p) {
                 continue;
             }
             if let Some(n) = p.metadata.name.clone() {
@@ -987,12 +986,7 @@ impl Syncer {
             .tenant_pods
             .state()
             .iter()
-            .filter(|p| {
-                !p.status
-                    .as_ref()
-                    .and_then(|s| s.phase.as_deref())
-                    .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
-            })
+            .filter(|p| !finished(p))
             .filter_map(|p| {
                 Some(names::host_pod(p.metadata.namespace.as_deref()?, p.metadata.name.as_deref()?))
             })
@@ -1055,6 +1049,11 @@ fn was_scheduled(pod: &Value) -> bool {
         .into_iter()
         .flatten()
         .any(|c| c["type"] == "PodScheduled" && c["status"] == "True")
+}
+
+/// Whether a pod has finished (Succeeded or Failed).
+fn finished(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
 fn translate_terminal(pod: &Value) -> bool {

@@ -27,7 +27,7 @@ use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
 use crate::resource::{ResourceType, Subresource};
 use crate::server::Server;
 use crate::status::ApiError;
-use crate::tenant::types::{parse_duration, TENANTS};
+use crate::tenant::types::{gpu_quota, parse_duration, TENANTS};
 use crate::tenant::Clusters;
 
 /// The finalizer that holds a deleted tenant until its cluster is torn down.
@@ -147,14 +147,7 @@ impl Manager {
             .and_then(Value::as_str)
             .and_then(Level::parse)
             .unwrap_or(Level::Baseline);
-        let gpu_quota = tenant
-            .pointer("/spec/gpuQuota")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(p, n)| Some((carrel_gpu::canonical_profile_name(p)?, n.as_i64()?)))
-            .collect();
-        TenantPolicy { level, gpu_quota }
+        TenantPolicy { level, gpu_quota: gpu_quota(tenant) }
     }
 
     fn pki_dir(&self, name: &str) -> PathBuf {
@@ -255,17 +248,19 @@ impl Manager {
         Ok(())
     }
 
-    /// Delete every tenant whose TTL has passed.
-    pub fn expire(&self) -> Result<(), ManagerError> {
+    /// What the manager does every tick, from one list of the tenants: delete those whose TTL has
+    /// passed, and write the others' GPU usage.
+    pub fn tick(&self) -> Result<(), ManagerError> {
         let list = self.host.list(&self.target(), &Default::default())?;
+        let tenants = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
         let now = chrono::Utc::now();
-        for tenant in list["items"].as_array().into_iter().flatten() {
+        for tenant in tenants {
             let Some(name) = meta_str(tenant, "name") else { continue };
             if !is_deleting(tenant) && expires_at(tenant).is_some_and(|e| e <= now) {
                 self.reconcile(name)?;
             }
         }
-        Ok(())
+        self.refresh_usage(tenants)
     }
 
     fn ensure_finalizer(&self, name: &str, tenant: Value) -> Result<Value, ManagerError> {
@@ -451,39 +446,28 @@ impl Manager {
         Ok(())
     }
 
-    /// Write each tenant's `status.gpuUsage` from the device claims in the host: slices held per
-    /// profile, each claim counted once however many Leases it has.
-    pub fn refresh_usage(&self) -> Result<(), ManagerError> {
-        let Some(leases) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
-            return Ok(());
-        };
-        let target = Target { rt: leases, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
-        let params = crate::api::ListParams {
-            labels: Some(crate::selector::LabelSelector::parse(&format!(
-                "{}=true",
-                carrel_gpu::claim::LABEL_CLAIM
-            ))?),
-            ..Default::default()
-        };
-        let list = self.host.list(&target, &params)?;
-        let mut seen = std::collections::BTreeSet::new();
+    /// Write each of `tenants`' `status.gpuUsage` from the device claims in the host: slices
+    /// held per profile, each claim counted once however many Leases it has.
+    fn refresh_usage(&self, tenants: &[Value]) -> Result<(), ManagerError> {
+        let claims = self
+            .claim_leases(&format!("{}=true", carrel_gpu::claim::LABEL_CLAIM))?
+            .iter()
+            .filter_map(|lease| {
+                let annotations = lease.pointer("/metadata/annotations")?;
+                let annotations: BTreeMap<String, String> =
+                    serde_json::from_value(annotations.clone()).ok()?;
+                carrel_gpu::Claim::from_metadata(&annotations).ok()
+            })
+            .collect::<Vec<_>>();
         let mut usage: HashMap<String, BTreeMap<String, i64>> = HashMap::new();
-        for lease in list["items"].as_array().into_iter().flatten() {
-            let annotations: BTreeMap<String, String> = lease
-                .pointer("/metadata/annotations")
-                .and_then(|a| serde_json::from_value(a.clone()).ok())
-                .unwrap_or_default();
-            let Ok(claim) = carrel_gpu::Claim::from_metadata(&annotations) else { continue };
-            if seen.insert((claim.gpu_uuid.clone(), claim.placement.start)) {
-                *usage
-                    .entry(claim.holder.tenant.clone())
-                    .or_default()
-                    .entry(claim.profile().to_owned())
-                    .or_default() += 1;
-            }
+        for claim in carrel_gpu::distinct(claims) {
+            *usage
+                .entry(claim.holder.tenant.clone())
+                .or_default()
+                .entry(claim.profile().to_owned())
+                .or_default() += 1;
         }
-        let tenants = self.host.list(&self.target(), &Default::default())?;
-        for tenant in tenants["items"].as_array().into_iter().flatten() {
+        for tenant in tenants {
             let Some(name) = meta_str(tenant, "name") else { continue };
             if is_deleting(tenant) || tenant.get("status").is_none() {
                 continue;
@@ -512,19 +496,31 @@ impl Manager {
         Ok(())
     }
 
-    /// Delete the tenant's device claims (its pods go with its host namespace).
-    fn release_claims(&self, name: &str) -> Result<(), ManagerError> {
-        let Some(leases) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
-            return Ok(());
+    /// The device-claim Leases in the host matching a label selector.
+    fn claim_leases(&self, selector: &str) -> Result<Vec<Value>, ManagerError> {
+        let Some(rt) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
+            return Ok(Vec::new());
         };
-        let target = Target { rt: leases, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
-        let selector = format!("{}={name}", carrel_gpu::claim::LABEL_TENANT);
+        let target = Target { rt, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
         let params = crate::api::ListParams {
-            labels: Some(crate::selector::LabelSelector::parse(&selector)?),
+            labels: Some(crate::selector::LabelSelector::parse(selector)?),
             ..Default::default()
         };
-        let list = self.host.list(&target, &params)?;
-        for lease in list["items"].as_array().into_iter().flatten() {
+        let mut list = self.host.list(&target, &params)?;
+        Ok(match list["items"].take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        })
+    }
+
+    /// Delete the tenant's device claims (its pods go with its host namespace).
+    fn release_claims(&self, name: &str) -> Result<(), ManagerError> {
+        let leases = self.claim_leases(&format!("{}={name}", carrel_gpu::claim::LABEL_TENANT))?;
+        let Some(rt) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
+            return Ok(());
+        };
+        let target = Target { rt, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
+        for lease in &leases {
             let Some(lease_name) = meta_str(lease, "name") else { continue };
             match self.host.delete(&target, lease_name, &DeleteParams::default()) {
                 Ok(_) | Err(ApiError { code: 404, .. }) => {}
@@ -561,7 +557,7 @@ impl Manager {
                     _ = ticker.tick() => {
                         let manager = self.clone();
                         let done = tokio::task::spawn_blocking(move || {
-                            manager.expire().and_then(|()| manager.refresh_usage())
+                            manager.tick()
                         });
                         if let Ok(Err(e)) = done.await {
                             tracing::warn!(error = %e, "expiring tenants or counting their GPU use failed");

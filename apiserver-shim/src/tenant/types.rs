@@ -148,6 +148,18 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
+/// A tenant object's GPU quota by canonical profile name (`mig-1g.18gb` and `1g.18gb` are one
+/// key); entries that are not a known profile and a count are left out (validation refuses them).
+pub fn gpu_quota(tenant: &Value) -> std::collections::BTreeMap<String, i64> {
+    tenant
+        .pointer("/spec/gpuQuota")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(p, n)| Some((carrel_gpu::canonical_profile_name(p)?, n.as_i64()?)))
+        .collect()
+}
+
 /// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
 /// the `carrel-` host namespace prefix, a valid TTL, a known pod security level and non-negative
 /// GPU quotas for named profiles.

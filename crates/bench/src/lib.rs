@@ -138,6 +138,16 @@ enum Line {
     Row([String; 5]),
 }
 
+/// A tokio runtime of two workers named `name`: what the benchmarks give their servers and
+/// their clients each, so that both sides of a measurement get the same.
+pub fn runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(name)
+        .enable_all()
+        .build()
+}
+
 /// The figures, printed at the end as Markdown tables, one per section.
 #[derive(Debug, Default)]
 pub struct Table {

@@ -21,7 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use carrel_bench::{ms, ratio, section, verdict, watchdog, Run, Table};
+use carrel_bench::{ms, ratio, runtime, section, verdict, watchdog, Run, Table};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{ObjectMeta, PostParams};
@@ -298,7 +298,7 @@ fn main() -> BenchResult<()> {
     println!("cores: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
     let up = start(&tmp.path().join("data"))?;
     let pid = up.child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let rt = runtime("client")?;
     let host = rt.block_on(client_from(&up.kubeconfig))?;
 
     section("warm-up (not measured): 1 tenant, 20 pods");

@@ -42,7 +42,7 @@ use carrel_apiserver::tenant::types::{Tenant, TenantSpec, TENANTS};
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::{Api, Server};
-use carrel_bench::{median, ms, ratio, section, verdict, watchdog, Run, Table};
+use carrel_bench::{median, ms, ratio, runtime, section, verdict, watchdog, Run, Table};
 use carrel_store::{Event, EventKind, Options, SledStore};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{ListParams, ObjectMeta, PostParams};
@@ -196,14 +196,6 @@ fn main() -> BenchResult<()> {
         return Err("the memory section failed".into());
     }
     Ok(())
-}
-
-fn runtime(name: &str) -> BenchResult<Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(name)
-        .enable_all()
-        .build()?)
 }
 
 // ----------------------------------------------------------------------------------------------

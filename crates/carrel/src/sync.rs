@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
 use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
+use carrel_apiserver::tenant::types::gpu_quota;
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_node_agent::{LogLine, LogStore};
 use carrel_syncer::{names, Config, Syncer};
@@ -61,24 +62,13 @@ impl Syncers {
     }
 }
 
-/// The tenant's GPU quota by canonical profile name.
-fn quota_of(object: &Value) -> BTreeMap<String, i64> {
-    object
-        .pointer("/spec/gpuQuota")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(p, n)| Some((carrel_gpu::canonical_profile_name(p)?, n.as_i64()?)))
-        .collect()
-}
-
 impl TenantHooks for Syncers {
     fn serving(&self, tenant: &str, server: &Arc<Server>, object: &Value) {
         server.set_pod_logs(Arc::new(TenantPodLogs {
             host: self.host.clone(),
             host_namespace: host_namespace(tenant),
         }));
-        let quota = quota_of(object);
+        let quota = gpu_quota(object);
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = running.get(tenant) {
             if let Some(syncer) = r.syncer.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {

@@ -186,6 +186,26 @@ impl Claim {
     }
 }
 
+/// The claims that `claims` (one per claim Lease, so each claim several times) stand for, once
+/// each, by GPU and start slot, in that order. The node agent writes the instance UUID on every
+/// Lease of a claim in turn; a claim takes it from whichever Lease has it already.
+pub fn distinct(claims: impl IntoIterator<Item = Claim>) -> Vec<Claim> {
+    let mut by_place: BTreeMap<(String, u8), Claim> = BTreeMap::new();
+    for claim in claims {
+        match by_place.entry((claim.gpu_uuid.clone(), claim.placement.start)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(claim);
+            }
+            std::collections::btree_map::Entry::Occupied(mut o) => {
+                if o.get().instance_uuid.is_empty() && !claim.instance_uuid.is_empty() {
+                    o.get_mut().instance_uuid = claim.instance_uuid;
+                }
+            }
+        }
+    }
+    by_place.into_values().collect()
+}
+
 /// Put the claims' holders into the fleet. A claim whose instance exists (same GPU and start)
 /// marks it held; a claim whose instance is still to be created adds it with an empty UUID, so the
 /// allocator sees its slots taken. Claims on GPUs the fleet does not have are returned.
@@ -291,6 +311,16 @@ mod tests {
             Claim::from_metadata(&missing),
             Err(ClaimError::Missing("gpu.carrel.dev/pod".into()))
         );
+    }
+
+    #[test]
+    fn each_claim_counts_once_with_the_instance_any_lease_has() {
+        let mut annotated = claim(4, Shape::G3);
+        annotated.instance_uuid = "MIG-9".into();
+        let other = claim(0, Shape::G2);
+        let leases =
+            vec![claim(4, Shape::G3), other.clone(), annotated.clone(), claim(4, Shape::G3)];
+        assert_eq!(distinct(leases), vec![other, annotated]);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use catalogue::{
     canonical_profile_name, known_profile_names, resource_name, GpuModel, Profile, Shape,
     COMPUTE_SLICES, MEMORY_SLOTS,
 };
-pub use claim::{apply_claims, Claim, ClaimError, CLAIM_NAMESPACE};
+pub use claim::{apply_claims, distinct, Claim, ClaimError, CLAIM_NAMESPACE};
 pub use inventory::{Fleet, Gpu, Holder, Instance, InventoryError, Node, Quotas, Usage};
 pub use layout::{
     capacity, plan_layout, GpuLayout, LayoutError, Placement, PlacementError, PlannedInstance,
