@@ -66,3 +66,8 @@ fn python_strategic_merge_patch_of_service_ports() {
 fn python_informer_converges_through_relists_and_rewatches() {
     run("informer_converges_through_relists_and_rewatches");
 }
+
+#[test]
+fn python_dynamic_client_on_custom_resources() {
+    run("dynamic_client_on_custom_resources");
+}

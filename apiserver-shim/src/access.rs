@@ -65,6 +65,7 @@ const fn access_type(
         categories: &[],
         subresources: &[],
         verbs: &["create"],
+        custom: None,
     }
 }
 
@@ -190,7 +191,7 @@ impl Security {
         })?;
         let sa = &claims.kubernetes.serviceaccount;
         let target = Target {
-            rt: core(api, "serviceaccounts"),
+            rt: core("serviceaccounts"),
             namespace: Some(claims.kubernetes.namespace.clone()),
         };
         match api.get(&target, &sa.name) {
@@ -322,15 +323,13 @@ pub fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
     }
 }
 
-fn core<'a>(api: &'a Api, plural: &str) -> &'a ResourceType {
-    api.registry().get("", "v1", plural).expect("a core type")
+fn core(plural: &str) -> &'static ResourceType {
+    crate::resource::built_in("", plural).expect("a core type")
 }
 
 /// Every object of an RBAC kind in the cluster, typed.
 fn objects<T: DeserializeOwned>(api: &Api, plural: &str) -> ApiResult<Vec<T>> {
-    let rt = api
-        .registry()
-        .get(rbac::RBAC_GROUP, "v1", plural)
+    let rt = crate::resource::built_in(rbac::RBAC_GROUP, plural)
         .ok_or_else(|| ApiError::internal(format!("{plural} are not served")))?;
     let list = api.list(&Target { rt, namespace: None }, &ListParams::default())?;
     let items = list["items"].as_array().cloned().unwrap_or_default();
@@ -468,7 +467,7 @@ pub fn token_request(
         Some(spec) if !spec.is_null() => typed(spec)?,
         _ => TokenRequestSpec::default(),
     };
-    let target = Target { rt: core(api, "serviceaccounts"), namespace: Some(namespace.to_owned()) };
+    let target = Target { rt: core("serviceaccounts"), namespace: Some(namespace.to_owned()) };
     let sa = api.get(&target, name)?;
     let uid = meta_str(&sa, "uid").unwrap_or_default().to_owned();
     let audiences = if spec.audiences.is_empty() {

@@ -10,6 +10,7 @@ use serde_json::{json, Map, Value};
 use carrel_store::{ListOptions as StoreListOptions, Object, Revision, Store, Watch};
 
 use crate::admission::Admission;
+use crate::crd;
 use crate::defaults;
 use crate::managed::{self, Owner};
 use crate::names::{self, NameRule};
@@ -133,7 +134,11 @@ enum Part {
 #[derive(Debug)]
 pub struct Api {
     store: Arc<dyn Store>,
-    registry: Registry,
+    /// The built-in types, and those of the established CustomResourceDefinitions; replaced
+    /// whole after each write of a definition.
+    registry: std::sync::RwLock<Arc<Registry>>,
+    /// The built-in types alone.
+    base: Registry,
     /// Bumped by every write of an RBAC object, so that authorizers know when to rebuild.
     rbac_generation: std::sync::atomic::AtomicU64,
     /// The cluster's admission check on creates, if any.
@@ -163,7 +168,8 @@ impl Api {
     fn with_registry(store: Arc<dyn Store>, registry: Registry) -> ApiResult<Api> {
         let api = Api {
             store,
-            registry,
+            registry: std::sync::RwLock::new(Arc::new(registry.clone())),
+            base: registry,
             rbac_generation: Default::default(),
             admission: Default::default(),
             admission_lock: Default::default(),
@@ -185,6 +191,7 @@ impl Api {
             }
         }
         api.bootstrap_rbac()?;
+        api.reload_definitions()?;
         Ok(api)
     }
 
@@ -224,9 +231,26 @@ impl Api {
         let _ = self.admission.set(admission);
     }
 
-    /// The served types.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The served types, as of now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Serve the types of the established CustomResourceDefinitions stored, beside the
+    /// built-in ones.
+    fn reload_definitions(&self) -> ApiResult<()> {
+        let definitions = self.rt(crd::GROUP, "customresourcedefinitions");
+        let page = self
+            .store
+            .list(&prefix_for(definitions, None), &StoreListOptions::default())
+            .map_err(internal)?;
+        let mut custom = Vec::new();
+        for object in &page.items {
+            custom.extend(crd::types_of(&decode(object)?));
+        }
+        let registry = self.base.with_extra(&custom);
+        *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(registry);
+        Ok(())
     }
 
     /// The store underneath.
@@ -244,6 +268,12 @@ impl Api {
     /// does. The server's own writes do not: the bootstrap aggregates once when it is done, and
     /// the aggregation's own updates need no second pass.
     fn wrote(&self, rt: &ResourceType, aggregate: bool) -> ApiResult<()> {
+        if is_definitions(rt) {
+            self.reload_definitions()?;
+        }
+        if let Some(custom) = rt.custom.as_ref().filter(|c| c.terminating) {
+            self.finish_definition(&custom.definition)?;
+        }
         if rt.group == "rbac.authorization.k8s.io" {
             self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             if aggregate && rt.plural == "clusterroles" {
@@ -279,7 +309,7 @@ impl Api {
     }
 
     fn rt(&self, group: &str, plural: &str) -> &ResourceType {
-        self.registry
+        self.base
             .all()
             .iter()
             .find(|t| t.group == group && t.plural == plural)
@@ -298,15 +328,18 @@ impl Api {
 
     /// GET one object.
     pub fn get(&self, target: &Target<'_>, name: &str) -> ApiResult<Value> {
-        decode(&self.stored(target, name)?.1)
+        shown(target.rt, &self.stored(target, name)?.1)
     }
 
     /// GET one object as JSON bytes, without decoding and re-encoding it.
     pub fn get_json(&self, target: &Target<'_>, name: &str) -> ApiResult<Vec<u8>> {
         let (_, object) = self.stored(target, name)?;
-        match object::splice_resource_version(&object.value, object.mod_revision) {
+        let spliced = (!target.rt.is_custom())
+            .then(|| object::splice_resource_version(&object.value, object.mod_revision))
+            .flatten();
+        match spliced {
             Some(bytes) => Ok(bytes),
-            None => serde_json::to_vec(&decode(&object)?)
+            None => serde_json::to_vec(&shown(target.rt, &object)?)
                 .map_err(|e| ApiError::internal(format!("cannot encode object: {e}"))),
         }
     }
@@ -314,9 +347,10 @@ impl Api {
     /// LIST, as a `<Kind>List`.
     pub fn list(&self, target: &Target<'_>, params: &ListParams) -> ApiResult<Value> {
         let listed = self.list_objects(target, params)?;
-        let items = listed.items.iter().map(decode).collect::<ApiResult<Vec<Value>>>()?;
+        let rt = target.rt;
+        let items = listed.items.iter().map(|o| shown(rt, o)).collect::<ApiResult<Vec<Value>>>()?;
         Ok(json!({
-            "kind": format!("{}List", target.rt.kind),
+            "kind": list_kind(rt),
             "apiVersion": target.rt.group_version(),
             "metadata": listed.metadata(),
             "items": items,
@@ -330,7 +364,7 @@ impl Api {
         let size: usize = listed.items.iter().map(|o| o.value.len() + 32).sum();
         let mut out = Vec::with_capacity(size + 256);
         let head = json!({
-            "kind": format!("{}List", target.rt.kind),
+            "kind": list_kind(target.rt),
             "apiVersion": target.rt.group_version(),
             "metadata": listed.metadata(),
         });
@@ -342,10 +376,13 @@ impl Api {
             if i > 0 {
                 out.push(b',');
             }
-            match object::splice_resource_version(&object.value, object.mod_revision) {
+            let spliced = (!target.rt.is_custom())
+                .then(|| object::splice_resource_version(&object.value, object.mod_revision))
+                .flatten();
+            match spliced {
                 Some(bytes) => out.extend_from_slice(&bytes),
                 None => out.extend_from_slice(
-                    &serde_json::to_vec(&decode(object)?)
+                    &serde_json::to_vec(&shown(target.rt, object)?)
                         .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))?,
                 ),
             }
@@ -488,6 +525,12 @@ impl Api {
     ) -> ApiResult<Value> {
         let rt = target.rt;
         check_type(rt, &object)?;
+        if rt.custom.as_ref().is_some_and(|c| c.terminating) {
+            return Err(ApiError::method_not_allowed(format!(
+                "create not allowed while custom resource definition is terminating: {}.{}",
+                rt.plural, rt.group
+            )));
+        }
         let namespace = self.check_namespace(target, &object)?;
         let rule = NameRule::for_resource(rt.group, rt.plural);
         let name = match meta_str(&object, "name").filter(|n| !n.is_empty()) {
@@ -542,15 +585,17 @@ impl Api {
         {
             meta.remove(field);
         }
-        if rt.has(Subresource::Status) {
+        if rt.has(Subresource::Status) || rt.is_custom() {
             meta.insert("generation".into(), 1.into());
         } else {
             meta.remove("generation");
         }
         object::normalize_metadata(&mut object);
-        check_types(rt, &object)?;
-        defaults::on_create(rt, &mut object);
-        defaults::validate(rt, &object)?;
+        self.admit(rt, None, &mut object)?;
+        if is_definitions(rt) {
+            let others = self.definitions_except(&name)?;
+            object["status"] = crd::status_of(&object, None, &others)?;
+        }
         managed::record_update(rt, None, &mut object, &write.owner);
 
         let key =
@@ -570,13 +615,134 @@ impl Api {
         }
         let stored = self
             .store
-            .create(&key, encode(&object)?)
+            .create(&key, encode_stored(rt, &object)?)
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
         self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         if rt.group.is_empty() && rt.plural == "namespaces" {
             self.bootstrap_namespace(&name)?;
         }
         Ok(written(object, &stored))
+    }
+
+    /// The checks and defaults of a write: a custom resource's schema, or a built-in kind's
+    /// typed decoding, defaults and validation (and a definition's own rules).
+    fn admit(&self, rt: &ResourceType, old: Option<&Value>, object: &mut Value) -> ApiResult<()> {
+        if let Some(custom) = &rt.custom {
+            return crd::admit(rt, custom, old, object);
+        }
+        check_types(rt, object)?;
+        match old {
+            None => defaults::on_create(rt, object),
+            Some(old) => defaults::on_update(rt, old, object)?,
+        }
+        defaults::validate(rt, object)?;
+        if is_definitions(rt) {
+            crd::validate(object, old)?;
+        }
+        Ok(())
+    }
+
+    /// The stored definitions other than `name`.
+    fn definitions_except(&self, name: &str) -> ApiResult<Vec<Value>> {
+        let rt = self.rt(crd::GROUP, "customresourcedefinitions");
+        let page = self
+            .store
+            .list(&prefix_for(rt, None), &StoreListOptions::default())
+            .map_err(internal)?;
+        page.items
+            .iter()
+            .map(decode)
+            .filter(|o| o.as_ref().map_or(true, |o| meta_str(o, "name") != Some(name)))
+            .collect()
+    }
+
+    /// DELETE a definition: it is marked Terminating (no new objects), its objects are deleted,
+    /// and it goes once the last of them is gone (objects with finalizers are only marked, and
+    /// the definition stays until their finalizers are removed).
+    fn delete_definition(
+        &self,
+        key: &str,
+        name: &str,
+        old: Value,
+        params: &DeleteParams,
+    ) -> ApiResult<Value> {
+        let rt = self.rt(crd::GROUP, "customresourcedefinitions");
+        if !is_deleting(&old) {
+            let mut marked = old.clone();
+            metadata_mut(&mut marked).insert(
+                "deletionGracePeriodSeconds".into(),
+                params.grace_period_seconds.unwrap_or(0).into(),
+            );
+            crd::mark_terminating(&mut marked);
+            let revision =
+                parse_resource_version(meta_str(&old, "resourceVersion").unwrap_or("0"))?;
+            self.store
+                .update(key, encode(&marked)?, Some(revision))
+                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+            self.reload_definitions()?;
+        }
+        let last = self.finish_definition(name)?;
+        match self.store.get(key).map_err(internal)? {
+            Some(still) => decode(&still),
+            None => Ok(last.unwrap_or(old)),
+        }
+    }
+
+    /// Delete the objects of a terminating definition, and the definition once none is left;
+    /// the definition as it was last, if it went.
+    fn finish_definition(&self, name: &str) -> ApiResult<Option<Value>> {
+        let definitions = self.rt(crd::GROUP, "customresourcedefinitions");
+        let key = key_for(definitions, None, name);
+        let Some(current) = self.store.get(&key).map_err(internal)? else { return Ok(None) };
+        let definition = decode(&current)?;
+        if !is_deleting(&definition) {
+            return Ok(None);
+        }
+        let registry = self.registry();
+        let types =
+            registry.all().iter().find(|t| t.custom.as_ref().is_some_and(|c| c.definition == name));
+        let mut left = 0;
+        if let Some(rt) = types {
+            let page = self
+                .store
+                .list(&prefix_for(rt, None), &StoreListOptions::default())
+                .map_err(internal)?;
+            for object in page.items {
+                let value = decode(&object)?;
+                if !finalizers(&value).is_empty() {
+                    left += 1;
+                    if !is_deleting(&value) {
+                        let target = Target {
+                            rt,
+                            namespace: meta_str(&value, "namespace").map(str::to_owned),
+                        };
+                        let object_name = meta_str(&value, "name").unwrap_or_default().to_owned();
+                        match self.delete(&target, &object_name, &DeleteParams::default()) {
+                            Ok(_) | Err(ApiError { code: 404 | 409, .. }) => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    continue;
+                }
+                match self.store.delete(&object.key, Some(object.mod_revision)) {
+                    Ok(_) | Err(carrel_store::Error::NotFound { .. }) => {}
+                    Err(carrel_store::Error::Conflict { .. }) => left += 1,
+                    Err(e) => return Err(internal(e)),
+                }
+            }
+        }
+        if left > 0 || !finalizers(&definition).is_empty() {
+            return Ok(None);
+        }
+        let gone = self
+            .store
+            .delete(&key, Some(current.mod_revision))
+            .map_err(|e| ApiError::from_store(e, definitions.group, definitions.plural, name))?;
+        self.reload_definitions()?;
+        let mut last = definition;
+        metadata_mut(&mut last)
+            .insert("resourceVersion".into(), gone.mod_revision.to_string().into());
+        Ok(Some(last))
     }
 
     /// Every namespace gets a `default` ServiceAccount.
@@ -659,7 +825,7 @@ impl Api {
                 ));
             }
         }
-        let old = decode(&current)?;
+        let old = shown(rt, &current)?;
         let mut new = match part {
             Part::Whole => object,
             Part::Status => {
@@ -696,20 +862,24 @@ impl Api {
             root.insert("kind".into(), rt.kind.into());
         }
         preserve_system_metadata(&old, &mut new);
-        if rt.has(Subresource::Status) {
+        object::normalize_metadata(&mut new);
+        self.admit(rt, Some(&old), &mut new)?;
+        if rt.has(Subresource::Status) || rt.is_custom() {
             let old_generation =
                 old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
-            let generation = if spec_part(&old) != spec_part(&new) {
-                old_generation + 1
-            } else {
-                old_generation
-            };
+            let generation =
+                if bumps_generation(rt, &old, &new) { old_generation + 1 } else { old_generation };
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
-        object::normalize_metadata(&mut new);
-        check_types(rt, &new)?;
-        defaults::on_update(rt, &old, &mut new)?;
-        defaults::validate(rt, &new)?;
+        if is_definitions(rt) {
+            match part {
+                Part::Status => crd::check_status(&new)?,
+                _ => {
+                    let others = self.definitions_except(name)?;
+                    new["status"] = crd::status_of(&new, Some(&old), &others)?;
+                }
+            }
+        }
         managed::record_update(rt, Some(&old), &mut new, &write.owner);
 
         // Removing the last finalizer of an object being deleted completes its deletion.
@@ -733,7 +903,7 @@ impl Api {
         }
         let stored = self
             .store
-            .update(&key, encode(&new)?, Some(current.mod_revision))
+            .update(&key, encode_stored(rt, &new)?, Some(current.mod_revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
         self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         Ok(written(new, &stored))
@@ -749,7 +919,7 @@ impl Api {
     ) -> ApiResult<Value> {
         let rt = target.rt;
         let (key, current) = self.stored(target, name)?;
-        let old = decode(&current)?;
+        let old = shown(rt, &current)?;
         if let Some(uid) = &params.uid {
             let actual = meta_str(&old, "uid").unwrap_or_default();
             if actual != uid {
@@ -797,6 +967,9 @@ impl Api {
                 "this namespace may not be deleted",
             ));
         }
+        if is_definitions(rt) && !params.dry_run {
+            return self.delete_definition(&key, name, old, params);
+        }
         if is_namespace || !finalizers(&old).is_empty() {
             // Mark it; the object goes when its finalizers (and, for a namespace, its content) do.
             if is_deleting(&old) {
@@ -817,14 +990,14 @@ impl Api {
             }
             let stored = self
                 .store
-                .update(&key, encode(&marked)?, Some(current.mod_revision))
+                .update(&key, encode_stored(rt, &marked)?, Some(current.mod_revision))
                 .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
             let answer = written(marked, &stored);
             if is_namespace {
                 self.finish_namespace(name)?;
             }
             return match self.store.get(&key).map_err(internal)? {
-                Some(still) => decode(&still),
+                Some(still) => shown(rt, &still),
                 None => Ok(answer),
             };
         }
@@ -856,7 +1029,8 @@ impl Api {
     /// Empty a terminating namespace, then remove it (unless it still has finalizers of its own).
     fn finish_namespace(&self, namespace: &str) -> ApiResult<()> {
         let params = DeleteParams::default();
-        for rt in self.registry.all().iter().filter(|t| t.namespaced) {
+        let registry = self.registry();
+        for rt in registry.all().iter().filter(|t| t.namespaced) {
             let target = Target { rt, namespace: Some(namespace.to_owned()) };
             let prefix = prefix_for(rt, Some(namespace));
             let page = self.store.list(&prefix, &StoreListOptions::default()).map_err(internal)?;
@@ -873,7 +1047,7 @@ impl Api {
         let key = key_for(namespaces, None, namespace);
         if let Some(current) = self.store.get(&key).map_err(internal)? {
             let value = decode(&current)?;
-            let content_left = self.registry.all().iter().filter(|t| t.namespaced).any(|rt| {
+            let content_left = registry.all().iter().filter(|t| t.namespaced).any(|rt| {
                 self.store
                     .list(
                         &prefix_for(rt, Some(namespace)),
@@ -915,12 +1089,59 @@ impl Api {
             }
         }
         Ok(json!({
-            "kind": format!("{}List", target.rt.kind),
+            "kind": list_kind(target.rt),
             "apiVersion": target.rt.group_version(),
             "metadata": {"resourceVersion": self.current_revision().to_string()},
             "items": deleted,
         }))
     }
+}
+
+/// A stored object as `rt`'s version shows it.
+fn shown(rt: &ResourceType, object: &Object) -> ApiResult<Value> {
+    Ok(crd::present(rt, decode(object)?))
+}
+
+/// The kind of `rt`'s lists.
+fn list_kind(rt: &ResourceType) -> String {
+    match &rt.custom {
+        Some(custom) => custom.list_kind.to_owned(),
+        None => format!("{}List", rt.kind),
+    }
+}
+
+/// An object as stored: a custom resource in its definition's storage version.
+fn encode_stored(rt: &ResourceType, object: &Value) -> ApiResult<Bytes> {
+    match &rt.custom {
+        Some(custom) if custom.storage_version != rt.version => {
+            let mut stored = object.clone();
+            stored["apiVersion"] = crd::storage_api_version(rt, custom).into();
+            encode(&stored)
+        }
+        _ => encode(object),
+    }
+}
+
+/// Whether `rt` is CustomResourceDefinitions.
+fn is_definitions(rt: &ResourceType) -> bool {
+    rt.group == crd::GROUP && rt.plural == "customresourcedefinitions"
+}
+
+/// Whether an update moves `metadata.generation`: a change of the spec, and for a custom
+/// resource without a status subresource, of anything but its metadata.
+fn bumps_generation(rt: &ResourceType, old: &Value, new: &Value) -> bool {
+    if rt.is_custom() && !rt.has(Subresource::Status) {
+        let content = |o: &Value| {
+            o.as_object().map(|m| {
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "apiVersion" | "kind"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect::<Map<String, Value>>()
+            })
+        };
+        return content(old) != content(new);
+    }
+    spec_part(old) != spec_part(new)
 }
 
 /// Keep what clients may not change: uid, creation time, deletion marks, generation.

@@ -44,6 +44,7 @@ pub fn prune(
     duplicates: &[String],
 ) -> ApiResult<Vec<String>> {
     let unknown = match (kind_names(rt.group, rt.version, rt.kind), object) {
+        (_, object) if rt.is_custom() => custom_unknown(rt, object),
         (Some(names), Value::Object(map)) => {
             let schemas = cached_schemas(rt.group, rt.version);
             let mut walker = Walker { schemas: &schemas, path: String::new(), unknown: Vec::new() };
@@ -69,6 +70,29 @@ pub fn prune(
         _ => Ok(Vec::new()),
     }
 }
+
+/// The fields of a custom resource that its schema does not know, pruned: those of its
+/// version's structural schema, and those of its metadata (an `ObjectMeta`, as for every kind).
+fn custom_unknown(rt: &ResourceType, object: &mut Value) -> Vec<String> {
+    let Some(custom) = &rt.custom else { return Vec::new() };
+    let mut unknown: Vec<String> = custom
+        .schema
+        .prune(object)
+        .into_iter()
+        .map(|f| f.trim_start_matches('.').to_owned())
+        .collect();
+    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+        let schemas = cached_schemas("", "v1");
+        let mut walker =
+            Walker { schemas: &schemas, path: "metadata.".into(), unknown: Vec::new() };
+        walker.named(OBJECT_META, metadata);
+        unknown.extend(walker.unknown);
+    }
+    unknown
+}
+
+/// The schema name of `ObjectMeta`.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 /// Walks an object against its schemas. `path` is the path of the object being walked, kept in
 /// one buffer (segments pushed and popped) so that known fields cost no allocation.

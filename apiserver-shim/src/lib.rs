@@ -8,6 +8,7 @@ pub mod access;
 pub mod admission;
 pub mod api;
 pub mod auth;
+pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod fieldpath;

@@ -122,7 +122,7 @@ fn merge_patch(
         .map_err(|e| ApiError::bad_request(format!("the patch is not valid JSON: {e}")))?;
     let current = api.get(target, name)?;
     let base = match subresource {
-        Some(Subresource::Scale) => scale_of(&current),
+        Some(Subresource::Scale) => scale_of(target.rt, &current),
         _ => current.clone(),
     };
     let mut patched = base;

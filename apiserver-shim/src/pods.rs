@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn a_pod_is_bound_once() {
         let (_dir, api) = api();
-        let rt = api.registry().get("", "v1", "pods").expect("pods").clone();
+        let rt = crate::resource::built_in("", "pods").expect("pods").clone();
         let target = Target { rt: &rt, namespace: Some("default".into()) };
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
         api.create(&target, pod, &Write::by("test", false)).expect("created");

@@ -1,4 +1,11 @@
 //! The resource types this server serves, and what discovery says about each.
+//!
+//! Built-in types are static. A tenant's custom resources come and go with its
+//! CustomResourceDefinitions: their names are interned ([`intern`]) so that every type has the
+//! same shape, and [`ResourceType::custom`] carries what the definition says of the version.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A subresource of a resource type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +49,55 @@ pub struct ResourceType {
     pub subresources: &'static [Subresource],
     /// The verbs it supports ([`VERBS`] for stored objects).
     pub verbs: &'static [&'static str],
+    /// For a custom resource, what its definition says of this version.
+    pub custom: Option<CustomRef>,
+}
+
+/// A custom resource version's definition, compared by identity: a type is the same type only
+/// while its definition is unchanged.
+#[derive(Clone, Debug)]
+pub struct CustomRef(pub Arc<crate::crd::Custom>);
+
+impl PartialEq for CustomRef {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for CustomRef {}
+
+impl std::ops::Deref for CustomRef {
+    type Target = crate::crd::Custom;
+    fn deref(&self) -> &crate::crd::Custom {
+        &self.0
+    }
+}
+
+/// A name with the lifetime of the process. Custom resources' names are interned once each (a
+/// set that grows with the distinct names ever defined, not with definitions' updates), so that
+/// they sit in [`ResourceType`] beside the built-in types' static names.
+pub fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = names.get(name) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
+/// A list of names with the lifetime of the process, interned as [`intern`] does.
+pub fn intern_list(names: &[String]) -> &'static [&'static str] {
+    static LISTS: OnceLock<Mutex<HashSet<&'static [&'static str]>>> = OnceLock::new();
+    let interned: Vec<&'static str> = names.iter().map(|n| intern(n)).collect();
+    let mut lists = LISTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = lists.get(interned.as_slice()) {
+        return found;
+    }
+    let leaked: &'static [&'static str] = Box::leak(interned.into_boxed_slice());
+    lists.insert(leaked);
+    leaked
 }
 
 /// The verbs every served resource type supports.
@@ -62,12 +118,21 @@ impl ResourceType {
     pub fn has(&self, sub: Subresource) -> bool {
         self.subresources.contains(&sub)
     }
+
+    /// Whether a CustomResourceDefinition defines this type.
+    pub fn is_custom(&self) -> bool {
+        self.custom.is_some()
+    }
 }
 
 const NONE: &[&str] = &[];
 const ALL: &[&str] = &["all"];
-const STATUS: &[Subresource] = &[Subresource::Status];
-const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
+/// Only `/status`.
+pub const STATUS: &[Subresource] = &[Subresource::Status];
+/// Only `/scale`.
+pub const SCALE: &[Subresource] = &[Subresource::Scale];
+/// `/status` and `/scale`.
+pub const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
 
 #[allow(clippy::too_many_arguments)]
 const fn rt(
@@ -92,6 +157,7 @@ const fn rt(
         categories,
         subresources,
         verbs: VERBS,
+        custom: None,
     }
 }
 
@@ -258,7 +324,23 @@ pub static BUILT_IN: &[ResourceType] = &[
         NONE,
         &[],
     ),
+    rt(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        false,
+        &["crd", "crds"],
+        &["api-extensions"],
+        STATUS,
+    ),
 ];
+
+/// A built-in type by group and plural.
+pub fn built_in(group: &str, plural: &str) -> Option<&'static ResourceType> {
+    BUILT_IN.iter().find(|t| t.group == group && t.plural == plural)
+}
 
 /// The served resource types, looked up by group, version and plural.
 #[derive(Clone, Debug)]
@@ -285,7 +367,7 @@ impl Registry {
     /// The host API's types: the built-in ones and Carrel's `Tenant`.
     pub fn host() -> Registry {
         let mut types = BUILT_IN.to_vec();
-        types.push(crate::tenant::types::TENANTS);
+        types.push(crate::tenant::types::TENANTS.clone());
         Registry { types, host: true }
     }
 

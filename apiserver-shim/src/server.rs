@@ -46,30 +46,58 @@ pub struct Server {
     api: Arc<Api>,
     base: String,
     security: Option<Arc<Security>>,
-    /// What discovery lists: the API's types, and the access reviews on a secured cluster.
-    discovered: Registry,
+    /// What discovery lists beside the API's types: the access reviews on a secured cluster.
+    discovered_extra: &'static [ResourceType],
     /// Where `pods/<name>/log` reads from.
     pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
+    /// The OpenAPI v3 documents of the custom resources, for the registry they were built from.
+    custom_openapi: std::sync::Mutex<Option<CustomOpenApi>>,
 }
+
+/// The registry custom OpenAPI documents were built from, and the documents (none when it
+/// serves no custom resources).
+type CustomOpenApi = (Arc<Registry>, Option<Arc<openapi::V3>>);
 
 impl Server {
     /// Serve `api` under `base` (empty, or a path such as `/tenants/a` without a trailing slash)
     /// to anyone: no authentication, no authorization.
     pub fn new(api: Arc<Api>, base: &str) -> Server {
-        let discovered = api.registry().clone();
         Server {
             api,
             base: base.trim_end_matches('/').to_owned(),
             security: None,
-            discovered,
+            discovered_extra: &[],
             pod_logs: Default::default(),
+            custom_openapi: Default::default(),
         }
     }
 
     /// Serve `api` under `base` to the clients `security` authenticates, as RBAC allows.
     pub fn secured(api: Arc<Api>, base: &str, security: Arc<Security>) -> Server {
-        let discovered = api.registry().with_extra(access::ACCESS_TYPES);
-        Server { security: Some(security), discovered, ..Server::new(api, base) }
+        Server {
+            security: Some(security),
+            discovered_extra: access::ACCESS_TYPES,
+            ..Server::new(api, base)
+        }
+    }
+
+    /// What discovery lists now: the API's types, and the access reviews on a secured cluster.
+    fn discovered(&self) -> Registry {
+        self.api.registry().with_extra(self.discovered_extra)
+    }
+
+    /// The v3 documents of the custom resources served now, built once per registry.
+    fn custom_openapi(&self) -> Option<Arc<openapi::V3>> {
+        let registry = self.api.registry();
+        let mut cached = self.custom_openapi.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((built_for, documents)) = cached.as_ref() {
+            if Arc::ptr_eq(built_for, &registry) {
+                return documents.clone();
+            }
+        }
+        let documents = openapi::build_custom_v3(registry.is_host(), &registry).map(Arc::new);
+        *cached = Some((registry, documents.clone()));
+        documents
     }
 
     /// The API served.
@@ -143,8 +171,8 @@ impl Query {
 
 /// What a resource path names.
 #[derive(Debug)]
-struct ResourcePath<'a> {
-    rt: &'a ResourceType,
+struct ResourcePath {
+    rt: ResourceType,
     namespace: Option<String>,
     name: Option<String>,
     subresource: Option<String>,
@@ -260,7 +288,7 @@ async fn route(
         None => return Err(ApiError::no_route()),
     };
     let rest = if rest.is_empty() { "/" } else { rest };
-    let registry = &server.discovered;
+    let registry = &server.discovered();
     let segments: Vec<&str> = rest.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let discovery_get = |value: Option<Value>| -> ApiResult<Response> {
         if method != Method::GET {
@@ -328,7 +356,9 @@ async fn route(
         ["apis", group, version, rest @ ..] => {
             let path = resource_path(server, group, version, rest)?;
             authorize_resource(caller, method, &path, query)?;
-            resource(server, caller, method, path, query, headers, body).await
+            let deprecation = path.rt.custom.as_ref().and_then(|c| c.deprecation_warning.clone());
+            let response = resource(server, caller, method, path, query, headers, body).await?;
+            Ok(with_warnings(response, deprecation.as_slice()))
         }
         ["openapi", rest @ ..] => openapi(server, method, rest, query, headers).await,
         _ => Err(ApiError::no_route()),
@@ -339,7 +369,7 @@ async fn route(
 fn authorize_resource(
     caller: Option<&Caller>,
     method: &Method,
-    path: &ResourcePath<'_>,
+    path: &ResourcePath,
     query: &Query,
 ) -> ApiResult<()> {
     let Some(caller) = caller else { return Ok(()) };
@@ -471,12 +501,24 @@ async fn openapi(
         })
         .await?;
     }
+    let custom = match segments.first() {
+        Some(&"v3") => server.custom_openapi(),
+        _ => None,
+    };
     let if_none_match = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok());
     let header =
         |value: &str| HeaderValue::from_str(value).map_err(|e| ApiError::internal(e.to_string()));
-    match openapi::answer(host, segments, query.get("hash"), accept(headers), if_none_match) {
+    let hash = query.get("hash");
+    match openapi::answer_with(
+        host,
+        custom.as_deref(),
+        segments,
+        hash,
+        accept(headers),
+        if_none_match,
+    ) {
         openapi::Answer::Body { body, content_type, etag, immutable } => {
-            let mut response = (StatusCode::OK, body).into_response();
+            let mut response = (StatusCode::OK, body.to_vec()).into_response();
             let h = response.headers_mut();
             h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             if let Some(etag) = etag {
@@ -518,18 +560,19 @@ fn aggregated(value: Value) -> Response {
     response
 }
 
-fn resource_path<'a>(
-    server: &'a Server,
+fn resource_path(
+    server: &Server,
     group: &str,
     version: &str,
     segments: &[&str],
-) -> ApiResult<ResourcePath<'a>> {
+) -> ApiResult<ResourcePath> {
     let registry = server.api.registry();
     let (legacy_watch, segments) = match segments {
         ["watch", rest @ ..] => (true, rest),
         _ => (false, segments),
     };
-    let lookup = |plural: &str| registry.get(group, version, plural).ok_or_else(ApiError::no_route);
+    let lookup =
+        |plural: &str| registry.get(group, version, plural).cloned().ok_or_else(ApiError::no_route);
     let owned = |s: &&str| s.to_string();
     let path = match segments {
         // /namespaces/<ns>/status and /finalize are the namespace's own subresources.
@@ -575,7 +618,7 @@ fn resource_path<'a>(
     Ok(path)
 }
 
-fn subresource_of(path: &ResourcePath<'_>) -> ApiResult<Option<Subresource>> {
+fn subresource_of(path: &ResourcePath) -> ApiResult<Option<Subresource>> {
     match path.subresource.as_deref() {
         None => Ok(None),
         Some(sub) => {
@@ -839,7 +882,7 @@ async fn resource(
     server: &Server,
     caller: Option<&Caller>,
     method: &Method,
-    path: ResourcePath<'_>,
+    path: ResourcePath,
     query: &Query,
     headers: &HeaderMap,
     body: Body,
@@ -959,12 +1002,13 @@ async fn resource(
             let rt2 = rt.clone();
             let object = blocking(move || api.get(&Target { rt: &rt2, namespace }, &name)).await?;
             let object = match sub {
-                Some(Subresource::Scale) => scale_of(&object),
+                Some(Subresource::Scale) => scale_of(&rt, &object),
                 _ => object,
             };
             Ok(respond_object(StatusCode::OK, &rt, object, headers, query))
         }
         (Method::POST, None) => {
+            refuse_protobuf(&rt, headers)?;
             let write = write_of(query, headers, "CreateOptions", sub)?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
@@ -978,6 +1022,7 @@ async fn resource(
             Ok(with_warnings(response, &warnings))
         }
         (Method::PUT, Some(name)) => {
+            refuse_protobuf(&rt, headers)?;
             let write = write_of(query, headers, "UpdateOptions", sub)?;
             let validation = FieldValidation::parse(query.get("fieldValidation"))?;
             let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
@@ -996,7 +1041,7 @@ async fn resource(
             })
             .await?;
             let updated = match sub {
-                Some(Subresource::Scale) => scale_of(&updated),
+                Some(Subresource::Scale) => scale_of(&rt, &updated),
                 _ => updated,
             };
             let response = respond_object(StatusCode::OK, &rt, updated, headers, query);
@@ -1006,6 +1051,18 @@ async fn resource(
             let kind = patch::PatchKind::from_content_type(
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or(""),
             )?;
+            if kind == patch::PatchKind::Strategic
+                && rt.is_custom()
+                && sub != Some(Subresource::Scale)
+            {
+                // Custom resources have no patch strategies: kube-apiserver does not take
+                // strategic merge patches for them.
+                return Err(ApiError::unsupported(
+                    "the body of the request was in an unknown format - accepted media types \
+                     include: application/json-patch+json, application/merge-patch+json, \
+                     application/apply-patch+yaml",
+                ));
+            }
             let options = patch_options(query, headers, kind)?;
             let raw = read_body(body).await?;
             if caller.is_some() && rt.group == crate::rbac::RBAC_GROUP {
@@ -1034,7 +1091,7 @@ async fn resource(
             })
             .await?;
             let object = match sub {
-                Some(Subresource::Scale) => scale_of(&patched.object),
+                Some(Subresource::Scale) => scale_of(&rt, &patched.object),
                 _ => patched.object,
             };
             let code = if patched.created { StatusCode::CREATED } else { StatusCode::OK };
@@ -1076,6 +1133,19 @@ async fn resource(
         }
         (m, _) => Err(ApiError::method_not_allowed(format!("{m} is not supported on this path"))),
     }
+}
+
+/// Custom resources are JSON (or YAML): kube-apiserver has no protobuf for them.
+fn refuse_protobuf(rt: &ResourceType, headers: &HeaderMap) -> ApiResult<()> {
+    let content_type =
+        headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if rt.is_custom() && content_type.starts_with(crate::protobuf::MEDIA_TYPE) {
+        return Err(ApiError::unsupported(format!(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml (got {content_type:?})"
+        )));
+    }
+    Ok(())
 }
 
 /// On a cluster with security, refuse an RBAC write that would grant more than the caller holds
@@ -1157,7 +1227,7 @@ async fn pod_log(
 ) -> ApiResult<Response> {
     let options = pods::LogOptions::parse(|k| query.get(k).map(str::to_owned))?;
     let api = server.api.clone();
-    let rt = api.registry().get("", "v1", "pods").cloned().ok_or_else(ApiError::no_route)?;
+    let rt = crate::resource::built_in("", "pods").cloned().ok_or_else(ApiError::no_route)?;
     let (ns, pod_name) = (namespace.to_owned(), name.to_owned());
     let pod =
         blocking(move || api.get(&Target { rt: &rt, namespace: Some(ns) }, &pod_name)).await?;
@@ -1306,7 +1376,7 @@ async fn watch_stream(
                         Some(Ok(event)) => event,
                     };
                     last = event.revision;
-                    let line = if !filtering && !encoder.as_table {
+                    let line = if !filtering && !encoder.as_table && !rt.is_custom() {
                         encoder.stored(&event)
                     } else {
                         let Some((kind, object)) = translate(&api, &rt, &params, &event) else {
@@ -1346,7 +1416,7 @@ fn translate(
     params: &ListParams,
     event: &carrel_store::Event,
 ) -> Option<(&'static str, Value)> {
-    let object = decode_event_object(event).ok()?;
+    let object = crate::crd::present(rt, decode_event_object(event).ok()?);
     let selected = |o: &Value| api.selected(rt, o, params);
     match event.kind {
         carrel_store::EventKind::Created => selected(&object).then_some(("ADDED", object)),

@@ -126,6 +126,16 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
             col("Duration", "string", "Time required to complete the job."),
             AGE,
         ],
+        ("apiextensions.k8s.io", "customresourcedefinitions") => vec![
+            NAME,
+            Column {
+                name: "Created At",
+                kind: "date",
+                format: "",
+                description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+                priority: 0,
+            },
+        ],
         _ => vec![NAME, AGE],
     }
 }
@@ -322,6 +332,9 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
             let status = if succeeded >= completions { "Complete" } else { "Running" };
             vec![name, json!(status), json!(format!("{succeeded}/{completions}")), json!(""), age]
         }
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            vec![name, json!(str_at(o, "/metadata/creationTimestamp"))]
+        }
         _ => vec![name, age],
     }
 }
@@ -367,6 +380,9 @@ pub fn table(
     version: &str,
     options: TableOptions,
 ) -> Value {
+    if let Some(custom) = &rt.custom {
+        return custom_table(&custom.columns, objects, list_metadata, version, options);
+    }
     let definitions: Vec<Value> = if options.no_headers {
         Vec::new()
     } else {
@@ -386,6 +402,53 @@ pub fn table(
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| json!({"cells": cells(rt, o), "object": row_object(o, options.include_object)}))
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": format!("meta.k8s.io/{version}"),
+        "metadata": list_metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    })
+}
+
+/// A Table of custom resources: the name, then the definition's printer columns.
+fn custom_table(
+    columns: &[crate::crd::Column],
+    objects: &[Value],
+    list_metadata: Value,
+    version: &str,
+    options: TableOptions,
+) -> Value {
+    let definitions: Vec<Value> = if options.no_headers {
+        Vec::new()
+    } else {
+        std::iter::once(json!({
+            "name": NAME.name,
+            "type": NAME.kind,
+            "format": NAME.format,
+            "description": NAME.description,
+            "priority": 0,
+        }))
+        .chain(columns.iter().map(|c| {
+            json!({
+                "name": c.name,
+                "type": c.type_,
+                "format": c.format,
+                "description": c.description,
+                "priority": c.priority,
+            })
+        }))
+        .collect()
+    };
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            json!({
+                "cells": crate::crd::cells(columns, o),
+                "object": row_object(o, options.include_object),
+            })
+        })
         .collect();
     json!({
         "kind": "Table",

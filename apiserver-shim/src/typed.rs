@@ -60,6 +60,10 @@ fn key_default(field: &str) -> Option<Value> {
 impl Typed {
     /// The schemas of `rt`'s kind; a kind without a schema is walked as free-form JSON.
     pub fn for_resource(rt: &ResourceType) -> Typed {
+        if let Some(custom) = &rt.custom {
+            // A custom resource's schema stands alone: no references.
+            return Typed { schemas: Default::default(), root: Some(custom.openapi.clone()) };
+        }
         let schemas = cached_schemas(rt.group, rt.version);
         let root = kind_names(rt.group, rt.version, rt.kind)
             .map(|names| serde_json::json!({ "$ref": format!("{}{}", crate::openapi::SCHEMA_REF_PREFIX, names.kind) }));

@@ -249,8 +249,15 @@ async fn referenced_config_maps_are_copied_and_kept_current() {
         assert!(Instant::now() < deadline, "the ConfigMap was not copied");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let host_pod: Pod =
-        Api::namespaced(host.clone(), "carrel-t").get("train-x-default").await.expect("pod");
+    // The copy is made before the host pod that mounts it.
+    let host_pods: Api<Pod> = Api::namespaced(host.clone(), "carrel-t");
+    let host_pod = loop {
+        if let Some(pod) = host_pods.get_opt("train-x-default").await.expect("read") {
+            break pod;
+        }
+        assert!(Instant::now() < deadline, "the host pod was not created");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let volume = serde_json::to_value(&host_pod.spec.expect("spec").volumes).expect("json");
     assert_eq!(volume[0]["configMap"]["name"], "settings-x-default");
     // A change in the tenant reaches the copy; an object no pod uses is never copied.

@@ -242,6 +242,84 @@ def informer_converges_through_relists_and_rewatches(api):
     assert "DELETED" in events and "MODIFIED" in events, events
 
 
+def dynamic_client_on_custom_resources(api):
+    from kubernetes import dynamic
+    from kubernetes.client.rest import ApiException
+
+    ext = client.ApiextensionsV1Api(api)
+    ext.create_custom_resource_definition(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gpupools.infra.carrel.dev"},
+            "spec": {
+                "group": "infra.carrel.dev",
+                "scope": "Namespaced",
+                "names": {"plural": "gpupools", "singular": "gpupool", "kind": "GPUPool"},
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {
+                            "openAPIV3Schema": {
+                                "type": "object",
+                                "properties": {
+                                    "spec": {
+                                        "type": "object",
+                                        "properties": {
+                                            "slices": {"type": "integer", "minimum": 0},
+                                            "profile": {"type": "string", "default": "1g.18gb"},
+                                        },
+                                    }
+                                },
+                            }
+                        },
+                    }
+                ],
+            },
+        }
+    )
+    crd = ext.read_custom_resource_definition("gpupools.infra.carrel.dev")
+    established = [c for c in crd.status.conditions if c.type == "Established"]
+    assert established and established[0].status == "True", crd.status
+
+    dyn = dynamic.DynamicClient(api)
+    pools = dyn.resources.get(api_version="infra.carrel.dev/v1", kind="GPUPool")
+    created = pools.create(
+        body={
+            "apiVersion": "infra.carrel.dev/v1",
+            "kind": "GPUPool",
+            "metadata": {"name": "small"},
+            "spec": {"slices": 2},
+        },
+        namespace="default",
+    )
+    assert created.spec.profile == "1g.18gb", created
+    pools.patch(
+        name="small",
+        namespace="default",
+        body={"spec": {"slices": 3}},
+        content_type="application/merge-patch+json",
+    )
+    got = pools.get(name="small", namespace="default")
+    assert got.spec.slices == 3 and got.metadata.generation == 2, got
+    try:
+        pools.create(
+            body={"apiVersion": "infra.carrel.dev/v1", "kind": "GPUPool",
+                  "metadata": {"name": "bad"}, "spec": {"slices": -1}},
+            namespace="default",
+        )
+        raise AssertionError("a negative slice count was accepted")
+    except ApiException as e:
+        assert e.status == 422, e
+        assert "spec.slices" in e.body, e.body
+    listed = pools.get(namespace="default")
+    assert [i.metadata.name for i in listed.items] == ["small"], listed
+    pools.delete(name="small", namespace="default")
+    assert pools.get(namespace="default").items == []
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
@@ -251,6 +329,7 @@ SCENARIOS = {
         errors_are_status_objects,
         strategic_merge_patch_of_service_ports,
         informer_converges_through_relists_and_rewatches,
+        dynamic_client_on_custom_resources,
     ]
 }
 

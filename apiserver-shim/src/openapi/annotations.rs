@@ -166,6 +166,7 @@ const NETWORKING: &str = "io.k8s.api.networking.v1.";
 const POLICY: &str = "io.k8s.api.policy.v1.";
 const STORAGE: &str = "io.k8s.api.storage.v1.";
 const CARREL: &str = "dev.carrel.v1alpha1.";
+const APIEXTENSIONS: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.";
 
 /// Every annotated field: (package, schema name, property, annotations); the package prefix
 /// and the name make the schema's full name.
@@ -352,6 +353,22 @@ static TABLE: &[(&str, &str, &str, ListAnnotations)] = &[
     (POLICY, "PodDisruptionBudgetStatus", "conditions", map(&["type"]).merge("type")),
     (STORAGE, "StorageClass", "mountOptions", ATOMIC),
     (STORAGE, "StorageClass", "allowedTopologies", ATOMIC),
+    // apiextensions.k8s.io/v1.
+    (APIEXTENSIONS, "CustomResourceDefinitionNames", "shortNames", ATOMIC),
+    (APIEXTENSIONS, "CustomResourceDefinitionNames", "categories", ATOMIC),
+    (APIEXTENSIONS, "CustomResourceDefinitionSpec", "versions", ATOMIC),
+    (APIEXTENSIONS, "CustomResourceDefinitionVersion", "additionalPrinterColumns", ATOMIC),
+    (APIEXTENSIONS, "CustomResourceDefinitionVersion", "selectableFields", ATOMIC),
+    (APIEXTENSIONS, "CustomResourceDefinitionStatus", "conditions", map(&["type"]).merge("type")),
+    (APIEXTENSIONS, "CustomResourceDefinitionStatus", "storedVersions", ATOMIC),
+    (APIEXTENSIONS, "WebhookConversion", "conversionReviewVersions", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "required", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "enum", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "allOf", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "anyOf", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "oneOf", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "x-kubernetes-list-map-keys", ATOMIC),
+    (APIEXTENSIONS, "JSONSchemaProps", "x-kubernetes-validations", map(&["rule"]).merge("rule")),
     // meta/v1.
     (META, "ObjectMeta", "ownerReferences", map(&["uid"]).merge("uid")),
     (META, "ObjectMeta", "finalizers", SET.merge_values()),

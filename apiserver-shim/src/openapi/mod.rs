@@ -36,6 +36,7 @@ use k8s_openapi::api::{
     networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
     scheduling::v1 as scheduling, storage::v1 as storage,
 };
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::ListableResource;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -118,15 +119,15 @@ pub struct V2 {
 
 /// What to answer a GET under `/openapi`.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Answer {
+pub enum Answer<'a> {
     /// 200 with a body.
     Body {
         /// The document.
-        body: &'static [u8],
+        body: &'a [u8],
         /// Its media type.
         content_type: &'static str,
         /// Its hash, sent as the ETag.
-        etag: Option<&'static str>,
+        etag: Option<&'a str>,
         /// The request named the current hash: the answer may be cached for good.
         immutable: bool,
     },
@@ -167,14 +168,31 @@ pub fn answer(
     hash: Option<&str>,
     accept: &str,
     if_none_match: Option<&str>,
-) -> Answer {
+) -> Answer<'static> {
+    answer_with(host, None, segments, hash, accept, if_none_match)
+}
+
+/// [`answer`], for a cluster that also serves custom resources: `custom` holds the v3 root
+/// naming their documents too, and their group-versions' documents ([`build_custom_v3`]).
+pub fn answer_with<'a>(
+    host: bool,
+    custom: Option<&'a V3>,
+    segments: &[&str],
+    hash: Option<&str>,
+    accept: &str,
+    if_none_match: Option<&str>,
+) -> Answer<'a> {
     match segments {
         ["v3"] => {
-            Answer::Body { body: &v3(host).root, content_type: JSON, etag: None, immutable: false }
+            let root = custom.map_or(&v3(host).root, |c| &c.root);
+            Answer::Body { body: root, content_type: JSON, etag: None, immutable: false }
         }
         ["v3", rest @ ..] => {
             let key = rest.join("/");
-            let Some(document) = v3(host).documents.get(&key) else { return Answer::NotFound };
+            let found = custom.and_then(|c| c.documents.get(&key));
+            let Some(document) = found.or_else(|| v3(host).documents.get(&key)) else {
+                return Answer::NotFound;
+            };
             match hash {
                 Some(h) if !h.is_empty() && h != document.hash => {
                     Answer::Redirect(format!("/openapi/v3/{key}?hash={}", document.hash))
@@ -254,6 +272,33 @@ pub fn build_v3(registry: &Registry) -> V3 {
     V3 { root, documents }
 }
 
+/// The v3 documents of the group-versions that serve custom resources, and a root naming them
+/// beside the built-in documents; `None` when there are none.
+pub fn build_custom_v3(host: bool, registry: &Registry) -> Option<V3> {
+    let mut documents = BTreeMap::new();
+    let built_in: Value = serde_json::from_slice(&v3(host).root).unwrap_or_default();
+    let mut root = built_in.get("paths").and_then(Value::as_object).cloned().unwrap_or_default();
+    for (group, versions) in registry.groups() {
+        for version in versions {
+            if !registry.in_group_version(group, version).any(ResourceType::is_custom) {
+                continue;
+            }
+            let key = document_key(group, version);
+            let document = Document::json(&document(registry, group, version));
+            root.insert(
+                key.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", document.hash)}),
+            );
+            documents.insert(key, document);
+        }
+    }
+    if documents.is_empty() {
+        return None;
+    }
+    let root = serde_json::to_vec(&json!({ "paths": root })).unwrap_or_default();
+    Some(V3 { root, documents })
+}
+
 /// Build the v2 document: every served schema, in Swagger 2.0 form.
 pub fn build_v2(registry: &Registry) -> V2 {
     let mut schemas = Map::new();
@@ -275,7 +320,7 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Value {
         paths.insert(format!("/apis/{group}/{version}/"), resources_path(group, version));
     }
     for rt in registry.in_group_version(group, version) {
-        if let Some(names) = kind_names(rt.group, rt.version, rt.kind) {
+        if let Some(names) = names_of(rt) {
             resource_paths(rt, &names, &mut paths);
         }
     }
@@ -368,8 +413,77 @@ fn kind(group: &str, version: &str, kind: &str) -> Option<Kind> {
         ("policy", "v1", "PodDisruptionBudget") => kind_of::<policy::PodDisruptionBudget>(),
         ("scheduling.k8s.io", "v1", "PriorityClass") => kind_of::<scheduling::PriorityClass>(),
         ("storage.k8s.io", "v1", "StorageClass") => kind_of::<storage::StorageClass>(),
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
+            kind_of::<apiextensions::CustomResourceDefinition>()
+        }
         ("carrel.dev", "v1alpha1", "Tenant") => kind_of::<crate::tenant::types::Tenant>(),
         _ => return None,
+    })
+}
+
+/// The schema names of a custom resource's kind, as kube-apiserver names them: the group
+/// reversed, the version, the kind (`com.example.stable.v1.CronTab`).
+fn custom_names(rt: &ResourceType) -> KindNames {
+    let group: Vec<&str> = rt.group.split('.').rev().collect();
+    let kind = format!("{}.{}.{}", group.join("."), rt.version, rt.kind);
+    let list = match &rt.custom {
+        Some(custom) => format!("{}.{}.{}", group.join("."), rt.version, custom.list_kind),
+        None => format!("{kind}List"),
+    };
+    KindNames { kind, list }
+}
+
+/// The schema names of any served type: built-in or custom.
+fn names_of(rt: &ResourceType) -> Option<KindNames> {
+    match rt.custom {
+        Some(_) => Some(custom_names(rt)),
+        None => kind_names(rt.group, rt.version, rt.kind),
+    }
+}
+
+/// A custom resource's schema as published: its definition's, with the fields every object has
+/// and the group-version-kind marker.
+fn custom_schema(rt: &ResourceType, custom: &crate::crd::Custom) -> Value {
+    let mut schema = match &custom.openapi {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    let properties = schema.entry("properties").or_insert_with(|| json!({}));
+    if let Value::Object(properties) = properties {
+        properties.insert(
+            "apiVersion".into(),
+            json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values."}),
+        );
+        properties.insert(
+            "kind".into(),
+            json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents. In CamelCase."}),
+        );
+        properties.insert(
+            "metadata".into(),
+            described_ref(&meta::ObjectMeta::schema_name(), "Standard object's metadata."),
+        );
+    }
+    schema.insert("type".into(), json!("object"));
+    schema.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!([gvk(rt.group, rt.version, rt.kind)]),
+    );
+    Value::Object(schema)
+}
+
+/// A custom resource's list schema.
+fn custom_list_schema(rt: &ResourceType, names: &KindNames, list_kind: &str) -> Value {
+    json!({
+        "description": format!("{list_kind} is a list of {}", rt.kind),
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "items": {"type": "array", "items": schema_ref(&names.kind)},
+            "metadata": described_ref(&meta::ListMeta::schema_name(), "Standard list metadata."),
+        },
+        "x-kubernetes-group-version-kind": [gvk(rt.group, rt.version, list_kind)],
     })
 }
 
@@ -444,10 +558,21 @@ pub fn schemas_for(registry: &Registry, group: &str, version: &str) -> Map<Strin
     let mut generator = SchemaGenerator::new(settings);
     let mut lists = Vec::new();
     let mut scale = false;
+    let mut customs = Vec::new();
     for rt in registry.in_group_version(group, version) {
+        scale |= rt.has(Subresource::Scale);
+        if let Some(custom) = &rt.custom {
+            let names = custom_names(rt);
+            customs.push((names.kind.clone(), custom_schema(rt, custom)));
+            customs.push((names.list.clone(), custom_list_schema(rt, &names, custom.list_kind)));
+            continue;
+        }
         let Some(k) = kind(rt.group, rt.version, rt.kind) else { continue };
         lists.push(((k.names)().list, (k.add)(&mut generator)));
-        scale |= rt.has(Subresource::Scale);
+    }
+    if !customs.is_empty() {
+        generator.subschema_for::<meta::ObjectMeta>();
+        generator.subschema_for::<meta::ListMeta>();
     }
     // What every group-version's operations use besides its kinds.
     generator.subschema_for::<meta::APIResourceList>();
@@ -477,6 +602,8 @@ pub fn schemas_for(registry: &Registry, group: &str, version: &str) -> Map<Strin
         schema.insert("x-kubernetes-group-version-kind".into(), gvks);
     }
     annotations::apply(&mut schemas);
+    // Custom schemas are published as their definitions give them.
+    schemas.extend(customs);
     schemas
 }
 
@@ -798,6 +925,7 @@ fn resource_paths(rt: &ResourceType, names: &KindNames, paths: &mut Map<String, 
     };
     let patch = patch_operation(
         op(format!("patch{gv}{scoped}"), format!("partially update the specified {kind}"), "patch"),
+        patch_types(rt),
         &names.kind,
     );
     let delete = Operation {
@@ -856,6 +984,7 @@ fn resource_paths(rt: &ResourceType, names: &KindNames, paths: &mut Map<String, 
                 format!("partially update {sub_name} of the specified {kind}"),
                 "patch",
             ),
+            if sub_name == "scale" { PATCH_TYPES } else { patch_types(rt) },
             &schema,
         );
         paths.insert(
@@ -946,7 +1075,17 @@ fn resource_paths(rt: &ResourceType, names: &KindNames, paths: &mut Map<String, 
     }
 }
 
-fn patch_operation<'a>(op: Operation<'a>, schema: &str) -> Operation<'a> {
+/// The patch types `rt` takes. Custom resources have no patch strategies: kube-apiserver takes
+/// no strategic merge patch for them, and says so here (kubectl's apply reads it).
+fn patch_types(rt: &ResourceType) -> &'static [&'static str] {
+    if rt.is_custom() {
+        &PATCH_TYPES[..3]
+    } else {
+        PATCH_TYPES
+    }
+}
+
+fn patch_operation<'a>(op: Operation<'a>, types: &[&str], schema: &str) -> Operation<'a> {
     let mut params = write_params();
     params.push(query_param(
         "force",
@@ -955,7 +1094,7 @@ fn patch_operation<'a>(op: Operation<'a>, schema: &str) -> Operation<'a> {
     ));
     Operation {
         params,
-        body: Some(request_body(PATCH_TYPES, &meta::Patch::schema_name(), true)),
+        body: Some(request_body(types, &meta::Patch::schema_name(), true)),
         responses: responses(&["200", "201"], &[JSON], schema),
         ..op
     }

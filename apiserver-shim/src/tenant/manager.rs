@@ -178,8 +178,8 @@ impl Manager {
         Target { rt: &TENANTS, namespace: None }
     }
 
-    fn rt(&self, plural: &str) -> &ResourceType {
-        self.host.registry().get("", "v1", plural).expect("a core type")
+    fn rt(&self, plural: &str) -> &'static ResourceType {
+        crate::resource::built_in("", plural).expect("a core type")
     }
 
     /// Reconcile every tenant, and stop serving clusters whose tenant is gone: what a restarted
@@ -498,7 +498,7 @@ impl Manager {
 
     /// The device-claim Leases in the host matching a label selector.
     fn claim_leases(&self, selector: &str) -> Result<Vec<Value>, ManagerError> {
-        let Some(rt) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
+        let Some(rt) = crate::resource::built_in("coordination.k8s.io", "leases") else {
             return Ok(Vec::new());
         };
         let target = Target { rt, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };
@@ -516,7 +516,7 @@ impl Manager {
     /// Delete the tenant's device claims (its pods go with its host namespace).
     fn release_claims(&self, name: &str) -> Result<(), ManagerError> {
         let leases = self.claim_leases(&format!("{}={name}", carrel_gpu::claim::LABEL_TENANT))?;
-        let Some(rt) = self.host.registry().get("coordination.k8s.io", "v1", "leases") else {
+        let Some(rt) = crate::resource::built_in("coordination.k8s.io", "leases") else {
             return Ok(());
         };
         let target = Target { rt, namespace: Some(carrel_gpu::CLAIM_NAMESPACE.to_owned()) };

@@ -19,7 +19,7 @@ pub const GROUP: &str = "carrel.dev";
 pub const VERSION: &str = "v1alpha1";
 
 /// The `tenants` resource type, served by the host API only.
-pub const TENANTS: ResourceType = ResourceType {
+pub static TENANTS: ResourceType = ResourceType {
     group: GROUP,
     version: VERSION,
     kind: "Tenant",
@@ -30,6 +30,7 @@ pub const TENANTS: ResourceType = ResourceType {
     categories: &[],
     subresources: &[Subresource::Status],
     verbs: crate::resource::VERBS,
+    custom: None,
 };
 
 /// A tenant: a private Kubernetes cluster, served at `/tenants/<name>/` on the host's listener.

@@ -275,7 +275,7 @@ async fn follow(
     loop {
         let watched = match what {
             Followed::Tenants => api.watch(&Target { rt: &TENANTS, namespace: None }, after),
-            Followed::Secrets => match api.registry().get("", "v1", "secrets") {
+            Followed::Secrets => match carrel_apiserver::resource::built_in("", "secrets") {
                 Some(rt) => api.watch(&Target { rt, namespace: None }, after),
                 None => return,
             },

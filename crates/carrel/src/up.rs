@@ -148,7 +148,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
 
 /// Create `name` on the host if it is missing.
 fn ensure_namespace(host: &Api, name: &str) -> anyhow::Result<()> {
-    let rt = host.registry().get("", "v1", "namespaces").context("namespaces are served")?;
+    let rt =
+        carrel_apiserver::resource::built_in("", "namespaces").context("namespaces are served")?;
     let body = serde_json::json!({"metadata": {"name": name}});
     match host.create(&Target { rt, namespace: None }, body, &Write::by("carrel", false)) {
         Ok(_) => Ok(()),

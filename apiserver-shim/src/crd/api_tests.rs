@@ -1,0 +1,221 @@
+//! Definitions through the API: their status, the types they serve, what survives a restart,
+//! name conflicts, deletion held by finalizers, and what custom resources refuse.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::Request;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+use crate::api::{Api, DeleteParams, Target, Write};
+use crate::resource::built_in;
+use crate::status::ApiError;
+
+fn open(dir: &std::path::Path) -> Api {
+    let store = carrel_store::SledStore::open(dir.join("s"), carrel_store::Options::create())
+        .expect("store");
+    Api::new(Arc::new(store)).expect("api")
+}
+
+fn definition(group: &str, plural: &str, kind: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": plural, "kind": kind},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false,
+                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}},
+                {"name": "v1", "served": true, "storage": true,
+                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                     "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}},
+            ],
+        },
+    })
+}
+
+fn definitions() -> Target<'static> {
+    Target {
+        rt: built_in("apiextensions.k8s.io", "customresourcedefinitions").expect("served"),
+        namespace: None,
+    }
+}
+
+fn create_definition(api: &Api, object: Value) -> Result<Value, ApiError> {
+    api.create(&definitions(), object, &Write::by("test", false))
+}
+
+fn object(api_version: &str, kind: &str, name: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, "spec": {"size": 1}})
+}
+
+/// The type served at `group/version/plural`, as of now.
+fn served(api: &Api, group: &str, version: &str, plural: &str) -> Option<crate::ResourceType> {
+    api.registry().get(group, version, plural).cloned()
+}
+
+#[test]
+fn a_definition_is_accepted_established_and_served_in_version_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    let created =
+        create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
+    let types: Vec<(&str, &str)> = created["status"]["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap_or_default(), c["status"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(types, [("NamesAccepted", "True"), ("Established", "True")]);
+    assert_eq!(created["status"]["acceptedNames"]["listKind"], "JobList");
+    assert_eq!(created["status"]["acceptedNames"]["singular"], "job");
+    let registry = api.registry();
+    let versions: Vec<&str> =
+        registry.all().iter().filter(|t| t.group == "ml.carrel.dev").map(|t| t.version).collect();
+    assert_eq!(versions, ["v1", "v1beta1"], "the preferred version first");
+    // The built-in Job of batch/v1 is another type.
+    assert!(served(&api, "batch", "v1", "jobs").is_some_and(|t| !t.is_custom()));
+}
+
+#[test]
+fn definitions_and_objects_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    {
+        let api = open(dir.path());
+        create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
+        let rt = served(&api, "ml.carrel.dev", "v1beta1", "jobs").expect("served");
+        let target = Target { rt: &rt, namespace: Some("default".into()) };
+        api.create(&target, object("ml.carrel.dev/v1beta1", "Job", "a"), &Write::by("test", false))
+            .expect("object");
+    }
+    let api = open(dir.path());
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served after a restart");
+    let read = api.get(&Target { rt: &rt, namespace: Some("default".into()) }, "a").expect("read");
+    // Stored in v1 (the storage version), read in v1.
+    assert_eq!(read["apiVersion"], "ml.carrel.dev/v1");
+    let stored = api.store().get("/ml.carrel.dev/jobs/default/a").expect("get").expect("stored");
+    let stored: Value = serde_json::from_slice(&stored.value).expect("json");
+    assert_eq!(stored["apiVersion"], "ml.carrel.dev/v1");
+}
+
+#[test]
+fn a_conflicting_name_is_not_accepted_nor_served() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("first");
+    let second =
+        create_definition(&api, definition("ml.carrel.dev", "runs", "Job")).expect("stored");
+    let condition = |type_: &str| {
+        second["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(condition("NamesAccepted")["status"], "False");
+    assert_eq!(condition("NamesAccepted")["message"], "\"Job\" is already in use");
+    assert_eq!(condition("Established")["status"], "False");
+    assert!(served(&api, "ml.carrel.dev", "v1", "runs").is_none());
+}
+
+#[test]
+fn a_definition_waits_for_its_objects_finalizers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    let mut held = object("ml.carrel.dev/v1", "Job", "held");
+    held["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    api.create(&target, held, &Write::by("test", false)).expect("held");
+    api.create(&target, object("ml.carrel.dev/v1", "Job", "free"), &Write::by("test", false))
+        .expect("free");
+
+    let name = "jobs.ml.carrel.dev";
+    let answer = api.delete(&definitions(), name, &DeleteParams::default()).expect("delete");
+    assert!(answer["metadata"]["deletionTimestamp"].is_string(), "{answer}");
+    let terminating = api.get(&definitions(), name).expect("still there");
+    let conditions = terminating["status"]["conditions"].as_array().expect("conditions");
+    assert!(conditions.iter().any(|c| c["type"] == "Terminating" && c["status"] == "True"));
+    // The object without finalizers is gone; the held one is marked.
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served while terminating");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    assert_eq!(api.get(&target, "free").map_err(|e| e.code), Err(404));
+    let mut marked = api.get(&target, "held").expect("held");
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    // No new objects meanwhile.
+    let refused =
+        api.create(&target, object("ml.carrel.dev/v1", "Job", "new"), &Write::by("test", false));
+    assert_eq!(refused.map_err(|e| e.code).err(), Some(405));
+
+    // The last finalizer removed: the object goes, and with it the definition.
+    marked["metadata"]["finalizers"] = json!([]);
+    api.update(&target, "held", marked, None, &Write::by("test", false)).expect("finalized");
+    assert_eq!(api.get(&definitions(), name).map_err(|e| e.code).err(), Some(404));
+    assert!(served(&api, "ml.carrel.dev", "v1", "jobs").is_none());
+}
+
+#[test]
+fn webhook_conversion_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    let mut webhook = definition("ml.carrel.dev", "jobs", "Job");
+    webhook["spec"]["conversion"] =
+        json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"]}});
+    let refused = create_definition(&api, webhook).expect_err("refused");
+    assert_eq!(refused.code, 422);
+    assert!(
+        refused.message.contains("spec.conversion.strategy: Unsupported value: \"Webhook\""),
+        "{}",
+        refused.message
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn custom_resources_take_no_protobuf_and_no_strategic_merge() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = Arc::new(open(dir.path()));
+    create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
+    let router = crate::server::router(Arc::new(crate::Server::new(api, "")));
+    let collection = "/apis/ml.carrel.dev/v1/namespaces/default/jobs";
+    let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(Body::from(body))
+            .expect("request");
+        router.clone().oneshot(request)
+    };
+    let protobuf =
+        send("POST", collection, "application/vnd.kubernetes.protobuf", b"k8s\0".to_vec())
+            .await
+            .expect("answer");
+    assert_eq!(protobuf.status().as_u16(), 415);
+    let body = serde_json::to_vec(&object("ml.carrel.dev/v1", "Job", "a")).expect("json");
+    let created = send("POST", collection, "application/json", body).await.expect("answer");
+    assert_eq!(created.status().as_u16(), 201);
+    let patched = send(
+        "PATCH",
+        &format!("{collection}/a"),
+        "application/strategic-merge-patch+json",
+        br#"{"spec":{"size":2}}"#.to_vec(),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(patched.status().as_u16(), 415);
+    let merged = send(
+        "PATCH",
+        &format!("{collection}/a"),
+        "application/merge-patch+json",
+        br#"{"spec":{"size":2}}"#.to_vec(),
+    )
+    .await
+    .expect("answer");
+    assert_eq!(merged.status().as_u16(), 200);
+}

@@ -1,0 +1,266 @@
+//! The checks kube-apiserver makes of a CustomResourceDefinition before storing it, with its
+//! field paths and words.
+
+use std::collections::HashSet;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+use serde_json::Value;
+
+use super::{columns, parse, GROUP};
+use crate::names::{dns1035_label, dns1123_subdomain};
+use crate::status::{ApiError, ApiResult, Cause};
+
+/// Problems with a definition, collected as causes.
+#[derive(Default)]
+struct Problems(Vec<Cause>);
+
+impl Problems {
+    fn required(&mut self, field: impl Into<String>, detail: &str) {
+        let message = if detail.is_empty() {
+            "Required value".into()
+        } else {
+            format!("Required value: {detail}")
+        };
+        self.0.push(Cause::new("FieldValueRequired", field, message));
+    }
+    fn invalid(&mut self, field: impl Into<String>, value: &str, detail: &str) {
+        self.0.push(Cause::new(
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: \"{value}\": {detail}"),
+        ));
+    }
+    fn unsupported(&mut self, field: impl Into<String>, value: &str, supported: &[&str]) {
+        let supported: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
+        self.0.push(Cause::new(
+            "FieldValueNotSupported",
+            field,
+            format!("Unsupported value: \"{value}\": supported values: {}", supported.join(", ")),
+        ));
+    }
+    fn forbidden(&mut self, field: impl Into<String>, detail: &str) {
+        self.0.push(Cause::new("FieldValueForbidden", field, format!("Forbidden: {detail}")));
+    }
+    fn duplicate(&mut self, field: impl Into<String>, value: &str) {
+        self.0.push(Cause::new(
+            "FieldValueDuplicate",
+            field,
+            format!("Duplicate value: \"{value}\""),
+        ));
+    }
+    fn immutable(&mut self, field: impl Into<String>, value: &str) {
+        self.0.push(Cause::new(
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: \"{value}\": field is immutable"),
+        ));
+    }
+    fn label(&mut self, field: &str, value: &str) {
+        for problem in dns1035_label(value) {
+            self.invalid(field, value, &problem);
+        }
+    }
+}
+
+/// Check a definition (and, for an update, what it may not change of `old`): 422 with every
+/// problem found, or 400 when it does not decode as a definition at all.
+pub fn validate(object: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let crd = parse(object)?;
+    let mut p = Problems::default();
+    let spec = &crd.spec;
+    let name = crd.metadata.name.clone().unwrap_or_default();
+
+    if spec.group.is_empty() {
+        p.required("spec.group", "");
+    } else {
+        for problem in dns1123_subdomain(&spec.group) {
+            p.invalid("spec.group", &spec.group, &problem);
+        }
+        if !spec.group.contains('.') {
+            p.invalid("spec.group", &spec.group, "should be a domain with at least one dot");
+        }
+    }
+    if name != format!("{}.{}", spec.names.plural, spec.group) {
+        p.invalid("metadata.name", &name, "must be spec.names.plural+\".\"+spec.group");
+    }
+    match spec.scope.as_str() {
+        "Cluster" | "Namespaced" => {}
+        "" => p.required("spec.scope", ""),
+        other => p.unsupported("spec.scope", other, &["Cluster", "Namespaced"]),
+    }
+    names(&mut p, &spec.names);
+    if spec.preserve_unknown_fields == Some(true) {
+        p.invalid(
+            "spec.preserveUnknownFields",
+            "true",
+            "must be false in order to use defaults in the schema",
+        );
+    }
+    if let Some(conversion) = &spec.conversion {
+        match conversion.strategy.as_str() {
+            "None" => {
+                if conversion.webhook.is_some() {
+                    p.forbidden(
+                        "spec.conversion.webhook",
+                        "should not be set when strategy is not set to Webhook",
+                    );
+                }
+            }
+            "Webhook" => p.unsupported("spec.conversion.strategy", "Webhook", &["None"]),
+            other => p.unsupported("spec.conversion.strategy", other, &["None", "Webhook"]),
+        }
+    }
+    versions(&mut p, object, spec);
+
+    if let Some(old) = old {
+        if let Ok(old) = parse(old) {
+            if old.spec.scope != spec.scope {
+                p.immutable("spec.scope", &spec.scope);
+            }
+            if old.spec.group != spec.group {
+                p.immutable("spec.group", &spec.group);
+            }
+            if old.spec.names.plural != spec.names.plural {
+                p.immutable("spec.names.plural", &spec.names.plural);
+            }
+        }
+    }
+    if p.0.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(GROUP, "CustomResourceDefinition", &name, p.0))
+    }
+}
+
+fn names(p: &mut Problems, names: &ext::CustomResourceDefinitionNames) {
+    if names.plural.is_empty() {
+        p.required("spec.names.plural", "");
+    } else {
+        p.label("spec.names.plural", &names.plural);
+    }
+    if let Some(singular) = names.singular.as_deref().filter(|s| !s.is_empty()) {
+        p.label("spec.names.singular", singular);
+    }
+    if names.kind.is_empty() {
+        p.required("spec.names.kind", "");
+    } else if names.kind.contains(|c: char| !c.is_ascii_alphanumeric())
+        || !names.kind.starts_with(|c: char| c.is_ascii_alphabetic())
+    {
+        p.invalid(
+            "spec.names.kind",
+            &names.kind,
+            "may have mixed case, but should otherwise match: ^[a-z]([-a-z0-9]*[a-z0-9])?$",
+        );
+    }
+    if let Some(list_kind) = names.list_kind.as_deref().filter(|s| !s.is_empty()) {
+        if list_kind == names.kind {
+            p.invalid("spec.names.listKind", list_kind, "kind and listKind may not be the same");
+        }
+    }
+    for (i, short) in names.short_names.iter().flatten().enumerate() {
+        p.label(&format!("spec.names.shortNames[{i}]"), short);
+    }
+    for (i, category) in names.categories.iter().flatten().enumerate() {
+        p.label(&format!("spec.names.categories[{i}]"), category);
+    }
+}
+
+fn versions(p: &mut Problems, object: &Value, spec: &ext::CustomResourceDefinitionSpec) {
+    if spec.versions.is_empty() {
+        p.required("spec.versions", "must have exactly one version marked as storage version");
+        return;
+    }
+    let storage = spec.versions.iter().filter(|v| v.storage).count();
+    if storage != 1 {
+        p.invalid(
+            "spec.versions",
+            &format!("{storage}"),
+            "must have exactly one version marked as storage version",
+        );
+    }
+    if !spec.versions.iter().any(|v| v.served) {
+        p.invalid("spec.versions", "", "must have at least one version marked as served");
+    }
+    let mut seen = HashSet::new();
+    let raw = object.pointer("/spec/versions").and_then(Value::as_array);
+    for (i, version) in spec.versions.iter().enumerate() {
+        let at = format!("spec.versions[{i}]");
+        if version.name.is_empty() {
+            p.required(format!("{at}.name"), "");
+        } else {
+            p.label(&format!("{at}.name"), &version.name);
+        }
+        if !seen.insert(version.name.as_str()) {
+            p.duplicate(format!("{at}.name"), &version.name);
+        }
+        let schema =
+            raw.and_then(|vs| vs.get(i)).and_then(|v| v.pointer("/schema/openAPIV3Schema"));
+        match schema {
+            None => p.required(format!("{at}.schema.openAPIV3Schema"), "schemas are required"),
+            Some(schema) => {
+                let path = format!("{at}.schema.openAPIV3Schema");
+                if let Err(errors) = carrel_schema::Schema::parse(schema, &path) {
+                    p.0.extend(errors.into_iter().map(super::cause));
+                }
+            }
+        }
+        for (j, column) in version.additional_printer_columns.iter().flatten().enumerate() {
+            let at = format!("{at}.additionalPrinterColumns[{j}]");
+            if column.name.is_empty() {
+                p.required(format!("{at}.name"), "");
+            }
+            const TYPES: &[&str] = &["integer", "number", "string", "boolean", "date"];
+            if !TYPES.contains(&column.type_.as_str()) {
+                p.unsupported(format!("{at}.type"), &column.type_, TYPES);
+            }
+            if column.json_path.is_empty() {
+                p.required(format!("{at}.jsonPath"), "");
+            } else if let Err(e) = columns::check_path(&column.json_path) {
+                p.invalid(
+                    format!("{at}.jsonPath"),
+                    &column.json_path,
+                    &format!("invalid JSONPath: {e}"),
+                );
+            }
+            if column.priority.is_some_and(|n| n < 0) {
+                p.invalid(
+                    format!("{at}.priority"),
+                    &column.priority.unwrap_or(0).to_string(),
+                    "must be greater than or equal to 0",
+                );
+            }
+        }
+        if let Some(scale) = version.subresources.as_ref().and_then(|s| s.scale.as_ref()) {
+            let at = format!("{at}.subresources.scale");
+            if !scale.spec_replicas_path.starts_with(".spec.") {
+                p.invalid(
+                    format!("{at}.specReplicasPath"),
+                    &scale.spec_replicas_path,
+                    "should be a json path under .spec",
+                );
+            }
+            if !scale.status_replicas_path.starts_with(".status.") {
+                p.invalid(
+                    format!("{at}.statusReplicasPath"),
+                    &scale.status_replicas_path,
+                    "should be a json path under .status",
+                );
+            }
+            if let Some(selector) = &scale.label_selector_path {
+                if !(selector.starts_with(".spec.") || selector.starts_with(".status.")) {
+                    p.invalid(
+                        format!("{at}.labelSelectorPath"),
+                        selector,
+                        "should be a json path under either .spec or .status",
+                    );
+                }
+            }
+        }
+        if version.selectable_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+            p.forbidden(
+                format!("{at}.selectableFields"),
+                "selectable fields are not supported by this server",
+            );
+        }
+    }
+}
