@@ -334,7 +334,7 @@ impl Api {
     /// GET one object as JSON bytes, without decoding and re-encoding it.
     pub fn get_json(&self, target: &Target<'_>, name: &str) -> ApiResult<Vec<u8>> {
         let (_, object) = self.stored(target, name)?;
-        let spliced = (!target.rt.is_custom())
+        let spliced = crd::shown_as_stored(target.rt, &object.value)
             .then(|| object::splice_resource_version(&object.value, object.mod_revision))
             .flatten();
         match spliced {
@@ -376,7 +376,7 @@ impl Api {
             if i > 0 {
                 out.push(b',');
             }
-            let spliced = (!target.rt.is_custom())
+            let spliced = crd::shown_as_stored(target.rt, &object.value)
                 .then(|| object::splice_resource_version(&object.value, object.mod_revision))
                 .flatten();
             match spliced {

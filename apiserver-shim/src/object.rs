@@ -121,38 +121,9 @@ pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Go's `%q` of a string (`strconv.Quote`).
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                let n = c as u32;
-                if n > 0xffff {
-                    out.push_str(&format!("\\U{n:08x}"));
-                } else {
-                    out.push_str(&format!("\\u{n:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// Go's `%q` of a string (`strconv.Quote`): the schema crate's, which words CRD errors the same
+/// way.
+pub use carrel_schema::go_quote;
 
 #[cfg(test)]
 mod tests {

@@ -1376,7 +1376,10 @@ async fn watch_stream(
                         Some(Ok(event)) => event,
                     };
                     last = event.revision;
-                    let line = if !filtering && !encoder.as_table && !rt.is_custom() {
+                    let line = if !filtering
+                        && !encoder.as_table
+                        && crate::crd::shown_as_stored(&rt, &event.value)
+                    {
                         encoder.stored(&event)
                     } else {
                         let Some((kind, object)) = translate(&api, &rt, &params, &event) else {

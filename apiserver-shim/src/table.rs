@@ -380,28 +380,32 @@ pub fn table(
     version: &str,
     options: TableOptions,
 ) -> Value {
-    if let Some(custom) = &rt.custom {
-        return custom_table(&custom.columns, objects, list_metadata, version, options);
-    }
-    let definitions: Vec<Value> = if options.no_headers {
-        Vec::new()
-    } else {
-        columns(rt)
+    let definitions: Vec<Value> = match (&rt.custom, options.no_headers) {
+        (_, true) => Vec::new(),
+        // A custom resource: the name, then its definition's printer columns.
+        (Some(custom), false) => std::iter::once(NAME)
+            .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
+            .chain(
+                custom
+                    .columns
+                    .iter()
+                    .map(|c| definition(&c.name, &c.type_, &c.format, &c.description, c.priority)),
+            )
+            .collect(),
+        (None, false) => columns(rt)
             .iter()
-            .map(|c| {
-                json!({
-                    "name": c.name,
-                    "type": c.kind,
-                    "format": c.format,
-                    "description": c.description,
-                    "priority": c.priority,
-                })
-            })
-            .collect()
+            .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
+            .collect(),
     };
     let rows: Vec<Value> = objects
         .iter()
-        .map(|o| json!({"cells": cells(rt, o), "object": row_object(o, options.include_object)}))
+        .map(|o| {
+            let cells = match &rt.custom {
+                Some(custom) => crate::crd::cells(&custom.columns, o),
+                None => cells(rt, o),
+            };
+            json!({"cells": cells, "object": row_object(o, options.include_object)})
+        })
         .collect();
     json!({
         "kind": "Table",
@@ -412,50 +416,14 @@ pub fn table(
     })
 }
 
-/// A Table of custom resources: the name, then the definition's printer columns.
-fn custom_table(
-    columns: &[crate::crd::Column],
-    objects: &[Value],
-    list_metadata: Value,
-    version: &str,
-    options: TableOptions,
-) -> Value {
-    let definitions: Vec<Value> = if options.no_headers {
-        Vec::new()
-    } else {
-        std::iter::once(json!({
-            "name": NAME.name,
-            "type": NAME.kind,
-            "format": NAME.format,
-            "description": NAME.description,
-            "priority": 0,
-        }))
-        .chain(columns.iter().map(|c| {
-            json!({
-                "name": c.name,
-                "type": c.type_,
-                "format": c.format,
-                "description": c.description,
-                "priority": c.priority,
-            })
-        }))
-        .collect()
-    };
-    let rows: Vec<Value> = objects
-        .iter()
-        .map(|o| {
-            json!({
-                "cells": crate::crd::cells(columns, o),
-                "object": row_object(o, options.include_object),
-            })
-        })
-        .collect();
+/// A column's definition in a Table.
+fn definition(name: &str, kind: &str, format: &str, description: &str, priority: i32) -> Value {
     json!({
-        "kind": "Table",
-        "apiVersion": format!("meta.k8s.io/{version}"),
-        "metadata": list_metadata,
-        "columnDefinitions": definitions,
-        "rows": rows,
+        "name": name,
+        "type": kind,
+        "format": format,
+        "description": description,
+        "priority": priority,
     })
 }
 

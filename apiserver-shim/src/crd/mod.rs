@@ -382,6 +382,19 @@ pub fn present(rt: &ResourceType, mut object: Value) -> Value {
     object
 }
 
+/// Whether a stored object's bytes are already what `rt`'s version shows (so they can be served
+/// as they are): always for a built-in type; for a custom resource, when it was stored in the
+/// version asked for. Stored objects are serialised with their keys in order, so `apiVersion`
+/// comes first.
+pub fn shown_as_stored(rt: &ResourceType, stored: &[u8]) -> bool {
+    if !rt.is_custom() {
+        return true;
+    }
+    let rest = stored.strip_prefix(br#"{"apiVersion":""#).unwrap_or_default();
+    let group_version = rt.group_version();
+    rest.strip_prefix(group_version.as_bytes()).is_some_and(|r| r.first() == Some(&b'"'))
+}
+
 /// The `apiVersion` a custom resource is stored with.
 pub fn storage_api_version(rt: &ResourceType, custom: &Custom) -> String {
     format!("{}/{}", rt.group, custom.storage_version)
@@ -481,6 +494,37 @@ mod tests {
             versions,
             ["v2", "v1", "v10beta3", "v1beta2", "v1beta1", "v11alpha2", "v1alpha1", "abc", "foo"]
         );
+    }
+
+    #[test]
+    fn stored_bytes_are_served_as_they_are_only_in_their_own_version() {
+        let types = types_of(&{
+            let mut crd = json!({
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "jobs.ml.carrel.dev"},
+                "spec": {"group": "ml.carrel.dev", "scope": "Namespaced",
+                         "names": {"plural": "jobs", "kind": "Job"},
+                         "versions": [
+                            {"name": "v1", "served": true, "storage": true,
+                             "schema": {"openAPIV3Schema": {"type": "object"}}},
+                            {"name": "v1beta1", "served": true, "storage": false,
+                             "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+            });
+            let status = status_of(&crd, None, &[]).expect("status");
+            crd["status"] = status;
+            crd
+        });
+        let (v1, beta) = (&types[0], &types[1]);
+        assert_eq!((v1.version, beta.version), ("v1", "v1beta1"));
+        let stored = serde_json::to_vec(&json!({"apiVersion": "ml.carrel.dev/v1", "kind": "Job",
+                                                "metadata": {"name": "a"}}))
+        .expect("json");
+        assert!(shown_as_stored(v1, &stored));
+        assert!(!shown_as_stored(beta, &stored));
+        let longer = br#"{"apiVersion":"ml.carrel.dev/v1beta1","kind":"Job"}"#;
+        assert!(!shown_as_stored(v1, longer));
+        assert!(shown_as_stored(beta, longer));
     }
 
     #[test]

@@ -255,10 +255,30 @@ pub fn document_key(group: &str, version: &str) -> String {
 
 /// Build every v3 document and the root that names them.
 pub fn build_v3(registry: &Registry) -> V3 {
+    build_v3_of(registry, Map::new(), |_, _| true)
+}
+
+/// The v3 documents of the group-versions that serve custom resources, and a root naming them
+/// beside the built-in documents; `None` when there are none.
+pub fn build_custom_v3(host: bool, registry: &Registry) -> Option<V3> {
+    let built_in: Value = serde_json::from_slice(&v3(host).root).unwrap_or_default();
+    let root = built_in.get("paths").and_then(Value::as_object).cloned().unwrap_or_default();
+    let custom = build_v3_of(registry, root, |group, version| {
+        registry.in_group_version(group, version).any(ResourceType::is_custom)
+    });
+    (!custom.documents.is_empty()).then_some(custom)
+}
+
+/// The documents of the group-versions `wanted` picks, and a root naming them beside the entries
+/// `root` already has.
+fn build_v3_of(
+    registry: &Registry,
+    mut root: Map<String, Value>,
+    wanted: impl Fn(&str, &str) -> bool,
+) -> V3 {
     let mut documents = BTreeMap::new();
-    let mut root = Map::new();
     for (group, versions) in registry.groups() {
-        for version in versions {
+        for version in versions.into_iter().filter(|v| wanted(group, v)) {
             let key = document_key(group, version);
             let document = Document::json(&document(registry, group, version));
             root.insert(
@@ -270,33 +290,6 @@ pub fn build_v3(registry: &Registry) -> V3 {
     }
     let root = serde_json::to_vec(&json!({ "paths": root })).unwrap_or_default();
     V3 { root, documents }
-}
-
-/// The v3 documents of the group-versions that serve custom resources, and a root naming them
-/// beside the built-in documents; `None` when there are none.
-pub fn build_custom_v3(host: bool, registry: &Registry) -> Option<V3> {
-    let mut documents = BTreeMap::new();
-    let built_in: Value = serde_json::from_slice(&v3(host).root).unwrap_or_default();
-    let mut root = built_in.get("paths").and_then(Value::as_object).cloned().unwrap_or_default();
-    for (group, versions) in registry.groups() {
-        for version in versions {
-            if !registry.in_group_version(group, version).any(ResourceType::is_custom) {
-                continue;
-            }
-            let key = document_key(group, version);
-            let document = Document::json(&document(registry, group, version));
-            root.insert(
-                key.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", document.hash)}),
-            );
-            documents.insert(key, document);
-        }
-    }
-    if documents.is_empty() {
-        return None;
-    }
-    let root = serde_json::to_vec(&json!({ "paths": root })).unwrap_or_default();
-    Some(V3 { root, documents })
 }
 
 /// Build the v2 document: every served schema, in Swagger 2.0 form.

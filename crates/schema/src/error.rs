@@ -203,8 +203,8 @@ pub(crate) fn index(path: &str, i: usize) -> String {
     format!("{path}[{i}]")
 }
 
-/// Go's `strconv.Quote`.
-pub(crate) fn go_quote(s: &str) -> String {
+/// Go's `strconv.Quote` (`%q` of a string): how Kubernetes quotes a value in its messages.
+pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

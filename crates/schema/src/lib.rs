@@ -31,7 +31,7 @@ mod validate;
 
 use serde_json::Value;
 
-pub use error::{FieldError, Reason};
+pub use error::{go_quote, FieldError, Reason};
 pub use node::{ListType, MapType, SchemaNode};
 
 use node::Node;
