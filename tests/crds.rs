@@ -372,7 +372,39 @@ fn deleting_a_definition_deletes_its_objects() {
     let server = with_training_jobs();
     apply(&server, JOB);
     apply(&server, &JOB.replace("name: llama", "name: second"));
+    // A watch open across the deletion sees the objects go, then ends (long before its timeout).
+    let watch = std::process::Command::new(carrel_e2e::kubectl_path(KUBECTL))
+        .args([
+            "get",
+            "--raw",
+            "/apis/ml.carrel.dev/v1/namespaces/default/trainingjobs?watch=1&timeoutSeconds=120",
+        ])
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("HOME", server.dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("watch");
+    std::thread::sleep(std::time::Duration::from_millis(500));
     ok(server.kubectl(KUBECTL, &["delete", "crd", "trainingjobs.ml.carrel.dev"]));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done_tx.send(watch.wait_with_output());
+    });
+    let output = done_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the watch ended with its type")
+        .expect("watch output");
+    let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an event"))
+        .collect();
+    let deleted: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "DELETED")
+        .filter_map(|e| e["object"]["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(deleted.len(), 2, "{events:?}");
     let crds = ok(server.kubectl(KUBECTL, &["get", "crd", "-o", "name"]));
     assert!(crds.trim().is_empty(), "{crds}");
     let gone =

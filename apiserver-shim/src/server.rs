@@ -34,6 +34,9 @@ use crate::strict_json;
 use crate::table::{self, IncludeObject, TableOptions};
 use crate::tenant::Clusters;
 
+/// How often a watch of a custom type checks that the type is still served.
+const CUSTOM_WATCH_CHECK: Duration = Duration::from_millis(500);
+
 /// The largest request body accepted, as kube-apiserver's limit.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
@@ -1351,10 +1354,19 @@ async fn watch_stream(
         let mut last = start;
         let mut ticker = tokio::time::interval(Duration::from_secs(60));
         ticker.tick().await;
+        // A custom type's watches end when its definition stops serving it (deleted, or the
+        // version no longer served), as kube-apiserver's do: clients then relist and learn.
+        let mut served = tokio::time::interval(CUSTOM_WATCH_CHECK);
+        served.tick().await;
         loop {
             tokio::select! {
                 _ = &mut deadline => return,
                 _ = tx.closed() => return,
+                _ = served.tick(), if rt.is_custom() => {
+                    if api.registry().get(rt.group, rt.version, rt.plural).is_none() {
+                        return;
+                    }
+                }
                 _ = ticker.tick(), if bookmarks => {
                     let bookmark = json!({
                         "kind": rt.kind,
