@@ -882,10 +882,19 @@ impl Api {
         }
         managed::record_update(rt, Some(&old), &mut new, &write.owner);
 
-        // Removing the last finalizer of an object being deleted completes its deletion.
+        // Removing the last finalizer of an object being deleted completes its deletion; a
+        // definition's, once its objects are gone too.
         if is_deleting(&new) && finalizers(&new).is_empty() {
             if dry_run {
                 return Ok(new);
+            }
+            if is_definitions(rt) {
+                let stored = self
+                    .store
+                    .update(&key, encode(&new)?, Some(current.mod_revision))
+                    .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+                let written = written(new, &stored);
+                return Ok(self.finish_definition(name)?.unwrap_or(written));
             }
             return self.remove(rt, &key, name, current.mod_revision, new);
         }

@@ -161,6 +161,37 @@ fn a_definition_waits_for_its_objects_finalizers() {
 }
 
 #[test]
+fn a_definition_outlives_its_own_finalizer_while_objects_remain() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    let mut held = definition("ml.carrel.dev", "jobs", "Job");
+    held["metadata"]["finalizers"] = json!(["example.com/keep"]);
+    create_definition(&api, held).expect("created");
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    let mut object_a = object("ml.carrel.dev/v1", "Job", "a");
+    object_a["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    api.create(&target, object_a, &Write::by("test", false)).expect("object");
+    let name = "jobs.ml.carrel.dev";
+    api.delete(&definitions(), name, &DeleteParams::default()).expect("delete");
+
+    // The definition's own finalizer goes first: it stays while its object does.
+    let mut definition = api.get(&definitions(), name).expect("still there");
+    definition["metadata"]["finalizers"] = json!([]);
+    api.update(&definitions(), name, definition, None, &Write::by("test", false)).expect("update");
+    assert!(api.get(&definitions(), name).is_ok(), "gone before its object");
+    // Then the object's: the object goes, and the definition with it.
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served while terminating");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    let mut marked = api.get(&target, "a").expect("marked");
+    marked["metadata"]["finalizers"] = json!([]);
+    api.update(&target, "a", marked, None, &Write::by("test", false)).expect("finalized");
+    assert_eq!(api.get(&definitions(), name).map_err(|e| e.code).err(), Some(404));
+    assert!(api.store().get("/ml.carrel.dev/jobs/default/a").expect("read").is_none());
+    assert!(served(&api, "ml.carrel.dev", "v1", "jobs").is_none());
+}
+
+#[test]
 fn webhook_conversion_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let api = open(dir.path());
