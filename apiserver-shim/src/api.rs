@@ -239,6 +239,9 @@ impl Api {
     /// Serve the types of the established CustomResourceDefinitions stored, beside the
     /// built-in ones.
     fn reload_definitions(&self) -> ApiResult<()> {
+        // Read and swap under the write lock: a reload that read the store earlier can never
+        // replace one that read it later.
+        let mut served = self.registry.write().unwrap_or_else(|e| e.into_inner());
         let definitions = self.rt(crd::GROUP, "customresourcedefinitions");
         let page = self
             .store
@@ -248,8 +251,7 @@ impl Api {
         for object in &page.items {
             custom.extend(crd::types_of(&decode(object)?));
         }
-        let registry = self.base.with_extra(&custom);
-        *self.registry.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(registry);
+        *served = Arc::new(self.base.with_extra(&custom));
         Ok(())
     }
 
@@ -877,6 +879,9 @@ impl Api {
                 _ => {
                     let others = self.definitions_except(name)?;
                     new["status"] = crd::status_of(&new, Some(&old), &others)?;
+                    if is_deleting(&new) {
+                        crd::mark_terminating(&mut new);
+                    }
                 }
             }
         }

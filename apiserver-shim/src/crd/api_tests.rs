@@ -179,7 +179,9 @@ fn a_definition_outlives_its_own_finalizer_while_objects_remain() {
     let mut definition = api.get(&definitions(), name).expect("still there");
     definition["metadata"]["finalizers"] = json!([]);
     api.update(&definitions(), name, definition, None, &Write::by("test", false)).expect("update");
-    assert!(api.get(&definitions(), name).is_ok(), "gone before its object");
+    let waiting = api.get(&definitions(), name).expect("gone before its object");
+    let conditions = waiting["status"]["conditions"].as_array().expect("conditions");
+    assert!(conditions.iter().any(|c| c["type"] == "Terminating"), "{waiting}");
     // Then the object's: the object goes, and the definition with it.
     let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served while terminating");
     let target = Target { rt: &rt, namespace: Some("default".into()) };
