@@ -145,6 +145,9 @@ pub struct Api {
     admission: std::sync::OnceLock<Arc<dyn Admission>>,
     /// Held across admission and write for the types the admission counts.
     admission_lock: std::sync::Mutex<()>,
+    /// Held across a definition's name check and its write, so that two definitions written at
+    /// once cannot both take one name.
+    definitions_lock: std::sync::Mutex<()>,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -173,6 +176,7 @@ impl Api {
             rbac_generation: Default::default(),
             admission: Default::default(),
             admission_lock: Default::default(),
+            definitions_lock: Default::default(),
         };
         let namespaces = api.rt("", "namespaces");
         for ns in SYSTEM_NAMESPACES {
@@ -594,6 +598,7 @@ impl Api {
         }
         object::normalize_metadata(&mut object);
         self.admit(rt, None, &mut object)?;
+        let _definitions = is_definitions(rt).then(|| self.lock_definitions());
         if is_definitions(rt) {
             let others = self.definitions_except(&name)?;
             object["status"] = crd::status_of(&object, None, &others)?;
@@ -642,6 +647,10 @@ impl Api {
             crd::validate(object, old)?;
         }
         Ok(())
+    }
+
+    fn lock_definitions(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.definitions_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The stored definitions other than `name`.
@@ -873,6 +882,7 @@ impl Api {
                 if bumps_generation(rt, &old, &new) { old_generation + 1 } else { old_generation };
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
+        let _definitions = is_definitions(rt).then(|| self.lock_definitions());
         if is_definitions(rt) {
             match part {
                 Part::Status => crd::check_status(&new)?,

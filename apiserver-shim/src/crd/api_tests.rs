@@ -124,6 +124,38 @@ fn a_conflicting_name_is_not_accepted_nor_served() {
 }
 
 #[test]
+fn one_name_is_accepted_once_among_definitions_written_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = Arc::new(open(dir.path()));
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let api = api.clone();
+            std::thread::spawn(move || {
+                create_definition(&api, definition("ml.carrel.dev", &format!("jobs{i}"), "Job"))
+                    .expect("stored")
+            })
+        })
+        .collect();
+    let established = threads
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .filter(|d| {
+            d["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter().any(|c| c["type"] == "Established" && c["status"] == "True")
+            })
+        })
+        .count();
+    assert_eq!(established, 1);
+    let served_kinds = api
+        .registry()
+        .all()
+        .iter()
+        .filter(|t| t.group == "ml.carrel.dev" && t.version == "v1")
+        .count();
+    assert_eq!(served_kinds, 1);
+}
+
+#[test]
 fn a_definition_waits_for_its_objects_finalizers() {
     let dir = tempfile::tempdir().expect("dir");
     let api = open(dir.path());
