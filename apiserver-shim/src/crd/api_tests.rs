@@ -226,6 +226,51 @@ fn a_definition_outlives_its_own_finalizer_while_objects_remain() {
 }
 
 #[test]
+fn a_tightened_schema_holds_only_what_an_update_changes() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    let with_limit = |max: i64| {
+        let mut d = definition("ml.carrel.dev", "jobs", "Job");
+        for v in d["spec"]["versions"].as_array_mut().expect("versions") {
+            let spec = &mut v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+            spec["size"]["maximum"] = json!(max);
+            spec["note"] = json!({"type": "string"});
+        }
+        d
+    };
+    create_definition(&api, with_limit(10)).expect("created");
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    let mut job = object("ml.carrel.dev/v1", "Job", "a");
+    job["spec"]["size"] = json!(8);
+    api.create(&target, job, &Write::by("test", false)).expect("object");
+
+    // The schema tightens to a maximum of 4.
+    let tightened = with_limit(4);
+    api.update(&definitions(), "jobs.ml.carrel.dev", tightened, None, &Write::by("test", false))
+        .expect("tightened");
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+
+    // An update that leaves size alone is accepted; one that changes it is held to the new rule.
+    let mut noted = api.get(&target, "a").expect("read");
+    noted["spec"]["note"] = json!("resumed");
+    let noted =
+        api.update(&target, "a", noted, None, &Write::by("test", false)).expect("ratcheted");
+    let mut grown = noted.clone();
+    grown["spec"]["size"] = json!(9);
+    let refused =
+        api.update(&target, "a", grown, None, &Write::by("test", false)).expect_err("refused");
+    assert_eq!(refused.code, 422);
+    assert!(refused.message.contains("spec.size"), "{}", refused.message);
+    // A new object is held to it at once.
+    let mut fresh = object("ml.carrel.dev/v1", "Job", "b");
+    fresh["spec"]["size"] = json!(8);
+    let created = api.create(&target, fresh, &Write::by("test", false));
+    assert_eq!(created.map_err(|e| e.code).err(), Some(422));
+}
+
+#[test]
 fn webhook_conversion_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let api = open(dir.path());

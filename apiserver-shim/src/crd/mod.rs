@@ -409,14 +409,46 @@ pub fn admit(
     object: &mut Value,
 ) -> ApiResult<()> {
     custom.schema.apply_defaults(object);
-    // The metadata's checks are every kind's; the rest is the schema's.
+    // The metadata's checks are every kind's; the rest is the schema's. On an update, a value
+    // the update leaves as it was is not held against it (kube-apiserver's validation
+    // ratcheting): a tightened schema does not lock objects stored under the old one.
     let mut causes = crate::validation::causes(rt, object);
-    causes.extend(custom.schema.validate(object, old).into_iter().map(cause));
+    causes.extend(
+        custom
+            .schema
+            .validate(object, old)
+            .into_iter()
+            .filter(|e| old.is_none_or(|old| !unchanged_at(object, old, &e.field)))
+            .map(cause),
+    );
     if causes.is_empty() {
         return Ok(());
     }
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     Err(ApiError::invalid(rt.group, rt.kind, name, causes))
+}
+
+/// The value at a field path as errors name it (`spec.ports[0].port`, `<nil>` for the root).
+fn value_at<'a>(object: &'a Value, field: &str) -> Option<&'a Value> {
+    if field == "<nil>" {
+        return Some(object);
+    }
+    let mut node = object;
+    for part in field.split('.') {
+        let (name, indexes) = part.split_once('[').map_or((part, ""), |(n, rest)| (n, rest));
+        if !name.is_empty() {
+            node = node.get(name)?;
+        }
+        for index in indexes.split('[').filter(|i| !i.is_empty()) {
+            node = node.get(index.strip_suffix(']')?.parse::<usize>().ok()?)?;
+        }
+    }
+    Some(node)
+}
+
+/// Whether an update leaves the value at `field` as it was (both absent counts as unchanged).
+fn unchanged_at(new: &Value, old: &Value, field: &str) -> bool {
+    value_at(new, field) == value_at(old, field)
 }
 
 /// A schema's complaint as a `Status` cause: the message without the field in front, as every
@@ -525,6 +557,19 @@ mod tests {
         let longer = br#"{"apiVersion":"ml.carrel.dev/v1beta1","kind":"Job"}"#;
         assert!(!shown_as_stored(v1, longer));
         assert!(shown_as_stored(beta, longer));
+    }
+
+    #[test]
+    fn error_paths_find_their_values() {
+        let object = json!({"spec": {"ports": [{"port": 1}, {"port": 70000}], "env": {"A": 1}}});
+        assert_eq!(value_at(&object, "spec.ports[1].port"), Some(&json!(70000)));
+        assert_eq!(value_at(&object, "spec.env.A"), Some(&json!(1)));
+        assert_eq!(value_at(&object, "<nil>"), Some(&object));
+        assert_eq!(value_at(&object, "spec.missing"), None);
+        let changed = json!({"spec": {"ports": [{"port": 1}, {"port": 70001}], "env": {"A": 1}}});
+        assert!(!unchanged_at(&changed, &object, "spec.ports[1].port"));
+        assert!(unchanged_at(&changed, &object, "spec.env.A"));
+        assert!(unchanged_at(&changed, &object, "spec.missing"));
     }
 
     #[test]
