@@ -271,6 +271,38 @@ fn a_tightened_schema_holds_only_what_an_update_changes() {
 }
 
 #[test]
+fn a_default_added_later_shows_on_objects_stored_before_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    api.create(&target, object("ml.carrel.dev/v1", "Job", "a"), &Write::by("test", false))
+        .expect("object");
+
+    let mut with_default = definition("ml.carrel.dev", "jobs", "Job");
+    for v in with_default["spec"]["versions"].as_array_mut().expect("versions") {
+        v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tier"] =
+            json!({"type": "string", "default": "standard"});
+    }
+    api.update(&definitions(), "jobs.ml.carrel.dev", with_default, None, &Write::by("test", false))
+        .expect("updated");
+    let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    let read = api.get(&target, "a").expect("read");
+    assert_eq!(read["spec"]["tier"], "standard");
+    let bytes = api.get_json(&target, "a").expect("read as JSON");
+    let read: Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(read["spec"]["tier"], "standard");
+    let listed = api.list(&target, &crate::api::ListParams::default()).expect("list");
+    assert_eq!(listed["items"][0]["spec"]["tier"], "standard");
+    // Defaulted when read, not rewritten in the store.
+    let stored = api.store().get("/ml.carrel.dev/jobs/default/a").expect("get").expect("stored");
+    let stored: Value = serde_json::from_slice(&stored.value).expect("json");
+    assert!(stored["spec"].get("tier").is_none(), "{stored}");
+}
+
+#[test]
 fn webhook_conversion_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let api = open(dir.path());

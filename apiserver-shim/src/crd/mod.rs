@@ -55,6 +55,8 @@ pub struct Custom {
     pub deprecation_warning: Option<String>,
     /// The definition is being deleted: no new objects.
     pub terminating: bool,
+    /// Whether the schema sets any default: objects are then defaulted when read, too.
+    pub defaults: bool,
 }
 
 /// Where the `scale` subresource reads and writes replicas.
@@ -341,6 +343,7 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             (false, true) => crate::resource::SCALE,
             (false, false) => &[],
         };
+        let defaults = sets_defaults(&openapi);
         let custom = Custom {
             definition: crd.metadata.name.clone().unwrap_or_default(),
             storage_version: intern(storage),
@@ -353,6 +356,7 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             scale,
             deprecation_warning: deprecation_warning(spec, version),
             terminating,
+            defaults,
         };
         types.push(ResourceType {
             group: intern(&spec.group),
@@ -372,23 +376,38 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
 }
 
 /// A custom resource as read in `rt`'s version: conversion strategy `None` rewrites only
-/// `apiVersion`. Built-in types are shown as stored.
+/// `apiVersion`, and the schema's defaults are applied (as kube-apiserver defaults what it reads
+/// from storage: an object stored before a default existed shows it). Built-in types are shown
+/// as stored.
 pub fn present(rt: &ResourceType, mut object: Value) -> Value {
-    if rt.is_custom() {
+    if let Some(custom) = &rt.custom {
         if let Some(root) = object.as_object_mut() {
             root.insert("apiVersion".into(), rt.group_version().into());
+        }
+        if custom.defaults {
+            custom.schema.apply_defaults(&mut object);
         }
     }
     object
 }
 
+/// Whether a schema sets a default anywhere.
+fn sets_defaults(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map.contains_key("default") || map.values().any(sets_defaults),
+        Value::Array(items) => items.iter().any(sets_defaults),
+        _ => false,
+    }
+}
+
 /// Whether a stored object's bytes are already what `rt`'s version shows (so they can be served
 /// as they are): always for a built-in type; for a custom resource, when it was stored in the
-/// version asked for. Stored objects are serialised with their keys in order, so `apiVersion`
+/// version asked for and its schema has no defaults to apply on reading. Stored objects are serialised with their keys in order, so `apiVersion`
 /// comes first.
 pub fn shown_as_stored(rt: &ResourceType, stored: &[u8]) -> bool {
-    if !rt.is_custom() {
-        return true;
+    let Some(custom) = &rt.custom else { return true };
+    if custom.defaults {
+        return false;
     }
     let rest = stored.strip_prefix(br#"{"apiVersion":""#).unwrap_or_default();
     let group_version = rt.group_version();
