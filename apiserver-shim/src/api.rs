@@ -340,7 +340,7 @@ impl Api {
     /// GET one object as JSON bytes, without decoding and re-encoding it.
     pub fn get_json(&self, target: &Target<'_>, name: &str) -> ApiResult<Vec<u8>> {
         let (_, object) = self.stored(target, name)?;
-        let spliced = crd::shown_as_stored(target.rt, &object.value)
+        let spliced = crd::shown_as_stored(target.rt, &object.value, object.mod_revision)
             .then(|| object::splice_resource_version(&object.value, object.mod_revision))
             .flatten();
         match spliced {
@@ -382,7 +382,7 @@ impl Api {
             if i > 0 {
                 out.push(b',');
             }
-            let spliced = crd::shown_as_stored(target.rt, &object.value)
+            let spliced = crd::shown_as_stored(target.rt, &object.value, object.mod_revision)
                 .then(|| object::splice_resource_version(&object.value, object.mod_revision))
                 .flatten();
             match spliced {
@@ -1123,7 +1123,7 @@ impl Api {
 
 /// A stored object as `rt`'s version shows it.
 fn shown(rt: &ResourceType, object: &Object) -> ApiResult<Value> {
-    Ok(crd::present(rt, decode(object)?))
+    Ok(crd::present(rt, decode(object)?, object.mod_revision))
 }
 
 /// The kind of `rt`'s lists.

@@ -1390,7 +1390,7 @@ async fn watch_stream(
                     last = event.revision;
                     let line = if !filtering
                         && !encoder.as_table
-                        && crate::crd::shown_as_stored(&rt, &event.value)
+                        && crate::crd::shown_as_stored(&rt, &event.value, event.revision)
                     {
                         encoder.stored(&event)
                     } else {
@@ -1431,7 +1431,7 @@ fn translate(
     params: &ListParams,
     event: &carrel_store::Event,
 ) -> Option<(&'static str, Value)> {
-    let object = crate::crd::present(rt, decode_event_object(event).ok()?);
+    let object = crate::crd::present(rt, decode_event_object(event).ok()?, event.revision);
     let selected = |o: &Value| api.selected(rt, o, params);
     match event.kind {
         carrel_store::EventKind::Created => selected(&object).then_some(("ADDED", object)),

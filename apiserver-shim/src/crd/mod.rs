@@ -55,8 +55,12 @@ pub struct Custom {
     pub deprecation_warning: Option<String>,
     /// The definition is being deleted: no new objects.
     pub terminating: bool,
-    /// Whether the schema sets any default: objects are then defaulted when read, too.
+    /// Whether the schema sets any default: objects written before the definition's last
+    /// change are then defaulted when read, too.
     pub defaults: bool,
+    /// The revision of the definition's last write: objects written after it were defaulted by
+    /// this schema when written.
+    pub defined_at: carrel_store::Revision,
 }
 
 /// Where the `scale` subresource reads and writes replicas.
@@ -344,6 +348,11 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             (false, false) => &[],
         };
         let defaults = sets_defaults(&openapi);
+        let defined_at = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|rv| rv.parse().ok())
+            .unwrap_or(carrel_store::Revision::MAX);
         let custom = Custom {
             definition: crd.metadata.name.clone().unwrap_or_default(),
             storage_version: intern(storage),
@@ -357,6 +366,7 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             deprecation_warning: deprecation_warning(spec, version),
             terminating,
             defaults,
+            defined_at,
         };
         types.push(ResourceType {
             group: intern(&spec.group),
@@ -379,16 +389,25 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
 /// `apiVersion`, and the schema's defaults are applied (as kube-apiserver defaults what it reads
 /// from storage: an object stored before a default existed shows it). Built-in types are shown
 /// as stored.
-pub fn present(rt: &ResourceType, mut object: Value) -> Value {
+/// `revision` is the one the object was written at.
+pub fn present(rt: &ResourceType, mut object: Value, revision: carrel_store::Revision) -> Value {
     if let Some(custom) = &rt.custom {
         if let Some(root) = object.as_object_mut() {
             root.insert("apiVersion".into(), rt.group_version().into());
         }
-        if custom.defaults {
+        if custom.written_before(revision) {
             custom.schema.apply_defaults(&mut object);
         }
     }
     object
+}
+
+impl Custom {
+    /// Whether an object written at `revision` may miss defaults of this schema: it has some,
+    /// and the object was written before the definition last changed.
+    fn written_before(&self, revision: carrel_store::Revision) -> bool {
+        self.defaults && revision <= self.defined_at
+    }
 }
 
 /// Whether a schema sets a default anywhere.
@@ -402,11 +421,12 @@ fn sets_defaults(schema: &Value) -> bool {
 
 /// Whether a stored object's bytes are already what `rt`'s version shows (so they can be served
 /// as they are): always for a built-in type; for a custom resource, when it was stored in the
-/// version asked for and its schema has no defaults to apply on reading. Stored objects are serialised with their keys in order, so `apiVersion`
+/// version asked for and after the definition last changed (or its schema has no defaults), so
+/// that no default is missing. Stored objects are serialised with their keys in order, so `apiVersion`
 /// comes first.
-pub fn shown_as_stored(rt: &ResourceType, stored: &[u8]) -> bool {
+pub fn shown_as_stored(rt: &ResourceType, stored: &[u8], revision: carrel_store::Revision) -> bool {
     let Some(custom) = &rt.custom else { return true };
-    if custom.defaults {
+    if custom.written_before(revision) {
         return false;
     }
     let rest = stored.strip_prefix(br#"{"apiVersion":""#).unwrap_or_default();
@@ -571,11 +591,11 @@ mod tests {
         let stored = serde_json::to_vec(&json!({"apiVersion": "ml.carrel.dev/v1", "kind": "Job",
                                                 "metadata": {"name": "a"}}))
         .expect("json");
-        assert!(shown_as_stored(v1, &stored));
-        assert!(!shown_as_stored(beta, &stored));
+        assert!(shown_as_stored(v1, &stored, 1));
+        assert!(!shown_as_stored(beta, &stored, 1));
         let longer = br#"{"apiVersion":"ml.carrel.dev/v1beta1","kind":"Job"}"#;
-        assert!(!shown_as_stored(v1, longer));
-        assert!(shown_as_stored(beta, longer));
+        assert!(!shown_as_stored(v1, longer, 1));
+        assert!(shown_as_stored(beta, longer, 1));
     }
 
     #[test]
