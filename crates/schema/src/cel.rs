@@ -74,6 +74,58 @@ pub(crate) struct CompiledRule {
     /// The normalized `fieldPath` the failure is reported at, under the node's path.
     field_path: Option<String>,
     uses_old_self: bool,
+    /// How deeply the rule's comprehensions (`all`, `exists`, `map`, …) nest: its cost grows as
+    /// the size of what it reads to this power.
+    nesting: u32,
+}
+
+/// The most a rule may cost in one evaluation, in kube-apiserver's units (`PerCallLimit`).
+const PER_CALL_LIMIT: u64 = 1_000_000;
+
+/// How deeply the comprehension macros of a CEL expression nest (string literals skipped).
+fn comprehension_nesting(src: &str) -> u32 {
+    const MACROS: &[&str] = &["all", "exists", "exists_one", "map", "filter"];
+    let chars: Vec<char> = src.chars().collect();
+    let (mut i, mut parens, mut open, mut deepest) = (0, 0usize, Vec::<usize>::new(), 0);
+    while i < chars.len() {
+        match chars[i] {
+            quote @ ('"' | '\'') => {
+                i += 1;
+                while i < chars.len() && chars[i] != quote {
+                    i += if chars[i] == '\\' { 2 } else { 1 };
+                }
+            }
+            '(' => parens += 1,
+            ')' => {
+                parens = parens.saturating_sub(1);
+                while open.last().is_some_and(|&at| at > parens) {
+                    open.pop();
+                }
+            }
+            '.' => {
+                let name: String = chars[i + 1..]
+                    .iter()
+                    .take_while(|c| c.is_alphanumeric() || **c == '_')
+                    .collect();
+                if MACROS.contains(&name.as_str()) && chars.get(i + 1 + name.len()) == Some(&'(') {
+                    open.push(parens + 1);
+                    deepest = deepest.max(open.len() as u32);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    deepest
+}
+
+/// How many values a JSON value holds, itself included: what a rule's comprehensions walk.
+fn values_in(v: &Value) -> u64 {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(values_in).sum::<u64>(),
+        Value::Object(map) => 1 + map.values().map(values_in).sum::<u64>(),
+        _ => 1,
+    }
 }
 
 /// Parses a CEL expression. The parser panics on some truncated expressions (`self.a ==`,
@@ -175,6 +227,7 @@ pub(crate) fn compile_rule(
         reason,
         field_path,
         uses_old_self,
+        nesting: comprehension_nesting(&raw.rule),
     }))
 }
 
@@ -663,8 +716,19 @@ fn eval_rules(
     let self_val = to_cel(obj, Some(s));
     let old_val = old.map(|o| to_cel(o, Some(s)));
     let ty = s.type_name.clone();
+    let size = values_in(obj) + old.map_or(0, values_in);
     for rule in &s.rules {
         if rule.uses_old_self && old_val.is_none() {
+            continue;
+        }
+        // Refuse, before running it, a rule whose nested comprehensions over this much data
+        // would cost more than one call may (the interpreter cannot be stopped once started).
+        if size.saturating_pow(rule.nesting.max(1)) > PER_CALL_LIMIT {
+            out.push(FieldError::invalid(
+                path.render(),
+                Bad::Str(ty.clone()),
+                format!("call cost exceeds limit for rule: {}", rule.raw.error_string()),
+            ));
             continue;
         }
         let mut scope = ctx.new_inner_scope();
@@ -736,6 +800,19 @@ fn eval_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comprehensions_are_counted_by_nesting() {
+        assert_eq!(comprehension_nesting("self.a > 0"), 0);
+        assert_eq!(comprehension_nesting("self.a.all(x, x > 0)"), 1);
+        assert_eq!(comprehension_nesting("self.a.all(x, x > 0) && self.b.exists(y, y == 1)"), 1);
+        assert_eq!(
+            comprehension_nesting("self.a.all(x, self.a.all(y, self.a.all(z, x+y+z > 0)))"),
+            3
+        );
+        assert_eq!(comprehension_nesting("self.s == '.all(' && self.a.map(x, x).size() > 0"), 1);
+        assert_eq!(values_in(&serde_json::json!({"a": [1, 2, {"b": 3}]})), 6);
+    }
 
     #[test]
     fn names_escape_as_kube_does() {

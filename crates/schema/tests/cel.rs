@@ -355,3 +355,26 @@ fn string_extensions() {
     assert!(run(&s, json!({"name": "a-b", "parts": ["a", "b"]})).is_empty());
     assert_eq!(run(&s, json!({"name": "A-B", "parts": ["a", "b"]})).len(), 2);
 }
+
+#[test]
+fn rules_too_costly_for_their_input_are_refused_without_running() {
+    let s = spec_schema(
+        json!({"a": {"type": "array", "items": {"type": "integer"}}}),
+        json!([
+            {"rule": "self.a.all(x, self.a.all(y, self.a.all(z, x + y + z > 0)))"},
+            {"rule": "self.a.all(x, x > 0)", "message": "positive"},
+        ]),
+    );
+    let small: Vec<i64> = (1..=20).collect();
+    assert!(run(&s, json!({"a": small})).is_empty());
+    // 500 items: the nested rule would take 125 million steps; the flat one runs.
+    let mut large: Vec<i64> = (1..=500).collect();
+    large[499] = -1;
+    assert_eq!(
+        run(&s, json!({"a": large})),
+        vec![
+            r#"spec: Invalid value: "object": call cost exceeds limit for rule: self.a.all(x, self.a.all(y, self.a.all(z, x + y + z > 0)))"#,
+            r#"spec: Invalid value: "object": positive"#,
+        ]
+    );
+}
