@@ -160,31 +160,23 @@ pub(crate) fn compile_rule(
         return Ok(None);
     }
     let mut errs = Vec::new();
-    let program = match compile(&raw.rule) {
+    // A program, or the compile error under `field` (`rule`, `messageExpression`).
+    let mut compiled = |src: &str, field: &str, what: &str| match compile(src) {
         Ok(p) => Some(p),
         Err(e) => {
             errs.push(FieldError::invalid(
-                child(path, "rule"),
+                child(path, field),
                 Bad::Raw(raw.go_sharp()),
-                format!("compilation failed: {e}"),
+                format!("{what}compilation failed: {e}"),
             ));
             None
         }
     };
+    let program = compiled(&raw.rule, "rule", "");
     let message_program = if raw.message_expression.trim().is_empty() {
         None
     } else {
-        match compile(&raw.message_expression) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                errs.push(FieldError::invalid(
-                    child(path, "messageExpression"),
-                    Bad::Raw(raw.go_sharp()),
-                    format!("messageExpression compilation failed: {e}"),
-                ));
-                None
-            }
-        }
+        compiled(&raw.message_expression, "messageExpression", "messageExpression ")
     };
     let Some(program) = program else {
         return Err(errs);

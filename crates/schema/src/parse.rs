@@ -59,44 +59,35 @@ pub(crate) fn parse(value: &Value, path: &str) -> Result<Node, Vec<FieldError>> 
 // ---------------------------------------------------------------------------------------------
 // Decoding
 
-fn expect_str(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => {
-            errs.push(FieldError::invalid(path, Bad::Json(other.clone()), "must be a string"));
-            String::new()
-        }
+/// The value read by `get`, or an error saying it must be `what` (a string, a boolean, …).
+fn expect<T>(
+    v: &Value,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+    get: impl FnOnce(&Value) -> Option<T>,
+    what: &str,
+) -> Option<T> {
+    let found = get(v);
+    if found.is_none() {
+        errs.push(FieldError::invalid(path, Bad::Json(v.clone()), format!("must be {what}")));
     }
+    found
+}
+
+fn expect_str(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> String {
+    expect(v, path, errs, |v| v.as_str().map(str::to_owned), "a string").unwrap_or_default()
 }
 
 fn expect_bool(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> bool {
-    match v {
-        Value::Bool(b) => *b,
-        other => {
-            errs.push(FieldError::invalid(path, Bad::Json(other.clone()), "must be a boolean"));
-            false
-        }
-    }
+    expect(v, path, errs, Value::as_bool, "a boolean").unwrap_or(false)
 }
 
 fn expect_f64(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Option<f64> {
-    match v.as_f64() {
-        Some(f) => Some(f),
-        None => {
-            errs.push(FieldError::invalid(path, Bad::Json(v.clone()), "must be a number"));
-            None
-        }
-    }
+    expect(v, path, errs, Value::as_f64, "a number")
 }
 
 fn expect_i64(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Option<i64> {
-    match v.as_i64() {
-        Some(i) => Some(i),
-        None => {
-            errs.push(FieldError::invalid(path, Bad::Json(v.clone()), "must be an integer"));
-            None
-        }
-    }
+    expect(v, path, errs, Value::as_i64, "an integer")
 }
 
 fn expect_strings(v: &Value, path: &str, errs: &mut Vec<FieldError>) -> Vec<String> {
