@@ -79,6 +79,18 @@ pub fn patch(
     raw: &[u8],
     options: &PatchOptions,
 ) -> ApiResult<Patched> {
+    if kind == PatchKind::Strategic
+        && target.rt.is_custom()
+        && subresource != Some(Subresource::Scale)
+    {
+        // Custom resources have no patch strategies: kube-apiserver takes no strategic merge
+        // patch for them.
+        return Err(ApiError::unsupported(
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json-patch+json, application/merge-patch+json, \
+             application/apply-patch+yaml",
+        ));
+    }
     let mut attempt = 0;
     loop {
         attempt += 1;

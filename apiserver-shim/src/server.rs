@@ -85,6 +85,7 @@ impl Server {
     }
 
     /// What discovery lists now: the API's types, and the access reviews on a secured cluster.
+    /// Built for discovery requests only.
     fn discovered(&self) -> Registry {
         self.api.registry().with_extra(self.discovered_extra)
     }
@@ -291,7 +292,6 @@ async fn route(
         None => return Err(ApiError::no_route()),
     };
     let rest = if rest.is_empty() { "/" } else { rest };
-    let registry = &server.discovered();
     let segments: Vec<&str> = rest.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let discovery_get = |value: Option<Value>| -> ApiResult<Response> {
         if method != Method::GET {
@@ -334,22 +334,24 @@ async fn route(
         [probe, ..] if matches!(*probe, "healthz" | "livez" | "readyz") => Ok(text("ok")),
         ["api"] => {
             if discovery::wants_aggregated(accept(headers)) {
-                Ok(aggregated(discovery::aggregated(registry, true)))
+                Ok(aggregated(discovery::aggregated(&server.discovered(), true)))
             } else {
                 discovery_get(Some(discovery::api_versions("127.0.0.1")))
             }
         }
         ["apis"] => {
             if discovery::wants_aggregated(accept(headers)) {
-                Ok(aggregated(discovery::aggregated(registry, false)))
+                Ok(aggregated(discovery::aggregated(&server.discovered(), false)))
             } else {
-                discovery_get(Some(discovery::api_group_list(registry)))
+                discovery_get(Some(discovery::api_group_list(&server.discovered())))
             }
         }
-        ["api", "v1"] => discovery_get(discovery::api_resource_list(registry, "", "v1")),
-        ["apis", group] => discovery_get(discovery::api_group(registry, group)),
+        ["api", "v1"] => {
+            discovery_get(discovery::api_resource_list(&server.discovered(), "", "v1"))
+        }
+        ["apis", group] => discovery_get(discovery::api_group(&server.discovered(), group)),
         ["apis", group, version] => {
-            discovery_get(discovery::api_resource_list(registry, group, version))
+            discovery_get(discovery::api_resource_list(&server.discovered(), group, version))
         }
         ["api", "v1", rest @ ..] => {
             let path = resource_path(server, "", "v1", rest)?;
@@ -1054,18 +1056,6 @@ async fn resource(
             let kind = patch::PatchKind::from_content_type(
                 headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or(""),
             )?;
-            if kind == patch::PatchKind::Strategic
-                && rt.is_custom()
-                && sub != Some(Subresource::Scale)
-            {
-                // Custom resources have no patch strategies: kube-apiserver does not take
-                // strategic merge patches for them.
-                return Err(ApiError::unsupported(
-                    "the body of the request was in an unknown format - accepted media types \
-                     include: application/json-patch+json, application/merge-patch+json, \
-                     application/apply-patch+yaml",
-                ));
-            }
             let options = patch_options(query, headers, kind)?;
             let raw = read_body(body).await?;
             if caller.is_some() && rt.group == crate::rbac::RBAC_GROUP {

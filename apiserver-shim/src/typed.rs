@@ -18,7 +18,7 @@ use crate::resource::ResourceType;
 #[derive(Debug)]
 pub struct Typed {
     schemas: Schemas,
-    root: Option<Value>,
+    root: Option<std::sync::Arc<Value>>,
 }
 
 /// How one value merges.
@@ -66,7 +66,8 @@ impl Typed {
         }
         let schemas = cached_schemas(rt.group, rt.version);
         let root = kind_names(rt.group, rt.version, rt.kind)
-            .map(|names| serde_json::json!({ "$ref": format!("{}{}", crate::openapi::SCHEMA_REF_PREFIX, names.kind) }));
+            .map(|names| serde_json::json!({ "$ref": format!("{}{}", crate::openapi::SCHEMA_REF_PREFIX, names.kind) }))
+            .map(std::sync::Arc::new);
         Typed { schemas, root }
     }
 
@@ -139,7 +140,7 @@ impl Typed {
     /// The set of fields `object` sets: its scalars, atomic parts, list items and map entries.
     pub fn field_set(&self, object: &Value) -> Set {
         let mut set = Set::new();
-        self.collect(self.root.as_ref(), object, &mut Vec::new(), &mut set);
+        self.collect(self.root.as_deref(), object, &mut Vec::new(), &mut set);
         set
     }
 
@@ -187,7 +188,7 @@ impl Typed {
     /// What changed from `old` to `new` (either may be absent).
     pub fn compare(&self, old: Option<&Value>, new: Option<&Value>) -> Comparison {
         let mut out = Comparison::default();
-        self.diff(self.root.as_ref(), old, new, &mut Vec::new(), &mut out);
+        self.diff(self.root.as_deref(), old, new, &mut Vec::new(), &mut out);
         out
     }
 
@@ -286,7 +287,7 @@ impl Typed {
     /// merge one by one, associative list items by key and set items by value, anything atomic is
     /// replaced. A null in the configuration removes the field.
     pub fn merge(&self, live: &Value, config: &Value) -> Value {
-        self.merge_value(self.root.as_ref(), live, config)
+        self.merge_value(self.root.as_deref(), live, config)
     }
 
     fn merge_value(&self, schema: Option<&Value>, live: &Value, config: &Value) -> Value {
@@ -335,7 +336,7 @@ impl Typed {
     /// Take `path` out of `object`: a field, a map key, or a list item by key or value. A list
     /// or map left empty goes too, as Go's `omitempty` drops it.
     pub fn remove(&self, object: &mut Value, path: &[Element]) {
-        self.remove_in(self.root.as_ref(), object, path);
+        self.remove_in(self.root.as_deref(), object, path);
     }
 
     fn remove_in(&self, schema: Option<&Value>, node: &mut Value, path: &[Element]) {

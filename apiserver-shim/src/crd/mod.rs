@@ -46,7 +46,7 @@ pub struct Custom {
     /// The version's structural schema.
     pub schema: Arc<carrel_schema::Schema>,
     /// The version's `openAPIV3Schema` as given, for OpenAPI documents and `kubectl explain`.
-    pub openapi: Value,
+    pub openapi: Arc<Value>,
     /// `additionalPrinterColumns`, or the default Age column.
     pub columns: Vec<Column>,
     /// The `scale` subresource's paths, when it is served.
@@ -360,7 +360,7 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
                 accepted.list_kind.as_deref().unwrap_or(&format!("{}List", accepted.kind)),
             ),
             schema: Arc::new(schema),
-            openapi,
+            openapi: Arc::new(openapi),
             columns: columns::of(version.additional_printer_columns.as_deref()),
             scale,
             deprecation_warning: deprecation_warning(spec, version),

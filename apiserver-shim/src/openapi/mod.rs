@@ -437,7 +437,7 @@ fn names_of(rt: &ResourceType) -> Option<KindNames> {
 /// A custom resource's schema as published: its definition's, with the fields every object has
 /// and the group-version-kind marker.
 fn custom_schema(rt: &ResourceType, custom: &crate::crd::Custom) -> Value {
-    let mut schema = match &custom.openapi {
+    let mut schema = match custom.openapi.as_ref() {
         Value::Object(map) => map.clone(),
         _ => Map::new(),
     };

@@ -666,18 +666,17 @@ fn walk(
             }
         }
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            if let Some(a) = s.additional_schema() {
-                for k in &keys {
-                    if let Some(v) = m.get(k.as_str()) {
-                        walk(ctx, a, &path.key(k), v, old.and_then(|o| o.get(k.as_str())), out);
-                    }
-                }
-            }
-            for k in &keys {
-                if let (Some(p), Some(v)) = (s.properties.get(k.as_str()), m.get(k.as_str())) {
-                    walk(ctx, p, &path.child(k), v, old.and_then(|o| o.get(k.as_str())), out);
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by_key(|(k, _)| *k);
+            for (k, v) in entries {
+                // A structural schema has properties or additionalProperties, not both.
+                let child = match (s.properties.get(k.as_str()), s.additional_schema()) {
+                    (Some(p), _) => Some((p, path.child(k))),
+                    (None, Some(a)) => Some((a, path.key(k))),
+                    (None, None) => None,
+                };
+                if let Some((schema, at)) = child {
+                    walk(ctx, schema, &at, v, old.and_then(|o| o.get(k.as_str())), out);
                 }
             }
         }

@@ -288,15 +288,21 @@ fn is_bare_type(n: &Node, t: &str) -> bool {
 }
 
 fn is_empty_besides_type(n: &Node) -> bool {
-    n.format.is_empty()
-        && !n.external_docs
+    !n.external_docs
         && !n.unsupported.any()
-        && !n.title
+        && n.default.is_none()
+        && n.properties.is_empty()
+        && has_only_type_and_properties(n)
+}
+
+/// Whether a schema sets nothing but its type and properties (and the keywords the callers check
+/// themselves: defaults, external docs, unsupported ones).
+fn has_only_type_and_properties(n: &Node) -> bool {
+    !n.title
         && !n.description
         && !n.nullable
-        && n.default.is_none()
+        && n.format.is_empty()
         && has_no_value_validation(n)
-        && n.properties.is_empty()
         && n.additional.is_none()
         && n.items.is_none()
         && n.preserve_unknown.is_none()
@@ -456,20 +462,7 @@ fn metadata_invariants(
         let props_ok = m.properties.is_empty()
             || (has_name && has_generate_name && m.properties.len() == 2)
             || ((has_name || has_generate_name) && m.properties.len() == 1);
-        let rest_empty = !m.title
-            && !m.description
-            && !m.nullable
-            && m.format.is_empty()
-            && has_no_value_validation(m)
-            && m.additional.is_none()
-            && m.items.is_none()
-            && m.preserve_unknown.is_none()
-            && !m.embedded
-            && !m.int_or_string
-            && m.list_type.is_none()
-            && m.list_map_keys.is_empty()
-            && m.map_type.is_none()
-            && m.raw_rules.is_empty();
+        let rest_empty = has_only_type_and_properties(m);
         if !(props_ok && rest_empty) {
             errs.push(FieldError::forbidden(
                 path,
