@@ -13,6 +13,7 @@ pub mod defaults;
 pub mod discovery;
 pub mod fieldpath;
 pub mod fields;
+pub mod intake;
 pub mod kubeconfig;
 pub mod managed;
 pub mod names;

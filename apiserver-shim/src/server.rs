@@ -21,6 +21,7 @@ use crate::api::{
 use crate::auth::UserInfo;
 use crate::discovery;
 use crate::fields::{self, FieldValidation};
+use crate::intake::{PodIntake, Room};
 use crate::managed::{self, Owner};
 use crate::openapi;
 use crate::patch;
@@ -55,6 +56,8 @@ pub struct Server {
     pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
     /// The OpenAPI v3 documents of the custom resources, for the registry they were built from.
     custom_openapi: std::sync::Mutex<Option<CustomOpenApi>>,
+    /// The window new pods wait for before they are stored, and the tenant this server serves.
+    pod_intake: std::sync::OnceLock<(Arc<PodIntake>, String)>,
 }
 
 /// The registry custom OpenAPI documents were built from, and the documents (none when it
@@ -72,6 +75,7 @@ impl Server {
             discovered_extra: &[],
             pod_logs: Default::default(),
             custom_openapi: Default::default(),
+            pod_intake: Default::default(),
         }
     }
 
@@ -113,6 +117,12 @@ impl Server {
     /// request is 503.
     pub fn set_pod_logs(&self, logs: Arc<dyn PodLogs>) {
         let _ = self.pod_logs.set(logs);
+    }
+
+    /// Make new pods of tenant `tenant` wait for room in `intake` before they are stored. Only
+    /// the first call has an effect.
+    pub fn set_pod_intake(&self, intake: Arc<PodIntake>, tenant: &str) {
+        let _ = self.pod_intake.set((intake, tenant.to_owned()));
     }
 }
 
@@ -883,6 +893,26 @@ fn partial_metadata(object: &Value) -> Value {
     })
 }
 
+/// Room in the server's pod intake for a pod about to be stored (none without an intake);
+/// dropping it gives it back.
+async fn pod_room(server: &Server) -> Option<(&PodIntake, &str, Room)> {
+    let (intake, tenant) = server.pod_intake.get()?;
+    Some((intake, tenant, intake.enter(tenant).await))
+}
+
+/// Keep `room` until the syncer takes up the pod `created`.
+fn hold_pod_room(room: Option<(&PodIntake, &str, Room)>, created: &Value) {
+    if let Some((intake, tenant, room)) = room {
+        let at = |p: &str| created.pointer(p).and_then(Value::as_str).unwrap_or_default();
+        intake.hold(tenant, at("/metadata/namespace"), at("/metadata/name"), room);
+    }
+}
+
+/// Whether `rt` is the core group's pods.
+fn is_pod(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "pods"
+}
+
 async fn resource(
     server: &Server,
     caller: Option<&Caller>,
@@ -894,7 +924,7 @@ async fn resource(
 ) -> ApiResult<Response> {
     let api = server.api.clone();
     let rt = path.rt.clone();
-    if rt.group.is_empty() && rt.plural == "pods" {
+    if is_pod(&rt) {
         if let (Some(sub), Some(name), Some(namespace)) =
             (path.subresource.as_deref(), &path.name, &path.namespace)
         {
@@ -1019,10 +1049,16 @@ async fn resource(
             let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
             let warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
             guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &object, None)?;
+            let room = if is_pod(&rt) && sub.is_none() && !write.dry_run {
+                pod_room(server).await
+            } else {
+                None
+            };
             let rt2 = rt.clone();
             let created =
                 blocking(move || api.create(&Target { rt: &rt2, namespace }, object, &write))
                     .await?;
+            hold_pod_room(room, &created);
             let response = respond_object(StatusCode::CREATED, &rt, created, headers, query);
             Ok(with_warnings(response, &warnings))
         }
@@ -1077,12 +1113,37 @@ async fn resource(
                     Some(&name),
                 )?;
             }
+            // Server-side apply creates what does not exist: a new pod waits for room as a POSTed
+            // one does.
+            let room = if kind == patch::PatchKind::Apply
+                && is_pod(&rt)
+                && sub.is_none()
+                && !options.dry_run
+                && server.pod_intake.get().is_some()
+            {
+                let (api2, rt2, ns2, name2) =
+                    (api.clone(), rt.clone(), namespace.clone(), name.clone());
+                let exists =
+                    blocking(move || api2.get(&Target { rt: &rt2, namespace: ns2 }, &name2))
+                        .await
+                        .is_ok();
+                if exists {
+                    None
+                } else {
+                    pod_room(server).await
+                }
+            } else {
+                None
+            };
             let rt2 = rt.clone();
             let patched = blocking(move || {
                 let target = Target { rt: &rt2, namespace };
                 patch::patch(&api, &target, &name, sub, kind, &raw, &options)
             })
             .await?;
+            if patched.created {
+                hold_pod_room(room, &patched.object);
+            }
             let object = match sub {
                 Some(Subresource::Scale) => scale_of(&rt, &patched.object),
                 _ => patched.object,

@@ -115,7 +115,12 @@ struct Inner {
     running: Mutex<HashSet<Key>>,
     /// When the token in each service account's host Secret expires, for those written here.
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
+    /// Told of each tenant pod the syncer has taken up (see [`Syncer::when_taken_up`]).
+    taken_up: std::sync::OnceLock<TakenUp>,
 }
+
+/// What [`Syncer::when_taken_up`] calls, with a pod's namespace and name.
+type TakenUp = Box<dyn Fn(&str, &str) + Send + Sync>;
 
 impl Syncer {
     /// A syncer between a tenant API (`tenant`, as the tenant's admin) and the host (`host`).
@@ -142,6 +147,7 @@ impl Syncer {
                 failures: Mutex::default(),
                 running: Mutex::default(),
                 tokens: Mutex::default(),
+                taken_up: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -154,6 +160,14 @@ impl Syncer {
     /// Use a new GPU quota from now on (the tenant object changed).
     pub fn set_quota(&self, quota: BTreeMap<String, i64>) {
         *self.inner.quota.write().unwrap_or_else(|e| e.into_inner()) = quota;
+    }
+
+    /// Call `f` with a tenant pod's namespace and name once a reconcile has taken it up: made its
+    /// host pod, or found it needs none (gone, finished, not placeable), or failed trying (the
+    /// retry is queued). Pods already on the host are not reported again. Only the first call
+    /// has an effect.
+    pub fn when_taken_up(&self, f: impl Fn(&str, &str) + Send + Sync + 'static) {
+        let _ = self.inner.taken_up.set(Box::new(f));
     }
 
     /// Watch and reconcile until `stop` turns true. Only the first call runs.
@@ -407,33 +421,66 @@ impl Syncer {
     pub async fn reconcile(&self, key: &Key) -> Result<Option<Duration>, SyncError> {
         let (namespace, name) = key;
         let host_name = names::host_pod(namespace, name);
-        let tenant_pod = self.tenant_pod(namespace, name).await?;
-        let host_pod = self.host_pod(&host_name).await?;
+        let pair = async {
+            let tenant_pod = self.tenant_pod(namespace, name).await?;
+            // A new pod's host pod is made by this reconcile: when the cache has none, there is
+            // none to ask the host for (a create that finds one answers 409, handled there).
+            // Anything else must know for sure that its host pod is gone.
+            let fresh =
+                tenant_pod.as_ref().is_some_and(|t| !was_scheduled(t) && !translate_terminal(t));
+            let host_pod = self.host_pod(&host_name, !fresh).await?;
+            Ok::<_, SyncError>((tenant_pod, host_pod))
+        };
+        let (tenant_pod, host_pod) = match pair.await {
+            Ok(pair) => pair,
+            Err(e) => {
+                self.taken_up(key);
+                return Err(e);
+            }
+        };
+        let on_host = tenant_pod.is_some() && host_pod.is_some();
+        let outcome = self.line_up(&host_name, tenant_pod, host_pod).await;
+        if !on_host {
+            self.taken_up(key);
+        }
+        outcome
+    }
+
+    fn taken_up(&self, (namespace, name): &Key) {
+        if let Some(f) = self.inner.taken_up.get() {
+            f(namespace, name);
+        }
+    }
+
+    async fn line_up(
+        &self,
+        host_name: &str,
+        tenant_pod: Option<Value>,
+        host_pod: Option<Value>,
+    ) -> Result<Option<Duration>, SyncError> {
         match (tenant_pod, host_pod) {
             (None, Some(host)) => {
                 self.delete_host_pod(&host).await?;
-                claims::release(&self.inner.host_client, &self.inner.tenant, &host_name).await?;
+                claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                 Ok(None)
             }
             (None, None) => {
-                claims::release(&self.inner.host_client, &self.inner.tenant, &host_name).await?;
+                claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                 Ok(None)
             }
             (Some(tenant), None) => {
                 if translate_terminal(&tenant) {
-                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
-                        .await?;
+                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                     return Ok(None);
                 }
                 if was_scheduled(&tenant) {
                     // Its host pod was scheduled (the tenant saw it) and is gone: deleted under
                     // the tenant. (One deleted before it was scheduled is simply made again.)
-                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
-                        .await?;
+                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                     self.fail_tenant_pod(&tenant, "the pod's host pod was deleted").await?;
                     return Ok(None);
                 }
-                self.create_host_pod(&tenant, &host_name).await
+                self.create_host_pod(&tenant, host_name).await
             }
             (Some(tenant), Some(host)) => {
                 let tenant_uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
@@ -443,14 +490,12 @@ impl Syncer {
                 if tenant_uid != recorded {
                     // Left from an earlier pod of the same name.
                     self.delete_host_pod(&host).await?;
-                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
-                        .await?;
+                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                     return Ok(Some(Duration::from_millis(50)));
                 }
                 self.status_up(&tenant, &host).await?;
                 if translate_terminal(&host) {
-                    claims::release(&self.inner.host_client, &self.inner.tenant, &host_name)
-                        .await?;
+                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                 }
                 Ok(None)
             }
@@ -472,11 +517,13 @@ impl Syncer {
         }
     }
 
-    async fn host_pod(&self, host_name: &str) -> Result<Option<Value>, SyncError> {
+    /// The host pod `host_name` from the cache; on a miss, from the host when `confirm`.
+    async fn host_pod(&self, host_name: &str, confirm: bool) -> Result<Option<Value>, SyncError> {
         let cached =
             self.inner.host_pods.get(&ObjectRef::new(host_name).within(&self.inner.host_namespace));
         match cached {
             Some(p) => Ok(Some(to_value(&*p)?)),
+            None if !confirm => Ok(None),
             None => {
                 let api: Api<Pod> =
                     Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
@@ -604,6 +651,8 @@ impl Syncer {
                     // the next pass, from the host watch, replaces it.
                     return Ok(Some(Duration::from_millis(50)));
                 }
+                // Made by an earlier pass, which also said what it left out.
+                return Ok(None);
             }
             Err(e) => return Err(e.into()),
         }

@@ -1,5 +1,7 @@
 //! The syncer against real in-process API servers: pods go down and back up, and an unreachable
-//! host loses and duplicates nothing once it is back.
+//! host loses and duplicates nothing once it is back. The tenant API makes new pods wait for
+//! room in a window of one ([`PodIntake`]) that only the syncer gives back, so every test here
+//! also shows the syncer giving it back, whatever became of the pod.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,10 +14,18 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+use carrel_apiserver::intake::PodIntake;
 use carrel_syncer::{Config, Syncer};
 
-/// An API server (the host's or a tenant's) over a fresh store on 127.0.0.1.
-async fn server(host: bool) -> (tempfile::TempDir, SocketAddr) {
+/// One pod at a time between a tenant API and its syncer. Room is never given back by time
+/// within a test: a pod the syncer did not report would hold every later create up.
+fn intake() -> Arc<PodIntake> {
+    Arc::new(PodIntake::new(1, Duration::from_secs(3600)))
+}
+
+/// An API server (the host's, or a tenant's whose pod creates wait for room in `intake`) over a
+/// fresh store on 127.0.0.1.
+async fn server(host: bool, intake: &Arc<PodIntake>) -> (tempfile::TempDir, SocketAddr) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store =
         carrel_store::SledStore::open(dir.path().join("store"), carrel_store::Options::create())
@@ -27,6 +37,9 @@ async fn server(host: bool) -> (tempfile::TempDir, SocketAddr) {
     }
     .expect("api");
     let server = Arc::new(carrel_apiserver::Server::new(Arc::new(api), ""));
+    if !host {
+        server.set_pod_intake(intake.clone(), "t");
+    }
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
@@ -106,6 +119,7 @@ async fn create_namespace(host: &kube::Client, name: &str) {
 fn start_syncer(
     tenant: kube::Client,
     host: kube::Client,
+    intake: Arc<PodIntake>,
 ) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
     let config = Config {
         tenant: "t".into(),
@@ -115,6 +129,7 @@ fn start_syncer(
         resync: Duration::from_secs(1),
     };
     let syncer = Syncer::new(tenant, host, config);
+    syncer.when_taken_up(move |namespace, name| intake.settled("t", namespace, name));
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(async move { syncer.run(stop_rx).await });
     (stop, run)
@@ -131,6 +146,18 @@ fn pod(name: &str) -> Pod {
         "spec": {"containers": [{"name": "c", "image": "x"}]},
     }))
     .expect("pod")
+}
+
+/// Create a tenant pod; it fails the test if its create waits for room the syncer never gives
+/// back.
+async fn create(pods: &Api<Pod>, name: &str) {
+    let (params, pod) = (PostParams::default(), pod(name));
+    match tokio::time::timeout(Duration::from_secs(30), pods.create(&params, &pod)).await {
+        Ok(created) => {
+            created.expect("create");
+        }
+        Err(_) => panic!("creating {name} waited 30 s for room in the window"),
+    }
 }
 
 async fn host_pods(host: &kube::Client) -> Vec<String> {
@@ -158,17 +185,18 @@ async fn eventually_pods(host: &kube::Client, want: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_host_loses_and_duplicates_nothing() {
-    let (_host_dir, host_addr) = server(true).await;
-    let (_tenant_dir, tenant_addr) = server(false).await;
+    let intake = intake();
+    let (_host_dir, host_addr) = server(true, &intake).await;
+    let (_tenant_dir, tenant_addr) = server(false, &intake).await;
     let mut proxy = Proxy::start(host_addr).await;
     let direct_host = client(host_addr.port());
     create_namespace(&direct_host, "carrel-t").await;
 
     let tenant = client(tenant_addr.port());
-    let (stop, run) = start_syncer(tenant.clone(), client(proxy.port));
+    let (stop, run) = start_syncer(tenant.clone(), client(proxy.port), intake.clone());
 
     let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
-    pods.create(&PostParams::default(), &pod("first")).await.expect("create");
+    create(&pods, "first").await;
     eventually_pods(&direct_host, &["first-x-default"]).await;
     let host_pod: Pod = Api::namespaced(direct_host.clone(), "carrel-t")
         .get("first-x-default")
@@ -181,8 +209,8 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
 
     // The host goes away; the tenant goes on.
     proxy.cut();
-    pods.create(&PostParams::default(), &pod("second")).await.expect("create");
-    pods.create(&PostParams::default(), &pod("third")).await.expect("create");
+    create(&pods, "second").await;
+    create(&pods, "third").await;
     pods.delete("first", &DeleteParams::default()).await.expect("delete");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(host_pods(&direct_host).await, ["first-x-default"], "nothing reached the host");
@@ -205,12 +233,13 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn referenced_config_maps_are_copied_and_kept_current() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let (_host_dir, host_addr) = server(true).await;
-    let (_tenant_dir, tenant_addr) = server(false).await;
+    let intake = intake();
+    let (_host_dir, host_addr) = server(true, &intake).await;
+    let (_tenant_dir, tenant_addr) = server(false, &intake).await;
     let host = client(host_addr.port());
     create_namespace(&host, "carrel-t").await;
     let tenant = client(tenant_addr.port());
-    let (stop, run) = start_syncer(tenant.clone(), host.clone());
+    let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
     let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
     let settings = |v: &str| -> ConfigMap {
         serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"lr": v}}))
@@ -318,7 +347,8 @@ async fn referenced_config_maps_are_copied_and_kept_current() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_claimers_never_share_a_slot() {
     use carrel_gpu::{Claim, GpuModel, Holder, Placement, Shape};
-    let (_host_dir, host_addr) = server(true).await;
+    let intake = intake();
+    let (_host_dir, host_addr) = server(true, &intake).await;
     let host = client(host_addr.port());
     create_namespace(&host, carrel_gpu::CLAIM_NAMESPACE).await;
     // Sixteen claimers of one GPU, each wanting a different shape or start; many overlap.

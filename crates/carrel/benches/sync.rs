@@ -62,8 +62,10 @@ impl Drop for Up {
     }
 }
 
-fn start(data: &Path) -> BenchResult<Up> {
-    let mut child = Command::new(CARREL)
+/// `carrel up` on a free port; `window` is its `--sync-window` (None: the default).
+fn start(data: &Path, window: Option<usize>) -> BenchResult<Up> {
+    let mut command = Command::new(CARREL);
+    command
         .args([
             "up",
             "--listen",
@@ -74,10 +76,11 @@ fn start(data: &Path) -> BenchResult<Up> {
             "h200x8",
             "--data-dir",
         ])
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
+        .arg(data);
+    if let Some(n) = window {
+        command.arg("--sync-window").arg(n.to_string());
+    }
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let mut lines = BufReader::new(stdout).lines();
     let mut kubeconfig = None;
@@ -160,10 +163,13 @@ async fn wait_for(seen: &Seen, key: &str) -> BenchResult<Instant> {
     }
 }
 
-/// Runs: create → host pod, create → Running.
+/// Runs: create → host pod, create → Running; for tenants also the create's round trip, and
+/// the time from sending it to the host pod.
 struct Latencies {
     host: Run,
     running: Run,
+    post: Option<Run>,
+    sent_to_host: Option<Run>,
 }
 
 /// `tenants` tenants create `pods` pods between them, each tenant one after another, all
@@ -216,28 +222,30 @@ async fn tenant_run(
             let mut created = Vec::new();
             for k in 0..per {
                 let pod_name = format!("p{k}");
+                let sent = Instant::now();
                 api.create(&PostParams::default(), &pod(&pod_name)).await?;
-                created.push((pod_name, Instant::now()));
+                created.push((pod_name, sent, Instant::now()));
             }
-            let mut to_host = Vec::new();
-            let mut to_running = Vec::new();
-            for (pod_name, at) in created {
+            let mut lat = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+            for (pod_name, sent, at) in created {
                 let h =
                     wait_for(&host_seen, &format!("carrel-{name}/{pod_name}-x-default")).await?;
                 let r = wait_for(&running, &format!("{name}:default/{pod_name}")).await?;
-                to_host.push(h.saturating_duration_since(at));
-                to_running.push(r.saturating_duration_since(at));
+                lat[0].push(h.saturating_duration_since(at));
+                lat[1].push(r.saturating_duration_since(at));
+                lat[2].push(at.saturating_duration_since(sent));
+                lat[3].push(h.saturating_duration_since(sent));
             }
-            BenchResult::Ok((to_host, to_running))
+            BenchResult::Ok(lat)
         }));
     }
-    let mut host_lat = Vec::new();
-    let mut run_lat = Vec::new();
+    let mut all: [Vec<Duration>; 4] = Default::default();
     for t in tasks {
-        let (h, r) = t.await??;
-        host_lat.extend(h);
-        run_lat.extend(r);
+        for (into, from) in all.iter_mut().zip(t.await??) {
+            into.extend(from);
+        }
     }
+    let [host_lat, run_lat, post_lat, sent_lat] = all;
     let elapsed = started.elapsed();
     for w in watches {
         w.abort();
@@ -245,6 +253,8 @@ async fn tenant_run(
     Ok(Latencies {
         host: Run::from_parts(host_lat, elapsed),
         running: Run::from_parts(run_lat, elapsed),
+        post: Some(Run::from_parts(post_lat, elapsed)),
+        sent_to_host: Some(Run::from_parts(sent_lat, elapsed)),
     })
 }
 
@@ -288,7 +298,14 @@ async fn host_run(host: &kube::Client, namespace: &str) -> BenchResult<Latencies
     Ok(Latencies {
         host: Run::from_parts(to_host, elapsed),
         running: Run::from_parts(to_running, elapsed),
+        post: None,
+        sent_to_host: None,
     })
+}
+
+/// A measurement only tenant runs have.
+fn tenant_part(run: &Option<Run>) -> BenchResult<&Run> {
+    run.as_ref().ok_or_else(|| "not a tenant run".into())
 }
 
 fn main() -> BenchResult<()> {
@@ -296,7 +313,7 @@ fn main() -> BenchResult<()> {
     let tmp = tempfile::tempdir()?;
     println!("carrel sync benchmark: every ratio is ours / baseline, both measured in this run");
     println!("cores: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
-    let up = start(&tmp.path().join("data"))?;
+    let up = start(&tmp.path().join("data"), None)?;
     let pid = up.child.id();
     let rt = runtime("client")?;
     let host = rt.block_on(client_from(&up.kubeconfig))?;
@@ -328,6 +345,17 @@ fn main() -> BenchResult<()> {
     let ours_cpu = per_1000(cpu2 - cpu1, 2 * PODS);
     let base_rss = per_1000(rss1.saturating_sub(rss0) as f64, PODS);
     let ours_rss = per_1000(rss2.saturating_sub(rss1) as f64, 2 * PODS);
+    drop(up);
+
+    // The same 20 tenants with every create let through at once (`--sync-window 0`), on a
+    // fresh `carrel up`: what the window changes.
+    section(&format!("20 tenants creating {PODS} pods, --sync-window 0 (a fresh carrel up)"));
+    let open_up = start(&tmp.path().join("data-open"), Some(0))?;
+    let open_host = rt.block_on(client_from(&open_up.kubeconfig))?;
+    rt.block_on(tenant_run(&open_up, &open_host, "warm", 1, 20, tmp.path()))?;
+    let open = rt.block_on(tenant_run(&open_up, &open_host, "open", 20, PODS, tmp.path()))?;
+    println!("  host pod {} ; tenant Running {}", open.host.describe(), open.running.describe());
+    drop(open_up);
 
     let mut table = Table::default();
     table.header("Tenant pod → host pod (simulated nodes, 2 × h200x8)");
@@ -351,6 +379,26 @@ fn main() -> BenchResult<()> {
             ratio(ours.as_secs_f64(), baseline.as_secs_f64()),
             target,
         );
+    }
+    table.header("20 tenants: where a pod waits (baseline: --sync-window 0, same run)");
+    for (label, ours, open) in [
+        ("pod → host pod", &twenty.host, &open.host),
+        ("tenant POST round trip", tenant_part(&twenty.post)?, tenant_part(&open.post)?),
+        (
+            "POST sent → host pod",
+            tenant_part(&twenty.sent_to_host)?,
+            tenant_part(&open.sent_to_host)?,
+        ),
+    ] {
+        for (p, a, b) in [("p50", ours.p50(), open.p50()), ("p99", ours.p99(), open.p99())] {
+            table.row(
+                &format!("{label}, {p}"),
+                ms(a),
+                ms(b),
+                ratio(a.as_secs_f64(), b.as_secs_f64()),
+                "-".into(),
+            );
+        }
     }
     table.header("Tenant pod → Running in the tenant");
     for (label, run) in [("1 tenant", &one.running), ("20 tenants", &twenty.running)] {

@@ -13,6 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Api;
 use serde_json::Value;
 
+use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
 use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
 use carrel_apiserver::tenant::types::gpu_quota;
@@ -23,6 +24,8 @@ use carrel_syncer::{names, Config, Syncer};
 /// One syncer per served tenant.
 pub struct Syncers {
     host: kube::Client,
+    /// The window tenants' new pods wait for, when there is one.
+    intake: Option<Arc<PodIntake>>,
     handle: tokio::runtime::Handle,
     ca_pem: Option<String>,
     resync: Duration,
@@ -44,14 +47,16 @@ impl std::fmt::Debug for Syncers {
 
 impl Syncers {
     /// Syncers that reach the host with `host`, spawned on `handle`; `ca_pem` is the CA workloads
-    /// trust for their tenant API.
+    /// trust for their tenant API. With `intake`, each tenant's new pods wait for room in it
+    /// before they are stored, and its syncer gives the room back as it takes them up.
     pub fn new(
         host: kube::Client,
         handle: tokio::runtime::Handle,
         ca_pem: Option<String>,
         resync: Duration,
+        intake: Option<Arc<PodIntake>>,
     ) -> Syncers {
-        Syncers { host, handle, ca_pem, resync, running: Mutex::default() }
+        Syncers { host, intake, handle, ca_pem, resync, running: Mutex::default() }
     }
 
     /// Stop every syncer.
@@ -86,6 +91,10 @@ impl TenantHooks for Syncers {
             tenant_ca_pem: self.ca_pem.clone(),
             resync: self.resync,
         };
+        if let Some(intake) = &self.intake {
+            server.set_pod_intake(intake.clone(), tenant);
+        }
+        let intake = self.intake.clone();
         let host = self.host.clone();
         self.handle.spawn(async move {
             let name = config.tenant.clone();
@@ -94,6 +103,10 @@ impl TenantHooks for Syncers {
                 return;
             };
             let syncer = Syncer::new(client, host, config);
+            if let Some(intake) = intake {
+                let tenant = name.clone();
+                syncer.when_taken_up(move |namespace, pod| intake.settled(&tenant, namespace, pod));
+            }
             *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(syncer.clone());
             tracing::info!(tenant = %name, "syncer started");
             syncer.run(stop_rx).await;
@@ -104,6 +117,9 @@ impl TenantHooks for Syncers {
     fn gone(&self, tenant: &str) {
         if let Some(r) = self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant) {
             let _ = r.stop.send(true);
+        }
+        if let Some(intake) = &self.intake {
+            intake.forget(tenant);
         }
     }
 }

@@ -11,6 +11,7 @@ use anyhow::Context;
 use carrel_apiserver::access::Security;
 use carrel_apiserver::api::{Target, Write};
 use carrel_apiserver::auth::token::Signer;
+use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::server::clusters_router;
 use carrel_apiserver::tenant::manager::Manager;
@@ -22,6 +23,9 @@ use carrel_store::{Options, SledStore};
 
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
 use crate::sync::{SimPodLogs, Syncers};
+
+/// How long a new pod holds its room in the sync window if its syncer never takes it up.
+const INTAKE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The issuer of the host API's service-account tokens.
 const HOST_ISSUER: &str = "https://kubernetes.default.svc";
@@ -43,6 +47,11 @@ pub struct Args {
     /// a100-40gb, a100-80gb, h100-80gb, h100-94gb, h200, b200.
     #[arg(long, default_value = "h200x8")]
     sim_gpus: String,
+    /// How many new pods, across tenants, may be stored before their syncers have taken them
+    /// up; further pod creates wait their turn, tenant by tenant. Default: half the cores, at
+    /// least one. 0 lets every create through at once.
+    #[arg(long)]
+    sync_window: Option<usize>,
 }
 
 /// The name of simulated node `i`.
@@ -96,11 +105,15 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // Syncers and node agents reach the host through its API, as they would a real cluster's.
     let client = crate::host::client(Some(&kubeconfig_path)).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let window = args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine);
+    let intake = (window > 0).then(|| PodIntake::new(window, INTAKE_LIMIT));
+    tracing::debug!(window, "sync window");
     let syncers = Arc::new(Syncers::new(
         client.clone(),
         tokio::runtime::Handle::current(),
         Some(certs.ca_pem.clone()),
         Duration::from_secs(10),
+        intake.map(Arc::new),
     ));
     manager.set_hooks(syncers.clone());
     let mut logs = BTreeMap::new();
