@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// Early reports kept before old ones are looked for and forgotten.
+const EARLY_KEPT: usize = 1024;
+
 /// A pod: its tenant, namespace and name.
 type PodKey = (String, String, String);
 
@@ -87,7 +90,9 @@ impl PodIntake {
                     let permit = permit.unwrap_or_else(|_| unreachable_closed());
                     return Room { permit };
                 }
-                () = tokio::time::sleep(self.limit / 4) => self.expire(),
+                () = tokio::time::sleep((self.limit / 4).max(Duration::from_millis(10))) => {
+                    self.expire();
+                }
             }
         }
     }
@@ -108,6 +113,12 @@ impl PodIntake {
         let key = (tenant.to_owned(), namespace.to_owned(), name.to_owned());
         let mut held = self.lock();
         if held.rooms.remove(&key).is_none() {
+            // Deleted pods are reported too, and nobody holds room for them: forget old reports
+            // as they pile up, even when no create ever waits long enough to expire them.
+            if held.early.len() >= EARLY_KEPT {
+                let (now, limit) = (Instant::now(), self.limit);
+                held.early.retain(|_, since| now.duration_since(*since) < limit);
+            }
             held.early.insert(key, Instant::now());
         }
     }
@@ -249,6 +260,15 @@ mod tests {
         intake.settled("t", "default", "b");
         let created = tokio::time::timeout(Duration::from_secs(5), created).await;
         assert_eq!(created.expect("in time").expect("task").as_u16(), 201);
+    }
+
+    #[test]
+    fn reports_of_pods_nobody_holds_room_for_do_not_pile_up() {
+        let intake = PodIntake::new(1, Duration::ZERO);
+        for i in 0..(3 * EARLY_KEPT) {
+            intake.settled("a", "default", &format!("deleted-{i}"));
+        }
+        assert!(intake.lock().early.len() <= EARLY_KEPT);
     }
 
     #[tokio::test]
