@@ -1,5 +1,6 @@
 //! Syncer benchmark: how long a tenant pod takes to become a host pod, and to show Running in
-//! the tenant (simulated nodes), with 1 and with 20 tenants creating 500 pods; and what
+//! the tenant (simulated nodes), with 1 and with 20 tenants creating 500 pods (between them, and
+//! each); and what
 //! `carrel up` spends in CPU time and memory per 1,000 synced pods.
 //!
 //! Run with `cargo bench -p carrel --bench sync`. A plain program (no harness), bounded in count
@@ -346,6 +347,10 @@ fn main() -> BenchResult<()> {
     let ours_cpu = per_1000(cpu2 - cpu1, 2 * PODS);
     let base_rss = per_1000(rss1.saturating_sub(rss0) as f64, PODS);
     let ours_rss = per_1000(rss2.saturating_sub(rss1) as f64, 2 * PODS);
+
+    section(&format!("20 tenants creating {PODS} pods each ({} pods)", 20 * PODS));
+    let each = rt.block_on(tenant_run(&up, &host, "each", 20, 20 * PODS, tmp.path()))?;
+    println!("  host pod {} ; tenant Running {}", each.host.describe(), each.running.describe());
     drop(up);
 
     // The same 20 tenants with every create let through at once (`--sync-window 0`), on a
@@ -365,6 +370,8 @@ fn main() -> BenchResult<()> {
         ("1 tenant, p99", &one.host, None),
         ("20 tenants, p50", &twenty.host, Some(Duration::from_millis(10))),
         ("20 tenants, p99", &twenty.host, Some(Duration::from_millis(50))),
+        ("20 tenants × 500 each, p50", &each.host, Some(Duration::from_millis(10))),
+        ("20 tenants × 500 each, p99", &each.host, Some(Duration::from_millis(50))),
     ] {
         let p99 = label.ends_with("p99");
         let (ours, baseline) =
@@ -402,7 +409,11 @@ fn main() -> BenchResult<()> {
         }
     }
     table.header("Tenant pod → Running in the tenant");
-    for (label, run) in [("1 tenant", &one.running), ("20 tenants", &twenty.running)] {
+    for (label, run) in [
+        ("1 tenant", &one.running),
+        ("20 tenants", &twenty.running),
+        ("20 tenants × 500 each", &each.running),
+    ] {
         for (p, ours, baseline) in
             [("p50", run.p50(), base.running.p50()), ("p99", run.p99(), base.running.p99())]
         {

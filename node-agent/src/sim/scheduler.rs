@@ -2,10 +2,9 @@
 //! the default scheduler) is bound to the Ready simulated node ([`LABEL_SIMULATED`]) running the
 //! fewest non-terminated pods, ties broken by name, through the pods' `binding` subresource.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use futures::FutureExt;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Binding, Node, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -186,85 +185,137 @@ pub async fn schedule_once(client: &Client) -> Result<Vec<Placed>, SchedulerErro
         .await
         .map_err(kube_err("listing simulated nodes"))?
         .items;
-    schedule_round(client, all.iter(), nodes.iter(), &mut Default::default()).await
+    let mut tracker = Tracker::default();
+    for pod in all {
+        tracker.apply(pod);
+    }
+    let candidates: Vec<Candidate> = nodes.iter().map(Candidate::of).collect();
+    tracker.round(client, &candidates).await
 }
 
-/// One round over the pods and simulated nodes given: each pod waiting for a node is bound to
-/// the least loaded one. `bound` remembers the pods this scheduler bound until `pods` shows them
-/// bound, so a round on a lagging cache does not bind them again.
-async fn schedule_round<'a>(
-    client: &Client,
-    pods: impl Iterator<Item = &'a Pod>,
-    nodes: impl Iterator<Item = &'a Node>,
-    bound: &mut std::collections::HashSet<String>,
-) -> Result<Vec<Placed>, SchedulerError> {
-    let candidates: Vec<Candidate> = nodes.map(Candidate::of).collect();
-    let mut load: BTreeMap<String, usize> = BTreeMap::new();
-    let mut pending: Vec<&Pod> = Vec::new();
-    let mut seen_bound = std::collections::HashSet::new();
-    for pod in pods {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+/// What the scheduler knows of the cluster's pods, kept up to date one pod at a time from a
+/// watch: a round looks only at the pods waiting, however many pods the cluster holds.
+#[derive(Debug, Default)]
+struct Tracker {
+    /// The node of each bound pod that has not finished, by UID: the pods counted in `load`.
+    counted: HashMap<String, String>,
+    /// Unfinished pods per node.
+    load: BTreeMap<String, usize>,
+    /// Pods waiting for this scheduler, by UID.
+    pending: HashMap<String, Pod>,
+    /// Pods this scheduler bound that the watch has not shown bound yet: a lagging watch must not
+    /// make them pending again.
+    bound: HashSet<String>,
+}
+
+impl Tracker {
+    /// A pod as the watch shows it now.
+    fn apply(&mut self, pod: Pod) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
         let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let finished = matches!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        );
         match node {
             Some(node) => {
-                seen_bound.insert(uid);
-                if !matches!(phase, Some("Succeeded" | "Failed")) {
-                    *load.entry(node.to_owned()).or_insert(0) += 1;
+                self.bound.remove(&uid);
+                self.pending.remove(&uid);
+                let node = node.to_owned();
+                self.count(&uid, (!finished).then_some(node));
+            }
+            None if self.bound.contains(&uid) => {}
+            None if wants_scheduling(&pod) => {
+                self.pending.insert(uid, pod);
+            }
+            None => {
+                self.pending.remove(&uid);
+            }
+        }
+    }
+
+    /// A pod is gone.
+    fn delete(&mut self, pod: &Pod) {
+        if let Some(uid) = &pod.metadata.uid {
+            self.pending.remove(uid);
+            self.bound.remove(uid);
+            self.count(uid, None);
+        }
+    }
+
+    /// Count pod `uid` on `node` (or on none).
+    fn count(&mut self, uid: &str, node: Option<String>) {
+        if self.counted.get(uid) == node.as_ref() {
+            return;
+        }
+        if let Some(old) = self.counted.remove(uid) {
+            if let Some(n) = self.load.get_mut(&old) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        if let Some(node) = node {
+            *self.load.entry(node.clone()).or_insert(0) += 1;
+            self.counted.insert(uid.to_owned(), node);
+        }
+    }
+
+    /// Each pod waiting is bound to the least loaded node that suits it, oldest first. Pods that
+    /// vanish or get bound by someone else meanwhile are dropped; one that fails otherwise, or
+    /// finds no node, waits for the next round.
+    async fn round(
+        &mut self,
+        client: &Client,
+        candidates: &[Candidate],
+    ) -> Result<Vec<Placed>, SchedulerError> {
+        let mut waiting: Vec<(String, Pod)> =
+            self.pending.iter().map(|(uid, pod)| (uid.clone(), pod.clone())).collect();
+        waiting
+            .sort_by(|a, b| a.1.metadata.creation_timestamp.cmp(&b.1.metadata.creation_timestamp));
+        let mut placed = Vec::new();
+        for (uid, pod) in waiting {
+            let (Some(namespace), Some(name)) =
+                (pod.metadata.namespace.clone(), pod.metadata.name.clone())
+            else {
+                self.pending.remove(&uid);
+                continue;
+            };
+            let selector =
+                pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+            let Some(node) = choose_node_for(candidates, &self.load, &selector) else {
+                tracing::debug!(pod = %format!("{namespace}/{name}"), "no Ready simulated node matches the pod yet");
+                continue;
+            };
+            match bind(client, &namespace, &name, &node).await {
+                Ok(()) => {
+                    tracing::info!(pod = %format!("{namespace}/{name}"), %node, "scheduled a pod");
+                    self.pending.remove(&uid);
+                    self.bound.insert(uid.clone());
+                    self.count(&uid, Some(node.clone()));
+                    placed.push(Placed { namespace, pod: name, node });
+                }
+                Err(e @ SchedulerError::BindingUnsupported { .. }) => return Err(e),
+                Err(SchedulerError::Kube { source: kube::Error::Api(s), .. })
+                    if s.code == 404 || s.code == 409 =>
+                {
+                    tracing::debug!(pod = %format!("{namespace}/{name}"), reason = %s.message, "pod gone or already bound");
+                    self.pending.remove(&uid);
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "could not bind the pod")
                 }
             }
-            None if bound.contains(&uid) => {}
-            None if wants_scheduling(pod) => pending.push(pod),
-            None => {}
         }
+        Ok(placed)
     }
-    bound.retain(|uid| !seen_bound.contains(uid));
-    if pending.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut placed = Vec::new();
-    pending.sort_by_key(|p| p.metadata.creation_timestamp.clone());
-    for pod in pending {
-        let (Some(namespace), Some(name)) =
-            (pod.metadata.namespace.clone(), pod.metadata.name.clone())
-        else {
-            continue;
-        };
-        let selector = pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
-        let Some(node) = choose_node_for(&candidates, &load, &selector) else {
-            tracing::debug!(pod = %format!("{namespace}/{name}"), "no Ready simulated node matches the pod yet");
-            continue;
-        };
-        match bind(client, &namespace, &name, &node).await {
-            Ok(()) => {
-                tracing::info!(pod = %format!("{namespace}/{name}"), %node, "scheduled a pod");
-                *load.entry(node.clone()).or_insert(0) += 1;
-                bound.insert(pod.metadata.uid.clone().unwrap_or_default());
-                placed.push(Placed { namespace, pod: name, node });
-            }
-            Err(e @ SchedulerError::BindingUnsupported { .. }) => return Err(e),
-            Err(SchedulerError::Kube { source: kube::Error::Api(s), .. })
-                if s.code == 404 || s.code == 409 =>
-            {
-                tracing::debug!(pod = %format!("{namespace}/{name}"), reason = %s.message, "pod gone or already bound");
-            }
-            Err(e) => {
-                tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "could not bind the pod")
-            }
-        }
-    }
-    Ok(placed)
 }
 
 /// Schedule pods as they appear until `stop` turns true: a round after every burst of changes
 /// to pods or simulated nodes, and every few seconds.
 pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
-    // Every pod and simulated node, cached: a round counts the load in memory instead of
-    // listing (and decoding) every pod of the cluster again.
-    let (pod_reader, pod_writer) = reflector::store::<Pod>();
-    let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .reflect(pod_writer);
+    let pods =
+        watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).default_backoff();
     let (node_reader, node_writer) = reflector::store::<Node>();
     let simulated = watcher::Config::default().labels(&format!("{LABEL_SIMULATED}=true"));
     let nodes =
@@ -273,12 +324,17 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
     let mut nodes = std::pin::pin!(nodes);
     let mut retry = tokio::time::interval(RETRY);
     let mut unsupported_reported = false;
-    let mut bound = std::collections::HashSet::new();
+    let mut tracker = Tracker::default();
+    // While a (re)list is under way the tracker is rebuilt from it and holds only part of the
+    // cluster: no rounds until it is whole.
+    let mut listing: Option<Tracker> = None;
+    let mut listed = false;
     loop {
+        let mut pod_events = Vec::new();
         tokio::select! {
             _ = crate::stopped(&mut stop) => break,
             event = pods.next() => match event {
-                Some(Ok(_)) => {}
+                Some(Ok(e)) => pod_events.push(e),
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "scheduler: watching pods");
                     continue;
@@ -296,20 +352,40 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
             _ = retry.tick() => {}
         }
         // Take whatever else is already waiting, so that a burst makes one round.
-        while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(pods.next()) {}
+        while let Some(Some(Ok(e))) = futures::FutureExt::now_or_never(pods.next()) {
+            pod_events.push(e);
+        }
         while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(nodes.next()) {}
-        if pod_reader.wait_until_ready().now_or_never().is_none() {
+        for event in pod_events {
+            match event {
+                watcher::Event::Init => listing = Some(Tracker::default()),
+                watcher::Event::InitApply(pod) => {
+                    listing.get_or_insert_with(Tracker::default).apply(pod);
+                }
+                watcher::Event::InitDone => {
+                    let mut fresh = listing.take().unwrap_or_default();
+                    // Bindings made before the relist that it did not show yet stay known.
+                    fresh.bound = std::mem::take(&mut tracker.bound);
+                    fresh.bound.retain(|uid| !fresh.counted.contains_key(uid));
+                    for uid in fresh.bound.clone() {
+                        fresh.pending.remove(&uid);
+                        if let Some(node) = tracker.counted.get(&uid) {
+                            fresh.count(&uid, Some(node.clone()));
+                        }
+                    }
+                    tracker = fresh;
+                    listed = true;
+                }
+                watcher::Event::Apply(pod) => tracker.apply(pod),
+                watcher::Event::Delete(pod) => tracker.delete(&pod),
+            }
+        }
+        if !listed || listing.is_some() || tracker.pending.is_empty() {
             continue;
         }
-        let all_pods = pod_reader.state();
-        let all_nodes = node_reader.state();
-        let round = schedule_round(
-            &client,
-            all_pods.iter().map(|p| &**p),
-            all_nodes.iter().map(|n| &**n),
-            &mut bound,
-        );
-        match round.await {
+        let candidates: Vec<Candidate> =
+            node_reader.state().iter().map(|n| Candidate::of(n)).collect();
+        match tracker.round(&client, &candidates).await {
             Ok(_) => unsupported_reported = false,
             Err(e @ SchedulerError::BindingUnsupported { .. }) => {
                 if !unsupported_reported {
@@ -374,6 +450,42 @@ mod tests {
         pod.spec.as_mut().unwrap().scheduler_name = None;
         pod.spec.as_mut().unwrap().node_name = Some("n".into());
         assert!(!wants_scheduling(&pod));
+    }
+
+    fn pod(uid: &str, node: Option<&str>, phase: Option<&str>) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": uid, "namespace": "d", "uid": uid},
+            "spec": {"containers": [{"name": "c"}], "nodeName": node},
+            "status": {"phase": phase},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_tracker_counts_unfinished_bound_pods_and_keeps_the_waiting_ones() {
+        let mut t = Tracker::default();
+        t.apply(pod("a", None, Some("Pending")));
+        t.apply(pod("b", Some("n1"), Some("Running")));
+        t.apply(pod("c", Some("n1"), Some("Running")));
+        t.apply(pod("d", Some("n2"), Some("Succeeded")));
+        assert_eq!(t.pending.keys().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(t.load, BTreeMap::from([("n1".to_owned(), 2)]));
+        // A pod finishing, moving, or going away changes the count once.
+        t.apply(pod("c", Some("n1"), Some("Failed")));
+        t.apply(pod("c", Some("n1"), Some("Failed")));
+        assert_eq!(t.load.get("n1"), Some(&1));
+        t.delete(&pod("b", Some("n1"), Some("Running")));
+        assert_eq!(t.load.get("n1"), Some(&0));
+        // A pod this scheduler bound is not made to wait again by an older event of it.
+        t.pending.remove("a");
+        t.bound.insert("a".to_owned());
+        t.count("a", Some("n2".to_owned()));
+        t.apply(pod("a", None, Some("Pending")));
+        assert!(t.pending.is_empty());
+        assert_eq!(t.load.get("n2"), Some(&1));
+        t.apply(pod("a", Some("n2"), Some("Running")));
+        assert!(t.bound.is_empty());
+        assert_eq!(t.load.get("n2"), Some(&1), "counted once");
     }
 
     #[test]
