@@ -89,6 +89,23 @@ pub fn host_copy(tenant: &str, host_namespace: &str, object: &Value) -> Value {
     copy
 }
 
+/// Downward API files show the workload its tenant pod's name, namespace and UID, not the host
+/// pod's: those fields are read from the annotations that record them on the host pod.
+fn tenant_downward_items(items: Option<&mut Value>) {
+    for item in items.and_then(Value::as_array_mut).into_iter().flatten() {
+        let Some(path) = item.pointer_mut("/fieldRef/fieldPath") else {
+            continue;
+        };
+        let recorded = match path.as_str() {
+            Some("metadata.name") => names::ANNOTATION_NAME,
+            Some("metadata.namespace") => names::ANNOTATION_NAMESPACE,
+            Some("metadata.uid") => names::ANNOTATION_UID,
+            _ => continue,
+        };
+        *path = json!(format!("metadata.annotations['{recorded}']"));
+    }
+}
+
 fn rename(value: &mut Value, pointer: &str, namespace: &str) {
     if let Some(slot) = value.pointer_mut(pointer) {
         if let Some(name) = slot.as_str().filter(|n| !n.is_empty()) {
@@ -165,12 +182,14 @@ pub fn host_pod(
     for v in host_spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
         rename(v, "/configMap/name", namespace);
         rename(v, "/secret/secretName", namespace);
+        tenant_downward_items(v.pointer_mut("/downwardAPI/items"));
         if let Some(sources) = v.pointer_mut("/projected/sources").and_then(Value::as_array_mut) {
             // The tenant's token comes through `token_secret`; a host token must never be asked for.
             sources.retain(|s| s.get("serviceAccountToken").is_none());
             for s in sources.iter_mut() {
                 rename(s, "/configMap/name", namespace);
                 rename(s, "/secret/name", namespace);
+                tenant_downward_items(s.pointer_mut("/downwardAPI/items"));
             }
         }
     }
@@ -544,6 +563,40 @@ mod tests {
         assert_eq!(spec["imagePullSecrets"][0]["name"], "pull-x-ml");
         let text = h.to_string();
         assert!(!text.contains("serviceAccountToken"), "{text}");
+    }
+
+    #[test]
+    fn downward_api_files_show_the_tenant_pod() {
+        let mut pod = tenant_pod();
+        let items = json!([
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}},
+            {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
+            {"path": "uid", "fieldRef": {"fieldPath": "metadata.uid"}},
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {"path": "cpu", "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"}},
+        ]);
+        pod["spec"]["volumes"] = json!([
+            {"name": "info", "downwardAPI": {"items": items}},
+            {"name": "p", "projected": {"sources": [{"downwardAPI": {"items": items}}]}},
+        ]);
+        let h = host_pod("t", "carrel-t", &pod, &[], None);
+        let want = json!([
+            {"path": "name", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-name']"}},
+            {"path": "namespace", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-namespace']"}},
+            {"path": "uid", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-uid']"}},
+            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+            {"path": "cpu", "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"}},
+        ]);
+        assert_eq!(h["spec"]["volumes"][0]["downwardAPI"]["items"], want);
+        assert_eq!(
+            h["spec"]["volumes"][1]["projected"]["sources"][0]["downwardAPI"]["items"],
+            want
+        );
+        // And those annotations hold the tenant pod's values.
+        let annotations = &h["metadata"]["annotations"];
+        assert_eq!(annotations["carrel.dev/tenant-name"], "train");
+        assert_eq!(annotations["carrel.dev/tenant-namespace"], "ml");
+        assert_eq!(annotations["carrel.dev/tenant-uid"], "u-1");
     }
 
     #[test]
