@@ -272,7 +272,8 @@ impl Syncer {
     }
 
     /// Keep the host copies of ConfigMaps or Secrets (the ones pods referenced) in line with
-    /// the tenant's objects as these change.
+    /// the tenant's objects as these change. Both sides are watched: a tenant change seen before
+    /// the host watch shows the copy it concerns is looked at again when the copy shows up.
     async fn mirror<K>(self)
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -289,43 +290,81 @@ impl Syncer {
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
         let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
         let host_stream = reflector::reflector(writer, watcher(host, config)).default_backoff();
+        // The tenant object each copy the host watch shows stands for.
+        let (copied_tx, mut copied) = mpsc::unbounded_channel::<Key>();
         let _host_watch = AbortOnDrop(tokio::spawn(async move {
             futures::pin_mut!(host_stream);
-            while host_stream.next().await.is_some() {}
+            while let Some(event) = host_stream.next().await {
+                if let Ok(watcher::Event::Apply(copy) | watcher::Event::InitApply(copy)) = event {
+                    // Token Secrets carry no tenant object's name: they are not copies.
+                    let Some(a) = copy.meta().annotations.as_ref() else { continue };
+                    if let (Some(ns), Some(name)) =
+                        (a.get(names::ANNOTATION_NAMESPACE), a.get(names::ANNOTATION_NAME))
+                    {
+                        let _ = copied_tx.send((ns.clone(), name.clone()));
+                    }
+                }
+            }
         }));
         let _ = copies.wait_until_ready().await;
         let tenant: Api<K> = Api::all(self.inner.tenant_client.clone());
         let stream = watcher(tenant, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) = event
-            else {
-                continue;
+        loop {
+            let object = tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => o,
+                    Some(_) => continue,
+                    None => return,
+                },
+                Some((ns, name)) = copied.recv() => {
+                    // Read the tenant object afresh: the tenant watch may not have shown its
+                    // latest version yet, and an older one must not overwrite the copy.
+                    let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), &ns);
+                    match api.get_opt(&name).await {
+                        Ok(Some(o)) => o,
+                        Ok(None) => continue,
+                        Err(e) => {
+                            tracing::debug!(tenant = %self.inner.tenant, object = %format!("{ns}/{name}"), error = %e, "reading a copied object");
+                            continue;
+                        }
+                    }
+                }
             };
-            let (Some(ns), Some(name)) =
-                (object.meta().namespace.clone(), object.meta().name.clone())
-            else {
-                continue;
-            };
-            let host_name = names::host_name(&ns, &name);
-            let Some(copy) =
-                copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace))
-            else {
-                continue; // No pod has referenced it: nothing to keep in line.
-            };
-            let wanted = match to_value(&object) {
-                Ok(v) => translate::host_copy(&self.inner.tenant, &self.inner.host_namespace, &v),
-                Err(_) => continue,
-            };
-            let current = to_value(&*copy).unwrap_or_default();
-            let same =
-                ["data", "binaryData", "type"].iter().all(|f| current.get(*f) == wanted.get(*f));
-            if same {
-                continue;
-            }
-            if let Err(e) = self.put_host::<K>(wanted).await {
-                tracing::warn!(tenant = %self.inner.tenant, object = %host_name, error = %e, "updating a host copy");
-            }
+            self.keep_copy(&copies, &object).await;
+        }
+    }
+
+    /// Update the host copy of tenant object `object`, if a pod referenced it (it has a copy)
+    /// and the copy differs.
+    async fn keep_copy<K>(&self, copies: &Store<K>, object: &K)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let (Some(ns), Some(name)) =
+            (object.meta().namespace.as_deref(), object.meta().name.as_deref())
+        else {
+            return;
+        };
+        let host_name = names::host_name(ns, name);
+        let Some(copy) = copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace))
+        else {
+            return; // No pod has referenced it: nothing to keep in line.
+        };
+        let wanted = match to_value(object) {
+            Ok(v) => translate::host_copy(&self.inner.tenant, &self.inner.host_namespace, &v),
+            Err(_) => return,
+        };
+        let current = to_value(&*copy).unwrap_or_default();
+        if ["data", "binaryData", "type"].iter().all(|f| current.get(*f) == wanted.get(*f)) {
+            return;
+        }
+        if let Err(e) = self.put_host::<K>(wanted).await {
+            tracing::warn!(tenant = %self.inner.tenant, object = %host_name, error = %e, "updating a host copy");
         }
     }
 
