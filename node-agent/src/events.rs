@@ -101,6 +101,7 @@ struct Written {
 /// Writes Events for one node's agent.
 pub struct Recorder {
     client: Client,
+    component: String,
     host: String,
     written: Mutex<HashMap<Key, Written>>,
 }
@@ -114,7 +115,18 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// A recorder whose Events name `host` (the node) as their source.
     pub fn new(client: Client, host: &str) -> Recorder {
-        Recorder { client, host: host.to_owned(), written: Mutex::new(HashMap::new()) }
+        Recorder::for_component(client, COMPONENT, host)
+    }
+
+    /// A recorder writing Events as `component` (e.g. `default-scheduler`) on `host` (may be
+    /// empty).
+    pub fn for_component(client: Client, component: &str, host: &str) -> Recorder {
+        Recorder {
+            client,
+            component: component.to_owned(),
+            host: host.to_owned(),
+            written: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Write an Event about `target`, or count a repeat of one already written.
@@ -177,14 +189,14 @@ impl Recorder {
             message: Some(message.to_owned()),
             type_: Some(kind.as_str().to_owned()),
             source: Some(EventSource {
-                component: Some(COMPONENT.to_owned()),
-                host: Some(self.host.clone()),
+                component: Some(self.component.clone()),
+                host: Some(self.host.clone()).filter(|h| !h.is_empty()),
             }),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
             count: Some(1),
-            reporting_component: Some(COMPONENT.to_owned()),
-            reporting_instance: Some(self.host.clone()),
+            reporting_component: Some(self.component.clone()),
+            reporting_instance: Some(self.host.clone()).filter(|h| !h.is_empty()),
             ..Event::default()
         };
         api.create(&PostParams::default(), &event).await?;

@@ -9,6 +9,7 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::Api;
 
 use carrel_gpu::claim::{LABEL_CLAIM, LABEL_HOST_POD, LABEL_TENANT};
+use carrel_gpu::fit::{self, NodeFacts, PodNeeds};
 use carrel_gpu::{
     allocate, apply_claims, distinct, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas,
     Request, CLAIM_NAMESPACE,
@@ -27,6 +28,9 @@ pub enum ClaimFailure {
     /// The allocator refused.
     #[error("{0}")]
     Allocation(#[from] AllocError),
+    /// No GPU node may take the pod (kube-scheduler's message).
+    #[error("{0}")]
+    NoNode(String),
     /// Another claimer kept winning the same devices.
     #[error("the devices chosen kept being claimed by others; retrying")]
     Contended,
@@ -37,29 +41,34 @@ pub enum ClaimFailure {
 
 /// The fleet as the host records it: every GPU node's inventory, with the holders of every claim.
 pub async fn fleet(host: &kube::Client) -> Result<(Fleet, Vec<Claim>), SyncError> {
-    fleet_matching(host, &BTreeMap::new()).await
+    let (fleet, claims, _) = fleet_and_nodes(host).await?;
+    Ok((fleet, claims))
 }
 
-/// [`fleet`], of the GPU nodes carrying every label of `selector` (a pod's `nodeSelector`).
-pub async fn fleet_matching(
+/// [`fleet`], with what the scheduling filters need to know of each of its nodes.
+async fn fleet_and_nodes(
     host: &kube::Client,
-    selector: &BTreeMap<String, String>,
-) -> Result<(Fleet, Vec<Claim>), SyncError> {
+) -> Result<(Fleet, Vec<Claim>, Vec<NodeFacts>), SyncError> {
     let nodes: Api<HostNode> = Api::all(host.clone());
     let list = nodes.list(&ListParams::default().labels(&format!("{GPU_NODE_LABEL}=true"))).await?;
     let mut fleet = Fleet::default();
+    let mut facts = Vec::new();
     for node in list.items {
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        if !selector.iter().all(|(k, v)| labels.get(k) == Some(v)) {
-            continue;
-        }
         let Some(inventory) =
             node.metadata.annotations.as_ref().and_then(|a| a.get(INVENTORY_ANNOTATION))
         else {
             continue;
         };
         match serde_json::from_str::<carrel_gpu::Node>(inventory) {
-            Ok(n) => fleet.nodes.push(n),
+            Ok(n) => {
+                let json = serde_json::to_value(&node)
+                    .map_err(|source| SyncError::Decode { kind: "Node", source })?;
+                let mut f = NodeFacts::of_node(&json);
+                // The allocator knows the node by the name its inventory gives.
+                f.name.clone_from(&n.name);
+                facts.push(f);
+                fleet.nodes.push(n);
+            }
             Err(e) => tracing::warn!(
                 node = node.metadata.name.as_deref().unwrap_or(""),
                 error = %e,
@@ -70,7 +79,26 @@ pub async fn fleet_matching(
     fleet.nodes.sort_by(|a, b| a.name.cmp(&b.name));
     let claims = all_claims(host).await?;
     apply_claims(&mut fleet, claims.iter());
-    Ok((fleet, claims))
+    Ok((fleet, claims, facts))
+}
+
+/// The GPU nodes of `nodes` that a pod with `needs` may run on, or kube-scheduler's message
+/// saying why none may.
+pub fn allowed_nodes(needs: &PodNeeds, nodes: &[NodeFacts]) -> Result<BTreeSet<String>, String> {
+    let mut allowed = BTreeSet::new();
+    let mut misfits = Vec::new();
+    for node in nodes {
+        match needs.check(node) {
+            Ok(()) => {
+                allowed.insert(node.name.clone());
+            }
+            Err(m) => misfits.push(m),
+        }
+    }
+    if allowed.is_empty() && !nodes.is_empty() {
+        return Err(fit::unavailable(nodes.len(), &misfits));
+    }
+    Ok(allowed)
 }
 
 /// Every claim, once each (every Lease of a claim carries all of it).
@@ -188,13 +216,14 @@ pub async fn release(
 /// profile.
 pub type PodRequest = BTreeMap<String, u32>;
 
-/// Claim devices for every entry of `request`, all on one node among those `selector` allows:
-/// the first node (in name order) where the allocator places them all. Claims this host pod
-/// already has are returned as they are.
+/// Claim devices for every entry of `request`, all on one node among those a pod with `needs`
+/// may run on: the first node (in name order) where the allocator places them all. Claims this
+/// host pod already has are returned as they are. Quota usage counts the tenant's devices on
+/// every node.
 pub async fn acquire(
     host: &kube::Client,
     quota: &BTreeMap<String, i64>,
-    selector: &BTreeMap<String, String>,
+    needs: &PodNeeds,
     holder: &Holder,
     host_namespace: &str,
     host_pod: &str,
@@ -212,8 +241,9 @@ pub async fn acquire(
         }
     }
     for _attempt in 0..8 {
-        let (fleet, _) = fleet_matching(host, selector).await?;
-        let plan = plan(&fleet, &quotas, holder, host_namespace, host_pod, request)?;
+        let (fleet, _, nodes) = fleet_and_nodes(host).await?;
+        let allowed = allowed_nodes(needs, &nodes).map_err(ClaimFailure::NoNode)?;
+        let plan = plan(&fleet, &allowed, &quotas, holder, host_namespace, host_pod, request)?;
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;
         for claim in plan {
@@ -232,9 +262,10 @@ pub async fn acquire(
     Err(ClaimFailure::Contended)
 }
 
-/// The claims the allocator would make for `request`, all on one node.
+/// The claims the allocator would make for `request`, all on one node of `allowed`.
 pub fn plan(
     fleet: &Fleet,
+    allowed: &BTreeSet<String>,
     quotas: &Quotas,
     holder: &Holder,
     host_namespace: &str,
@@ -242,7 +273,7 @@ pub fn plan(
     request: &PodRequest,
 ) -> Result<Vec<Claim>, AllocError> {
     let mut last_error = None;
-    for node in &fleet.nodes {
+    for node in fleet.nodes.iter().filter(|n| allowed.contains(&n.name)) {
         let mut on_node = fleet.clone();
         let mut claims = Vec::new();
         let mut ok = true;
@@ -322,6 +353,10 @@ mod tests {
         }
     }
 
+    fn all(f: &Fleet) -> BTreeSet<String> {
+        f.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
     fn quotas(pairs: &[(&str, u32)]) -> Quotas {
         let mut q = Quotas::new();
         for (p, n) in pairs {
@@ -339,7 +374,8 @@ mod tests {
         let f = fleet(&["a", "b"]);
         let q = quotas(&[("1g.18gb", 4), ("3g.71gb", 1)]);
         let request = PodRequest::from([("1g.18gb".into(), 3), ("3g.71gb".into(), 1)]);
-        let claims = plan(&f, &q, &holder(), "carrel-t", "p-x-ml", &request).expect("fits one GPU");
+        let claims = plan(&f, &all(&f), &q, &holder(), "carrel-t", "p-x-ml", &request)
+            .expect("fits one GPU");
         assert_eq!(claims.len(), 4);
         assert!(claims.iter().all(|c| c.node == claims[0].node));
         let mut slots = BTreeSet::new();
@@ -356,14 +392,15 @@ mod tests {
         let f = fleet(&["a"]);
         let q = quotas(&[("1g.18gb", 1)]);
         let two = PodRequest::from([("1g.18gb".into(), 2)]);
-        let e = plan(&f, &q, &holder(), "ns", "p", &two).expect_err("over quota");
+        let e = plan(&f, &all(&f), &q, &holder(), "ns", "p", &two).expect_err("over quota");
         assert!(matches!(e, AllocError::OverQuota { .. }), "{e}");
         let q = quotas(&[("7g.141gb", 2)]);
         let two = PodRequest::from([("7g.141gb".into(), 2)]);
-        let e = plan(&f, &q, &holder(), "ns", "p", &two).expect_err("one GPU");
+        let e = plan(&f, &all(&f), &q, &holder(), "ns", "p", &two).expect_err("one GPU");
         assert!(matches!(e, AllocError::FleetCannotHold { .. }), "{e}");
         let e = plan(
             &Fleet::default(),
+            &BTreeSet::new(),
             &q,
             &holder(),
             "ns",
@@ -372,5 +409,50 @@ mod tests {
         )
         .expect_err("no fleet");
         assert!(e.to_string().contains("no GPU node"), "{e}");
+    }
+
+    #[test]
+    fn only_allowed_nodes_are_used_but_quota_counts_every_node() {
+        let mut f = fleet(&["a", "b"]);
+        let q = quotas(&[("1g.18gb", 1)]);
+        let one = PodRequest::from([("1g.18gb".into(), 1)]);
+        let only_b = BTreeSet::from(["b".to_owned()]);
+        let claims = plan(&f, &only_b, &q, &holder(), "ns", "p", &one).expect("fits b");
+        assert!(claims.iter().all(|c| c.node == "b"), "{claims:?}");
+        // The tenant's device on a counts against its quota for a pod that may use only b.
+        let mut on_a = plan(&f, &BTreeSet::from(["a".to_owned()]), &q, &holder(), "ns", "p0", &one)
+            .expect("fits a");
+        apply_claims(&mut f, on_a.iter());
+        on_a.clear();
+        let e = plan(&f, &only_b, &q, &holder(), "ns", "p1", &one).expect_err("quota used on a");
+        assert!(matches!(e, AllocError::OverQuota { usage: 1, .. }), "{e}");
+    }
+
+    #[test]
+    fn nodes_a_pod_may_not_use_are_named_as_kube_scheduler_names_them() {
+        let node = |name: &str, zone: &str| {
+            NodeFacts::of_node(&serde_json::json!({
+                "metadata": {"name": name, "labels": {"zone": zone}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            }))
+        };
+        let mut cordoned = node("c", "z1");
+        cordoned.unschedulable = true;
+        let nodes = [node("a", "z1"), node("b", "z2"), cordoned];
+        let needs = |spec: serde_json::Value| PodNeeds::of_spec(&spec).expect("parses");
+        let z1 = needs(serde_json::json!({"nodeSelector": {"zone": "z1"}}));
+        assert_eq!(allowed_nodes(&z1, &nodes), Ok(BTreeSet::from(["a".to_owned()])));
+        let z3 = needs(serde_json::json!({"nodeSelector": {"zone": "z3"}}));
+        assert_eq!(
+            allowed_nodes(&z3, &nodes),
+            Err("0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match \
+                 Pod's node affinity/selector."
+                .to_owned())
+        );
+        assert_eq!(
+            allowed_nodes(&z3, &[]),
+            Ok(BTreeSet::new()),
+            "no GPU nodes: the allocator says so"
+        );
     }
 }

@@ -19,7 +19,7 @@ pub mod claims;
 pub mod names;
 pub mod translate;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -634,14 +634,17 @@ impl Syncer {
                 pod: name.to_owned(),
             };
             let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
-            let selector: BTreeMap<String, String> = tenant
-                .pointer("/spec/nodeSelector")
-                .and_then(|s| serde_json::from_value(s.clone()).ok())
-                .unwrap_or_default();
+            let needs = match gpu_pod_needs(tenant) {
+                Ok(n) => n,
+                Err(why) => {
+                    self.unschedulable(tenant, &why).await?;
+                    return Ok(None);
+                }
+            };
             match claims::acquire(
                 &self.inner.host_client,
                 &quota,
-                &selector,
+                &needs,
                 &holder,
                 &self.inner.host_namespace,
                 host_name,
@@ -1110,6 +1113,22 @@ impl Syncer {
 }
 
 /// 50 ms after the first failure, doubling up to 10 s.
+/// Where a GPU pod may run, read from its spec. As Kubernetes' `ExtendedResourceToleration`
+/// admission plugin would, it tolerates `NoSchedule` taints named after the GPU resources it asks
+/// for, and `nvidia.com/gpu`, the taint GPU nodes commonly carry, since every slice is part of a
+/// GPU.
+fn gpu_pod_needs(pod: &Value) -> Result<carrel_gpu::fit::PodNeeds, String> {
+    use carrel_gpu::fit::{PodNeeds, Toleration};
+    let spec = pod.get("spec").unwrap_or(&Value::Null);
+    let mut needs = PodNeeds::of_spec(spec).map_err(|e| e.to_string())?;
+    let mut resources: BTreeSet<String> = gpu_requests(pod)?.into_keys().collect();
+    resources.insert(WHOLE_GPU.to_owned());
+    for resource in resources {
+        needs = needs.tolerating(Toleration::exists(&resource, "NoSchedule"));
+    }
+    Ok(needs)
+}
+
 fn retry_delay(failures: u32) -> Duration {
     let ms = 50u64.saturating_mul(1u64 << failures.saturating_sub(1).min(16));
     Duration::from_millis(ms.min(10_000))

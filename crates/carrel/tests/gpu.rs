@@ -378,44 +378,111 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
     assert!(err.contains("pods/exec is not supported"), "{err}");
 }
 
-#[test]
-fn a_node_selector_places_gpu_and_plain_pods_on_the_nodes_it_names() {
-    let data = tempfile::tempdir().unwrap();
-    let up = Up::start_args(data.path(), &["--sim-nodes", "2", "--sim-gpus", "h200x1"]);
-    let t = create(&up, "team-a", &["--gpu", "1g.18gb=2"]);
-    let selected = |name: &str, node: &str, gpu: bool| {
-        let limits = if gpu {
-            "    resources:\n      limits:\n        nvidia.com/mig-1g.18gb: 1\n"
-        } else {
-            ""
-        };
-        format!(
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    kubernetes.io/hostname: {node}\n  containers:\n  - name: main\n    image: x\n{limits}"
-        )
-    };
-    for (name, gpu) in [("gpu", true), ("plain", false)] {
-        ok(apply(&up, &t, &selected(name, "carrel-sim-1", gpu)));
-    }
-    for name in ["gpu", "plain"] {
-        wait_phase(&up, &t, name, "Running");
-        let node = ok(up.kubectl(&t, &["get", "pod", name, "-o", "jsonpath={.spec.nodeName}"]));
-        assert_eq!(node, "carrel-sim-1", "{name}");
-    }
-    // A selector no node satisfies leaves the pod waiting, and says why for a GPU pod.
-    ok(apply(&up, &t, &selected("nowhere", "no-such-node", true)));
-    let message = eventually("the pod says why it waits", WAIT, || {
+/// The message of pod `pod`'s `PodScheduled` condition, once it has one.
+fn why_waiting(up: &Up, kubeconfig: &Path, pod: &str, want: &str) -> String {
+    eventually(&format!("pod {pod} says why it waits"), WAIT, || {
         let m = ok(up.kubectl(
-            &t,
+            kubeconfig,
             &[
                 "get",
                 "pod",
-                "nowhere",
+                pod,
                 "-o",
                 "jsonpath={.status.conditions[?(@.type==\"PodScheduled\")].message}",
             ],
         ));
-        (!m.is_empty(), m)
-    });
-    assert!(message.contains("no GPU node"), "{message}");
-    assert_eq!(phase(&up, &t, "nowhere"), "Pending");
+        (m.contains(want), m)
+    })
+}
+
+fn node_of(up: &Up, kubeconfig: &Path, pod: &str) -> String {
+    ok(up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "jsonpath={.spec.nodeName}"]))
+}
+
+#[test]
+fn pods_go_only_where_their_selector_affinity_and_tolerations_allow() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "2", "--sim-gpus", "h200x1"]);
+    let t = create(&up, "team-a", &["--gpu", "1g.18gb=6"]);
+    let host = up.host_kubeconfig();
+    let limits = |gpu: bool| {
+        if gpu {
+            "    resources:\n      limits:\n        nvidia.com/mig-1g.18gb: 1\n"
+        } else {
+            ""
+        }
+    };
+    let selected = |name: &str, node: &str, gpu: bool| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeSelector:\n    kubernetes.io/hostname: {node}\n  containers:\n  - name: main\n    image: x\n{}",
+            limits(gpu)
+        )
+    };
+    let affine = |name: &str, op: &str, node: &str, gpu: bool| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n        - matchExpressions:\n          - key: kubernetes.io/hostname\n            operator: {op}\n            values: [{node}]\n  containers:\n  - name: main\n    image: x\n{}",
+            limits(gpu)
+        )
+    };
+    // nodeSelector and required node affinity, for GPU pods (the syncer's allocator) and plain
+    // ones (the host's scheduler) alike.
+    ok(apply(&up, &t, &selected("gpu", "carrel-sim-1", true)));
+    ok(apply(&up, &t, &selected("plain", "carrel-sim-1", false)));
+    ok(apply(&up, &t, &affine("gpu-affine", "NotIn", "carrel-sim-0", true)));
+    ok(apply(&up, &t, &affine("plain-affine", "In", "carrel-sim-1", false)));
+    for name in ["gpu", "plain", "gpu-affine", "plain-affine"] {
+        wait_phase(&up, &t, name, "Running");
+        assert_eq!(node_of(&up, &t, name), "carrel-sim-1", "{name}");
+    }
+    // Where no node will do, the pod waits and says why in kube-scheduler's words, with a
+    // FailedScheduling event.
+    let nowhere = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.";
+    ok(apply(&up, &t, &selected("nowhere", "no-such-node", true)));
+    ok(apply(&up, &t, &affine("nowhere-plain", "In", "no-such-node", false)));
+    for name in ["nowhere", "nowhere-plain"] {
+        assert_eq!(why_waiting(&up, &t, name, "0/2"), nowhere, "{name}");
+        assert_eq!(phase(&up, &t, name), "Pending");
+        eventually(&format!("a FailedScheduling event for {name}"), WAIT, || {
+            let events = ok(up.kubectl(
+                &t,
+                &[
+                    "get",
+                    "events",
+                    "--field-selector",
+                    &format!("involvedObject.name={name},reason=FailedScheduling"),
+                    "-o",
+                    "jsonpath={.items[*].message}",
+                ],
+            ));
+            (events.contains("node(s) didn't match"), events)
+        });
+    }
+    // A cordoned node takes no new pod, GPU or plain; uncordoned, it takes them again.
+    ok(up.kubectl(&host, &["cordon", "carrel-sim-1"]));
+    ok(apply(&up, &t, &selected("gpu-cordoned", "carrel-sim-1", true)));
+    ok(apply(&up, &t, &selected("plain-cordoned", "carrel-sim-1", false)));
+    for name in ["gpu-cordoned", "plain-cordoned"] {
+        let why = why_waiting(&up, &t, name, "unschedulable");
+        assert_eq!(
+            why,
+            "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 \
+             node(s) were unschedulable.",
+            "{name}"
+        );
+    }
+    ok(up.kubectl(&host, &["uncordon", "carrel-sim-1"]));
+    for name in ["gpu-cordoned", "plain-cordoned"] {
+        wait_phase(&up, &t, name, "Running");
+        assert_eq!(node_of(&up, &t, name), "carrel-sim-1", "{name}");
+    }
+    // A GPU taint keeps plain pods off a node; GPU pods tolerate it, as Kubernetes'
+    // ExtendedResourceToleration makes them.
+    ok(up.kubectl(&host, &["taint", "nodes", "carrel-sim-0", "nvidia.com/gpu=present:NoSchedule"]));
+    ok(apply(&up, &t, &selected("gpu-tainted", "carrel-sim-0", true)));
+    ok(apply(&up, &t, &selected("plain-tainted", "carrel-sim-0", false)));
+    wait_phase(&up, &t, "gpu-tainted", "Running");
+    assert_eq!(node_of(&up, &t, "gpu-tainted"), "carrel-sim-0");
+    let why = why_waiting(&up, &t, "plain-tainted", "taint");
+    assert!(why.contains("1 node(s) had untolerated taint {nvidia.com/gpu: present}"), "{why}");
+    assert_eq!(phase(&up, &t, "plain-tainted"), "Pending");
 }

@@ -9,6 +9,8 @@
 //! - [`inventory`]: the fleet (nodes → GPUs → instances, free or held), its validation, quotas
 //!   and the usage rebuilt from claims.
 //! - [`alloc`]: the allocator ([`allocate`]), fixed and dynamic modes.
+//! - [`fit`]: which nodes a pod may run on (cordon, taints, `nodeSelector`, required node
+//!   affinity), and kube-scheduler's message when none may take it.
 //! - [`requests`]: the GPU resources a pod asks for (`nvidia.com/mig-…`, `nvidia.com/gpu`).
 //! - [`claim`]: how a held device is written down in the host cluster (Lease names and
 //!   metadata), and the fleet's holders rebuilt from claims.
@@ -16,6 +18,7 @@
 pub mod alloc;
 pub mod catalogue;
 pub mod claim;
+pub mod fit;
 pub mod inventory;
 pub mod layout;
 pub mod requests;

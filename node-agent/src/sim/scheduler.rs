@@ -1,6 +1,10 @@
 //! A simulated scheduler for the embedded host of `carrel up`: every pod without a node (and for
-//! the default scheduler) is bound to the Ready simulated node ([`LABEL_SIMULATED`]) running the
-//! fewest non-terminated pods, ties broken by name, through the pods' `binding` subresource.
+//! the default scheduler) is bound, through the pods' `binding` subresource, to the simulated
+//! node ([`LABEL_SIMULATED`]) running the fewest non-terminated pods among those it may run on,
+//! ties broken by name. Which nodes a pod may run on is kube-scheduler's filters' decision, read
+//! by [`carrel_gpu::fit`]: cordon, taints, readiness, `nodeSelector` and required node affinity.
+//! A pod no node takes gets kube-scheduler's `PodScheduled=False` condition and
+//! `FailedScheduling` event, saying why.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -13,7 +17,11 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use tokio::sync::watch;
 
+use carrel_gpu::fit::{self, NodeFacts, PodNeeds};
+use kube::api::{Patch, PatchParams};
+
 use super::kubelet::LABEL_SIMULATED;
+use crate::events::{EventTarget, EventType, Recorder};
 
 /// The scheduler name this scheduler serves.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";
@@ -46,64 +54,49 @@ pub enum SchedulerError {
 /// A node as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
-    /// Its name.
-    pub name: String,
-    /// Whether its `Ready` condition is `True`.
-    pub ready: bool,
+    /// What the filters read of it.
+    pub facts: NodeFacts,
     /// Whether it is labelled [`LABEL_SIMULATED`] `"true"`.
     pub simulated: bool,
-    /// Whether `spec.unschedulable` is set (cordoned).
-    pub unschedulable: bool,
-    /// Its labels, for pods' `nodeSelector`.
-    pub labels: BTreeMap<String, String>,
 }
 
 impl Candidate {
     /// The candidate a Node makes.
     pub fn of(node: &Node) -> Candidate {
-        let ready = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let simulated = node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(LABEL_SIMULATED))
-            .is_some_and(|v| v == "true");
-        Candidate {
-            name: node.metadata.name.clone().unwrap_or_default(),
-            ready,
-            simulated,
-            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-            labels: node.metadata.labels.clone().unwrap_or_default(),
-        }
+        let facts = serde_json::to_value(node).map(|n| NodeFacts::of_node(&n)).unwrap_or_default();
+        let simulated = facts.labels.get(LABEL_SIMULATED).is_some_and(|v| v == "true");
+        Candidate { facts, simulated }
     }
 }
 
-/// The node for the next pod: among Ready, simulated, schedulable nodes, the one with the fewest
-/// pods in `load` (non-terminated pods per node), ties broken by name.
+/// The node for the next pod: among simulated nodes a pod without needs may run on, the one with
+/// the fewest pods in `load` (non-terminated pods per node), ties broken by name.
 pub fn choose_node(candidates: &[Candidate], load: &BTreeMap<String, usize>) -> Option<String> {
-    choose_node_for(candidates, load, &BTreeMap::new())
+    choose_node_for(candidates, load, &PodNeeds::default()).ok()
 }
 
-/// [`choose_node`] among the nodes carrying every label of `selector` (a pod's `nodeSelector`).
+/// [`choose_node`] for a pod with `needs`; when no node may take it, kube-scheduler's message
+/// saying why.
 pub fn choose_node_for(
     candidates: &[Candidate],
     load: &BTreeMap<String, usize>,
-    selector: &BTreeMap<String, String>,
-) -> Option<String> {
-    candidates
-        .iter()
-        .filter(|c| c.ready && c.simulated && !c.unschedulable && !c.name.is_empty())
-        .filter(|c| selector.iter().all(|(k, v)| c.labels.get(k) == Some(v)))
-        .min_by(|a, b| {
-            let la = load.get(&a.name).copied().unwrap_or(0);
-            let lb = load.get(&b.name).copied().unwrap_or(0);
-            la.cmp(&lb).then_with(|| a.name.cmp(&b.name))
-        })
-        .map(|c| c.name.clone())
+    needs: &PodNeeds,
+) -> Result<String, String> {
+    let simulated: Vec<&Candidate> =
+        candidates.iter().filter(|c| c.simulated && !c.facts.name.is_empty()).collect();
+    let mut misfits = Vec::new();
+    let mut best: Option<(usize, &str)> = None;
+    for c in &simulated {
+        if let Err(m) = needs.check(&c.facts) {
+            misfits.push(m);
+            continue;
+        }
+        let pods = load.get(&c.facts.name).copied().unwrap_or(0);
+        if best.is_none_or(|b| (pods, c.facts.name.as_str()) < b) {
+            best = Some((pods, &c.facts.name));
+        }
+    }
+    best.map(|(_, name)| name.to_owned()).ok_or_else(|| fit::unavailable(simulated.len(), &misfits))
 }
 
 /// Whether this scheduler should place `pod`: unbound, not being deleted, not finished, and
@@ -159,6 +152,39 @@ pub async fn bind(
     }
 }
 
+/// Say why `pod` waits, as kube-scheduler does: its `PodScheduled` condition turns `False` with
+/// reason `Unschedulable` and message `why`, and a `FailedScheduling` event is written. Nothing is
+/// written when the condition already says so.
+async fn report_unschedulable(
+    client: &Client,
+    recorder: &Recorder,
+    pod: &Pod,
+    why: &str,
+) -> Result<(), kube::Error> {
+    let said =
+        pod.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| {
+            c.type_ == "PodScheduled" && c.status == "False" && c.message.as_deref() == Some(why)
+        });
+    let (Some(namespace), Some(name)) = (&pod.metadata.namespace, &pod.metadata.name) else {
+        return Ok(());
+    };
+    if said {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"status": {"conditions": [{
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": why,
+        "lastProbeTime": null,
+        "lastTransitionTime": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }]}});
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+    let target = EventTarget::pod(namespace, name, pod.metadata.uid.clone());
+    recorder.record(&target, EventType::Warning, "FailedScheduling", why).await
+}
+
 /// A pod placed by [`schedule_once`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placed {
@@ -190,7 +216,8 @@ pub async fn schedule_once(client: &Client) -> Result<Vec<Placed>, SchedulerErro
         tracker.apply(pod);
     }
     let candidates: Vec<Candidate> = nodes.iter().map(Candidate::of).collect();
-    tracker.round(client, &candidates).await
+    let recorder = Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, "");
+    tracker.round(client, &recorder, &candidates).await
 }
 
 /// What the scheduler knows of the cluster's pods, kept up to date one pod at a time from a
@@ -267,6 +294,7 @@ impl Tracker {
     async fn round(
         &mut self,
         client: &Client,
+        recorder: &Recorder,
         candidates: &[Candidate],
     ) -> Result<Vec<Placed>, SchedulerError> {
         let mut waiting: Vec<(String, Pod)> =
@@ -281,11 +309,19 @@ impl Tracker {
                 self.pending.remove(&uid);
                 continue;
             };
-            let selector =
-                pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
-            let Some(node) = choose_node_for(candidates, &self.load, &selector) else {
-                tracing::debug!(pod = %format!("{namespace}/{name}"), "no Ready simulated node matches the pod yet");
-                continue;
+            let spec = pod.spec.as_ref().and_then(|s| serde_json::to_value(s).ok());
+            let chosen = PodNeeds::of_spec(spec.as_ref().unwrap_or(&serde_json::Value::Null))
+                .map_err(|e| e.to_string())
+                .and_then(|needs| choose_node_for(candidates, &self.load, &needs));
+            let node = match chosen {
+                Ok(node) => node,
+                Err(why) => {
+                    tracing::debug!(pod = %format!("{namespace}/{name}"), %why, "no node for the pod yet");
+                    if let Err(e) = report_unschedulable(client, recorder, &pod, &why).await {
+                        tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "could not say why the pod waits");
+                    }
+                    continue;
+                }
             };
             match bind(client, &namespace, &name, &node).await {
                 Ok(()) => {
@@ -325,6 +361,7 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
     let mut retry = tokio::time::interval(RETRY);
     let mut unsupported_reported = false;
     let mut tracker = Tracker::default();
+    let recorder = Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, "");
     // While a (re)list is under way the tracker is rebuilt from it and holds only part of the
     // cluster: no rounds until it is whole.
     let mut listing: Option<Tracker> = None;
@@ -385,7 +422,7 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
         }
         let candidates: Vec<Candidate> =
             node_reader.state().iter().map(|n| Candidate::of(n)).collect();
-        match tracker.round(&client, &candidates).await {
+        match tracker.round(&client, &recorder, &candidates).await {
             Ok(_) => unsupported_reported = false,
             Err(e @ SchedulerError::BindingUnsupported { .. }) => {
                 if !unsupported_reported {
@@ -404,12 +441,19 @@ mod tests {
 
     fn node(name: &str, ready: bool) -> Candidate {
         Candidate {
-            name: name.into(),
-            ready,
+            facts: NodeFacts {
+                name: name.into(),
+                labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
+                taints: Vec::new(),
+                unschedulable: false,
+                ready,
+            },
             simulated: true,
-            unschedulable: false,
-            labels: BTreeMap::from([("kubernetes.io/hostname".to_owned(), name.to_owned())]),
         }
+    }
+
+    fn needs(spec: serde_json::Value) -> PodNeeds {
+        PodNeeds::of_spec(&spec).expect("parses")
     }
 
     #[test]
@@ -422,17 +466,50 @@ mod tests {
         let mut real = node("0-real", true);
         real.simulated = false;
         let mut cordoned = node("0-cordoned", true);
-        cordoned.unschedulable = true;
+        cordoned.facts.unschedulable = true;
         let nodes = vec![real, cordoned, node("z", true)];
         assert_eq!(choose_node(&nodes, &BTreeMap::new()).as_deref(), Some("z"));
         assert_eq!(choose_node(&[node("c", false)], &BTreeMap::new()), None);
-        // A nodeSelector narrows the choice, even to a busier node, or to none.
+    }
+
+    #[test]
+    fn a_pods_selector_affinity_and_tolerations_narrow_the_choice() {
         let nodes = vec![node("a", true), node("b", true)];
         let busy_b = BTreeMap::from([("b".to_owned(), 9)]);
-        let on_b = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "b".to_owned())]);
-        assert_eq!(choose_node_for(&nodes, &busy_b, &on_b).as_deref(), Some("b"));
-        let nowhere = BTreeMap::from([("kubernetes.io/hostname".to_owned(), "x".to_owned())]);
-        assert_eq!(choose_node_for(&nodes, &busy_b, &nowhere), None);
+        let on_b = needs(serde_json::json!({"nodeSelector": {"kubernetes.io/hostname": "b"}}));
+        assert_eq!(choose_node_for(&nodes, &busy_b, &on_b).as_deref(), Ok("b"));
+        let not_a = needs(serde_json::json!({"affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["a"]}]}]}}}}));
+        assert_eq!(choose_node_for(&nodes, &busy_b, &not_a).as_deref(), Ok("b"));
+        let nowhere = needs(serde_json::json!({"nodeSelector": {"kubernetes.io/hostname": "x"}}));
+        assert_eq!(
+            choose_node_for(&nodes, &busy_b, &nowhere),
+            Err("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+                .to_owned())
+        );
+        // A tainted node takes only pods that tolerate the taint; a cordoned one none.
+        let mut tainted = node("a", true);
+        tainted.facts.taints = vec![carrel_gpu::fit::Taint {
+            key: "dedicated".into(),
+            value: "ml".into(),
+            effect: "NoSchedule".into(),
+        }];
+        let mut cordoned = node("b", true);
+        cordoned.facts.unschedulable = true;
+        let nodes = vec![tainted, cordoned, node("c", false)];
+        assert_eq!(choose_node(&nodes, &BTreeMap::new()), None, "tainted, cordoned and not ready");
+        assert_eq!(
+            choose_node_for(&nodes, &BTreeMap::new(), &PodNeeds::default()),
+            Err("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 1 \
+                 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) were \
+                 unschedulable."
+                .to_owned())
+        );
+        let tolerant = needs(serde_json::json!({"tolerations": [
+            {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]}));
+        assert_eq!(choose_node_for(&nodes, &BTreeMap::new(), &tolerant).as_deref(), Ok("a"));
     }
 
     #[test]
@@ -489,26 +566,21 @@ mod tests {
     }
 
     #[test]
-    fn candidates_read_readiness_and_labels() {
+    fn candidates_read_readiness_labels_cordon_and_taints() {
         let n: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n1", "labels": {"carrel.dev/simulated": "true"}},
+            "spec": {"unschedulable": true, "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]},
             "status": {"conditions": [{"type": "Ready", "status": "True"}]},
         }))
         .unwrap();
-        let mut want = node("n1", true);
-        want.labels = BTreeMap::from([("carrel.dev/simulated".to_owned(), "true".to_owned())]);
-        assert_eq!(Candidate::of(&n), want);
+        let c = Candidate::of(&n);
+        assert!(c.simulated && c.facts.ready && c.facts.unschedulable);
+        assert_eq!(c.facts.name, "n1");
+        assert_eq!(c.facts.taints.len(), 1);
         let n: Node =
             serde_json::from_value(serde_json::json!({"metadata": {"name": "n2"}})).unwrap();
-        assert_eq!(
-            Candidate::of(&n),
-            Candidate {
-                name: "n2".into(),
-                ready: false,
-                simulated: false,
-                unschedulable: false,
-                labels: BTreeMap::new(),
-            }
-        );
+        let c = Candidate::of(&n);
+        assert!(!c.simulated && !c.facts.ready && !c.facts.unschedulable);
+        assert!(c.facts.labels.is_empty() && c.facts.taints.is_empty());
     }
 }
