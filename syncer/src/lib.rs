@@ -106,7 +106,10 @@ struct Inner {
     stores: Mutex<Option<(reflector::store::Writer<Pod>, reflector::store::Writer<Pod>)>>,
     queue: mpsc::UnboundedSender<Key>,
     queue_rx: Mutex<Option<mpsc::UnboundedReceiver<Key>>>,
-    virtual_nodes: Mutex<HashSet<String>>,
+    /// The virtual nodes written, each as its tenant is shown it ([`translate::virtual_node_shown`]).
+    virtual_nodes: Mutex<HashMap<String, Value>>,
+    /// Told when the quota changes: the virtual nodes show it.
+    quota_changed: tokio::sync::Notify,
     events_seen: Mutex<HashMap<String, String>>,
     /// Failed reconciles in a row, per key: the retry backs off.
     failures: Mutex<HashMap<Key, u32>>,
@@ -143,6 +146,7 @@ impl Syncer {
                 queue: tx,
                 queue_rx: Mutex::new(Some(rx)),
                 virtual_nodes: Mutex::default(),
+                quota_changed: tokio::sync::Notify::new(),
                 events_seen: Mutex::default(),
                 failures: Mutex::default(),
                 running: Mutex::default(),
@@ -160,6 +164,7 @@ impl Syncer {
     /// Use a new GPU quota from now on (the tenant object changed).
     pub fn set_quota(&self, quota: BTreeMap<String, i64>) {
         *self.inner.quota.write().unwrap_or_else(|e| e.into_inner()) = quota;
+        self.inner.quota_changed.notify_one();
     }
 
     /// Call `f` with a tenant pod's namespace and name once a reconcile has taken it up: made its
@@ -181,6 +186,7 @@ impl Syncer {
             tokio::spawn(self.clone().watch_tenant_pods(tenant_writer)),
             tokio::spawn(self.clone().watch_host_pods(host_writer)),
             tokio::spawn(self.clone().watch_host_events()),
+            tokio::spawn(self.clone().watch_host_nodes()),
             tokio::spawn(self.clone().mirror::<ConfigMap>()),
             tokio::spawn(self.clone().mirror::<Secret>()),
             tokio::spawn(self.clone().resync_loop()),
@@ -1027,7 +1033,7 @@ impl Syncer {
     }
 
     async fn ensure_virtual_node(&self, node: &str) -> Result<(), SyncError> {
-        if self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).contains(node) {
+        if self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).contains_key(node) {
             return Ok(());
         }
         let host_nodes: Api<Node> = Api::all(self.inner.host_client.clone());
@@ -1040,21 +1046,108 @@ impl Syncer {
         let typed: Node = serde_json::from_value(wanted.clone())
             .map_err(|source| SyncError::Decode { kind: "Node", source })?;
         let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
-        match nodes.create(&PostParams::default(), &typed).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
+        let existing = match nodes.create(&PostParams::default(), &typed).await {
+            Ok(_) => None,
+            // Written before a restart: brought in line with the host node from what it shows.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                nodes.get_opt(node).await?.map(|n| to_value(&n)).transpose()?
+            }
             Err(e) => return Err(e.into()),
+        };
+        let old = existing.unwrap_or_else(|| json!({"metadata": {"name": node}}));
+        self.write_virtual_node(node, &old, &wanted).await
+    }
+
+    /// Bring virtual node `node` from what it shows (`old`) to `wanted`: its labels, cordon and
+    /// taints, then its status, each by a merge patch of what differs.
+    async fn write_virtual_node(
+        &self,
+        node: &str,
+        old: &Value,
+        wanted: &Value,
+    ) -> Result<(), SyncError> {
+        let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
+        let part = |v: &Value, path: &str| v.pointer(path).cloned().unwrap_or_else(|| json!({}));
+        let meta = translate::merge_patch(
+            &json!({"metadata": {"labels": part(old, "/metadata/labels")}, "spec": part(old, "/spec")}),
+            &json!({"metadata": {"labels": part(wanted, "/metadata/labels")}, "spec": part(wanted, "/spec")}),
+        );
+        let params = kube::api::PatchParams::default();
+        if meta.as_object().is_some_and(|m| !m.is_empty()) {
+            nodes.patch(node, &params, &kube::api::Patch::Merge(&meta)).await?;
         }
-        let patch = json!({"status": wanted["status"]});
-        nodes
-            .patch_status(
-                node,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await?;
-        self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).insert(node.to_owned());
+        let status = translate::merge_patch(&part(old, "/status"), &part(wanted, "/status"));
+        if status.as_object().is_some_and(|m| !m.is_empty()) {
+            let patch = json!({"status": status});
+            nodes.patch_status(node, &params, &kube::api::Patch::Merge(&patch)).await?;
+        }
+        self.inner
+            .virtual_nodes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node.to_owned(), translate::virtual_node_shown(wanted));
         Ok(())
+    }
+
+    /// Keep the virtual nodes in line with their host nodes (readiness, cordon, taints, labels,
+    /// addresses) and with the quota, writing only when what the tenant is shown changes.
+    async fn watch_host_nodes(self) {
+        let (store, writer) = reflector::store::<Node>();
+        let api: Api<Node> = Api::all(self.inner.host_client.clone());
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        futures::pin_mut!(stream);
+        loop {
+            let names: Vec<String> = tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => {
+                        n.metadata.name.into_iter().collect()
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host nodes");
+                        continue;
+                    }
+                    None => return,
+                },
+                () = self.inner.quota_changed.notified() => self
+                    .inner
+                    .virtual_nodes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .keys()
+                    .cloned()
+                    .collect(),
+            };
+            for name in names {
+                let Some(host) = store.get(&reflector::ObjectRef::new(&name)) else { continue };
+                if let Err(e) = self.refresh_virtual_node(&name, &host).await {
+                    tracing::debug!(tenant = %self.inner.tenant, node = %name, error = %e, "refreshing a virtual node");
+                }
+            }
+        }
+    }
+
+    /// Virtual node `name`, if this tenant has one, brought in line with host node `host`.
+    async fn refresh_virtual_node(&self, name: &str, host: &Node) -> Result<(), SyncError> {
+        let Some(shown) =
+            self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+        else {
+            return Ok(());
+        };
+        let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let wanted = translate::virtual_node(&to_value(host)?, &quota);
+        if translate::virtual_node_shown(&wanted) == shown {
+            return Ok(());
+        }
+        match self.write_virtual_node(name, &shown, &wanted).await {
+            // Deleted in the tenant: made again when a pod next needs it.
+            Err(SyncError::Kube(kube::Error::Api(e))) if e.code == 404 => {
+                self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Claims whose pod is gone, and virtual nodes no pod of the tenant runs on.

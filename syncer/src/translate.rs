@@ -413,17 +413,70 @@ pub fn virtual_node(host_node: &Value, quota: &BTreeMap<String, i64>) -> Value {
         .find(|c| c["type"] == "Ready")
         .cloned()
         .unwrap_or_else(|| json!({"type": "Ready", "status": "Unknown"}));
+    let mut spec = Map::new();
+    if let Some(taints) =
+        host_node.pointer("/spec/taints").filter(|t| t.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        spec.insert("taints".to_owned(), taints.clone());
+    }
+    if host_node.pointer("/spec/unschedulable") == Some(&json!(true)) {
+        spec.insert("unschedulable".to_owned(), json!(true));
+    }
+    let mut status = json!({
+        "capacity": resources,
+        "allocatable": resources,
+        "conditions": [ready],
+        "nodeInfo": host_node.pointer("/status/nodeInfo").cloned().unwrap_or_else(|| json!({})),
+    });
+    if let Some(addresses) = host_node.pointer("/status/addresses") {
+        status["addresses"] = addresses.clone();
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": labels},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [ready],
-            "nodeInfo": host_node.pointer("/status/nodeInfo").cloned().unwrap_or_else(|| json!({})),
-        },
+        "spec": spec,
+        "status": status,
     })
+}
+
+/// What a tenant sees of virtual node `node` (as [`virtual_node`] makes it), less what changes
+/// with every heartbeat: two virtual nodes that show the same need no write between them.
+pub fn virtual_node_shown(node: &Value) -> Value {
+    let mut shown = node.clone();
+    if let Some(conditions) = shown.pointer_mut("/status/conditions").and_then(Value::as_array_mut)
+    {
+        for c in conditions.iter_mut().filter_map(Value::as_object_mut) {
+            c.remove("lastHeartbeatTime");
+        }
+    }
+    shown
+}
+
+/// The JSON merge patch (RFC 7386) that turns `old` into `new`: members that changed, `null`
+/// for members `new` lacks; arrays and scalars are replaced whole.
+pub fn merge_patch(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut patch = Map::new();
+            for (k, v) in n {
+                match o.get(k) {
+                    Some(was) if was == v => {}
+                    Some(was @ Value::Object(_)) if v.is_object() => {
+                        patch.insert(k.clone(), merge_patch(was, v));
+                    }
+                    _ => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in o.keys().filter(|k| !n.contains_key(*k)) {
+                patch.insert(k.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        _ => new.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -629,5 +682,42 @@ mod tests {
         assert_eq!(v["status"]["allocatable"]["cpu"], "64");
         assert!(v["metadata"]["labels"].get("secret-host-label").is_none());
         assert_eq!(v["status"]["conditions"][0]["status"], "True");
+    }
+
+    #[test]
+    fn virtual_nodes_show_cordon_taints_and_addresses() {
+        let node = json!({
+            "metadata": {"name": "n1"},
+            "spec": {"unschedulable": true, "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]},
+            "status": {
+                "addresses": [{"type": "InternalIP", "address": "10.0.1.1"}],
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t1"}],
+            },
+        });
+        let v = virtual_node(&node, &BTreeMap::new());
+        assert_eq!(v["spec"]["unschedulable"], true);
+        assert_eq!(v["spec"]["taints"][0]["key"], "nvidia.com/gpu");
+        assert_eq!(v["status"]["addresses"][0]["address"], "10.0.1.1");
+        // A heartbeat alone changes nothing a tenant is shown.
+        let mut later = node.clone();
+        later["status"]["conditions"][0]["lastHeartbeatTime"] = json!("t2");
+        let w = virtual_node(&later, &BTreeMap::new());
+        assert_ne!(v, w);
+        assert_eq!(virtual_node_shown(&v), virtual_node_shown(&w));
+        let bare = virtual_node(&json!({"metadata": {"name": "n2"}}), &BTreeMap::new());
+        assert_eq!(bare["spec"], json!({}));
+    }
+
+    #[test]
+    fn a_merge_patch_changes_what_changed_and_removes_what_went() {
+        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1, 2], "f": "x"});
+        let new = json!({"a": 1, "b": {"c": 2, "d": 4}, "e": [1], "g": true});
+        let patch = merge_patch(&old, &new);
+        assert_eq!(patch, json!({"b": {"d": 4}, "e": [1], "f": null, "g": true}));
+        assert_eq!(merge_patch(&new, &new), json!({}));
+        // Applying it to the old value gives the new one.
+        let mut applied = old.clone();
+        json_patch::merge(&mut applied, &patch);
+        assert_eq!(applied, new);
     }
 }

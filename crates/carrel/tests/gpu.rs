@@ -146,6 +146,32 @@ fn gpu_pods_get_their_own_slices_within_quota() {
         ],
     ));
     assert_eq!(node_a, "3");
+    // A new quota shows on the node at once.
+    ok(up.kubectl(
+        &host,
+        &[
+            "patch",
+            "tenant",
+            "team-b",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"gpuQuota":{"mig-1g.18gb":2}}}"#,
+        ],
+    ));
+    eventually("team-b's node shows its new quota", WAIT, || {
+        let n = ok(up.kubectl(
+            &b,
+            &[
+                "get",
+                "node",
+                "carrel-sim-0",
+                "-o",
+                "jsonpath={.status.allocatable.nvidia\\.com/mig-1g\\.18gb}",
+            ],
+        ));
+        (n == "2", n)
+    });
     assert_eq!(
         ok(up.kubectl(&b, &["get", "pod", "b1", "-o", "jsonpath={.spec.nodeName}"])),
         "carrel-sim-0"
@@ -459,6 +485,13 @@ fn pods_go_only_where_their_selector_affinity_and_tolerations_allow() {
     }
     // A cordoned node takes no new pod, GPU or plain; uncordoned, it takes them again.
     ok(up.kubectl(&host, &["cordon", "carrel-sim-1"]));
+    let shown = |path: &str| {
+        ok(up.kubectl(&t, &["get", "node", "carrel-sim-1", "-o", &format!("jsonpath={{{path}}}")]))
+    };
+    eventually("the tenant's node shows the cordon", WAIT, || {
+        let u = shown(".spec.unschedulable");
+        (u == "true", u)
+    });
     ok(apply(&up, &t, &selected("gpu-cordoned", "carrel-sim-1", true)));
     ok(apply(&up, &t, &selected("plain-cordoned", "carrel-sim-1", false)));
     for name in ["gpu-cordoned", "plain-cordoned"] {
@@ -471,18 +504,30 @@ fn pods_go_only_where_their_selector_affinity_and_tolerations_allow() {
         );
     }
     ok(up.kubectl(&host, &["uncordon", "carrel-sim-1"]));
+    eventually("the tenant's node shows the cordon lifted", WAIT, || {
+        let u = shown(".spec.unschedulable");
+        (u.is_empty(), u)
+    });
     for name in ["gpu-cordoned", "plain-cordoned"] {
         wait_phase(&up, &t, name, "Running");
         assert_eq!(node_of(&up, &t, name), "carrel-sim-1", "{name}");
     }
     // A GPU taint keeps plain pods off a node; GPU pods tolerate it, as Kubernetes'
-    // ExtendedResourceToleration makes them.
-    ok(up.kubectl(&host, &["taint", "nodes", "carrel-sim-0", "nvidia.com/gpu=present:NoSchedule"]));
-    ok(apply(&up, &t, &selected("gpu-tainted", "carrel-sim-0", true)));
-    ok(apply(&up, &t, &selected("plain-tainted", "carrel-sim-0", false)));
+    // ExtendedResourceToleration makes them. The tenant sees the taint on its node.
+    ok(up.kubectl(&host, &["taint", "nodes", "carrel-sim-1", "nvidia.com/gpu=present:NoSchedule"]));
+    eventually("the tenant's node shows the taint", WAIT, || {
+        let taint = shown(".spec.taints[*].key");
+        (taint == "nvidia.com/gpu", taint)
+    });
+    ok(apply(&up, &t, &selected("gpu-tainted", "carrel-sim-1", true)));
+    ok(apply(&up, &t, &selected("plain-tainted", "carrel-sim-1", false)));
     wait_phase(&up, &t, "gpu-tainted", "Running");
-    assert_eq!(node_of(&up, &t, "gpu-tainted"), "carrel-sim-0");
+    assert_eq!(node_of(&up, &t, "gpu-tainted"), "carrel-sim-1");
     let why = why_waiting(&up, &t, "plain-tainted", "taint");
-    assert!(why.contains("1 node(s) had untolerated taint {nvidia.com/gpu: present}"), "{why}");
+    assert_eq!(
+        why,
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) \
+         had untolerated taint {nvidia.com/gpu: present}."
+    );
     assert_eq!(phase(&up, &t, "plain-tainted"), "Pending");
 }
