@@ -52,10 +52,13 @@ pub struct AgentConfig {
     pub cdi_dir: Option<PathBuf>,
     /// Delete pods found using a MIG device they do not hold.
     pub evict_violators: bool,
+    /// With `simulate_kubelet`: the most pods the node runs (the kubelet's `maxPods`).
+    pub max_pods: u32,
 }
 
 impl AgentConfig {
-    /// The defaults for node `node_name`: GPUs read every 5 s, no kubelet, no CDI, no eviction.
+    /// The defaults for node `node_name`: GPUs read every 5 s, no kubelet (110 pods when it is
+    /// played), no CDI, no eviction.
     pub fn new(node_name: &str) -> AgentConfig {
         AgentConfig {
             node_name: node_name.to_owned(),
@@ -63,6 +66,7 @@ impl AgentConfig {
             simulate_kubelet: false,
             cdi_dir: None,
             evict_violators: false,
+            max_pods: sim::kubelet::DEFAULT_MAX_PODS,
         }
     }
 }
@@ -147,6 +151,7 @@ impl Agent {
             let kubelet = sim::kubelet::Kubelet::new(
                 self.client.clone(),
                 &self.config.node_name,
+                self.config.max_pods,
                 self.logs.clone(),
             );
             tokio::spawn(kubelet.run(stop.clone()))

@@ -196,6 +196,7 @@ async fn the_agent_runs_a_simulated_node() {
         simulate_kubelet: true,
         cdi_dir: Some(cdi_dir.path().to_path_buf()),
         evict_violators: false,
+        max_pods: 110,
     };
     let agent = Agent::new(client.clone(), backend, pod_map.clone(), config);
     let logs = agent.logs();
@@ -338,7 +339,7 @@ async fn the_agent_runs_a_simulated_node() {
     let ok = pods.get("job-ok").await.unwrap().status.unwrap();
     let terminated = ok.container_statuses.unwrap()[0].state.clone().unwrap().terminated.unwrap();
     assert_eq!((terminated.exit_code, terminated.reason.as_deref()), (0, Some("Completed")));
-    assert!(ok.pod_ip.as_deref().unwrap().starts_with("10.244.1."));
+    assert!(ok.pod_ip.as_deref().unwrap().starts_with("10.128.1."));
     eventually("job-fail to fail", || async {
         (phase(&pods, "job-fail").await? == "Failed").then_some(())
     })

@@ -9,7 +9,7 @@ use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::Api;
 
 use carrel_gpu::claim::{LABEL_CLAIM, LABEL_HOST_POD, LABEL_TENANT};
-use carrel_gpu::fit::{self, NodeFacts, PodNeeds};
+use carrel_gpu::fit::{self, Misfit, NodeFacts, PodNeeds};
 use carrel_gpu::{
     allocate, apply_claims, distinct, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas,
     Request, CLAIM_NAMESPACE,
@@ -82,9 +82,9 @@ async fn fleet_and_nodes(
     Ok((fleet, claims, facts))
 }
 
-/// The GPU nodes of `nodes` that a pod with `needs` may run on, or kube-scheduler's message
-/// saying why none may.
-pub fn allowed_nodes(needs: &PodNeeds, nodes: &[NodeFacts]) -> Result<BTreeSet<String>, String> {
+/// The GPU nodes of `nodes` that a pod with `needs` may run on, and why each of the others may
+/// not.
+pub fn allowed_nodes(needs: &PodNeeds, nodes: &[NodeFacts]) -> (BTreeSet<String>, Vec<Misfit>) {
     let mut allowed = BTreeSet::new();
     let mut misfits = Vec::new();
     for node in nodes {
@@ -95,8 +95,43 @@ pub fn allowed_nodes(needs: &PodNeeds, nodes: &[NodeFacts]) -> Result<BTreeSet<S
             Err(m) => misfits.push(m),
         }
     }
+    (allowed, misfits)
+}
+
+/// The pods on host node `node` that have not finished.
+async fn pods_on(host: &kube::Client, node: &str) -> Result<usize, SyncError> {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::all(host.clone());
+    let list = pods.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await?;
+    Ok(list
+        .items
+        .iter()
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .count())
+}
+
+/// The GPU nodes a pod with `needs` may run on that have room for it, or kube-scheduler's
+/// message saying why there are none.
+async fn nodes_for(
+    host: &kube::Client,
+    needs: &PodNeeds,
+    nodes: &[NodeFacts],
+) -> Result<BTreeSet<String>, ClaimFailure> {
+    let (mut allowed, mut misfits) = allowed_nodes(needs, nodes);
+    let limited: Vec<&NodeFacts> = nodes
+        .iter()
+        .filter(|n| n.allocatable_pods.is_some() && allowed.contains(&n.name))
+        .collect();
+    for node in limited {
+        if let Err(m) = node.room_for_one(pods_on(host, &node.name).await?) {
+            allowed.remove(&node.name);
+            misfits.push(m);
+        }
+    }
     if allowed.is_empty() && !nodes.is_empty() {
-        return Err(fit::unavailable(nodes.len(), &misfits));
+        return Err(ClaimFailure::NoNode(fit::unavailable(nodes.len(), &misfits)));
     }
     Ok(allowed)
 }
@@ -242,7 +277,7 @@ pub async fn acquire(
     }
     for _attempt in 0..8 {
         let (fleet, _, nodes) = fleet_and_nodes(host).await?;
-        let allowed = allowed_nodes(needs, &nodes).map_err(ClaimFailure::NoNode)?;
+        let allowed = nodes_for(host, needs, &nodes).await?;
         let plan = plan(&fleet, &allowed, &quotas, holder, host_namespace, host_pod, request)?;
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;
@@ -441,18 +476,14 @@ mod tests {
         let nodes = [node("a", "z1"), node("b", "z2"), cordoned];
         let needs = |spec: serde_json::Value| PodNeeds::of_spec(&spec).expect("parses");
         let z1 = needs(serde_json::json!({"nodeSelector": {"zone": "z1"}}));
-        assert_eq!(allowed_nodes(&z1, &nodes), Ok(BTreeSet::from(["a".to_owned()])));
+        assert_eq!(allowed_nodes(&z1, &nodes).0, BTreeSet::from(["a".to_owned()]));
         let z3 = needs(serde_json::json!({"nodeSelector": {"zone": "z3"}}));
+        let (allowed, misfits) = allowed_nodes(&z3, &nodes);
+        assert!(allowed.is_empty());
         assert_eq!(
-            allowed_nodes(&z3, &nodes),
-            Err("0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match \
-                 Pod's node affinity/selector."
-                .to_owned())
-        );
-        assert_eq!(
-            allowed_nodes(&z3, &[]),
-            Ok(BTreeSet::new()),
-            "no GPU nodes: the allocator says so"
+            fit::unavailable(nodes.len(), &misfits),
+            "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's \
+             node affinity/selector."
         );
     }
 }

@@ -4,7 +4,8 @@
 //! `carrel up` spends in CPU time and memory per 1,000 synced pods.
 //!
 //! Run with `cargo bench -p carrel --bench sync`. A plain program (no harness), bounded in count
-//! and time, with a watchdog. It starts the `carrel` binary (`carrel up --sim-nodes 2`) on
+//! and time, with a watchdog. It starts the `carrel` binary (`carrel up --sim-nodes 2
+//! --sim-max-pods 8000`: the run keeps about 11,500 pods running on the two nodes) on
 //! 127.0.0.1:0 and talks to it with kube clients, as tenants and the host would.
 //!
 //! | measurement | ours | baseline (same run) |
@@ -76,6 +77,8 @@ fn start(data: &Path, window: Option<usize>) -> BenchResult<Up> {
             "2",
             "--sim-gpus",
             "h200x8",
+            "--sim-max-pods",
+            "8000",
             "--data-dir",
         ])
         .arg(data);

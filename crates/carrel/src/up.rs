@@ -47,6 +47,11 @@ pub struct Args {
     /// a100-40gb, a100-80gb, h100-80gb, h100-94gb, h200, b200.
     #[arg(long, default_value = "h200x8")]
     sim_gpus: String,
+    /// The most pods each simulated node runs, as a kubelet's maxPods; the scheduler places no
+    /// more, and pods bound past it fail as OutOfpods.
+    #[arg(long, default_value_t = carrel_node_agent::sim::kubelet::DEFAULT_MAX_PODS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(carrel_node_agent::sim::kubelet::MAX_PODS_LIMIT)))]
+    sim_max_pods: u32,
     /// How many new pods, across tenants, may be stored before their syncers have taken them
     /// up; further pod creates wait their turn, tenant by tenant. Default: half the cores, at
     /// least one. 0 lets every create through at once.
@@ -124,6 +129,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("--sim-gpus {}", args.sim_gpus))?;
         let mut config = AgentConfig::new(&name);
         config.simulate_kubelet = true;
+        config.max_pods = args.sim_max_pods;
         config.inventory_interval = Duration::from_secs(2);
         config.cdi_dir = Some(data.join("cdi"));
         let agent = Agent::new(client.clone(), Arc::new(backend), Arc::new(PodMap::new()), config);

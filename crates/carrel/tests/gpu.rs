@@ -531,3 +531,56 @@ fn pods_go_only_where_their_selector_affinity_and_tolerations_allow() {
     );
     assert_eq!(phase(&up, &t, "plain-tainted"), "Pending");
 }
+
+#[test]
+fn a_full_node_takes_no_more_pods_until_one_ends() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(
+        data.path(),
+        &["--sim-nodes", "1", "--sim-gpus", "h200x1", "--sim-max-pods", "2"],
+    );
+    let t = create(&up, "team-a", &["--gpu", "1g.18gb=2"]);
+    let host = up.host_kubeconfig();
+    let plain = |name: &str| {
+        format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: x\n")
+    };
+    ok(apply(&up, &t, &plain("p1")));
+    ok(apply(&up, &t, &plain("p2")));
+    let mut ips = BTreeSet::new();
+    for name in ["p1", "p2"] {
+        wait_phase(&up, &t, name, "Running");
+        let ip = ok(up.kubectl(&t, &["get", "pod", name, "-o", "jsonpath={.status.podIP}"]));
+        assert!(ip.starts_with("10.128.0."), "{name}: {ip}");
+        ips.insert(ip);
+    }
+    assert_eq!(ips.len(), 2, "distinct pod IPs");
+    let node = json(up.kubectl(&t, &["get", "node", "carrel-sim-0", "-o", "json"]));
+    assert_eq!(node["status"]["allocatable"]["pods"], "2");
+
+    // The node is full: a plain pod and a GPU pod both wait, saying so.
+    ok(apply(&up, &t, &plain("p3")));
+    ok(apply(&up, &t, &gpu_pod("g1", "nvidia.com/mig-1g.18gb", 1)));
+    for name in ["p3", "g1"] {
+        assert_eq!(
+            why_waiting(&up, &t, name, "Too many pods"),
+            "0/1 nodes are available: 1 Too many pods.",
+            "{name}"
+        );
+    }
+    // A pod bound to the full node by name fails, as a kubelet refuses it.
+    let direct = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: direct\n  namespace: default\nspec:\n  nodeName: carrel-sim-0\n  containers:\n  - name: main\n    image: x\n";
+    ok(apply(&up, &host, direct));
+    wait_phase(&up, &host, "direct", "Failed");
+    let status = json(up.kubectl(&host, &["get", "pod", "direct", "-o", "json"]))["status"].clone();
+    assert_eq!(status["reason"], "OutOfpods", "{status}");
+    assert_eq!(
+        status["message"],
+        "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+    );
+
+    // Room made, the waiting pods run.
+    ok(up.kubectl(&t, &["delete", "pod", "p1", "p2"]));
+    for name in ["p3", "g1"] {
+        wait_phase(&up, &t, name, "Running");
+    }
+}

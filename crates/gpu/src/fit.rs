@@ -266,9 +266,20 @@ pub struct NodeFacts {
     pub unschedulable: bool,
     /// Whether its `Ready` condition is `True`.
     pub ready: bool,
+    /// How many pods it runs at most (`status.allocatable.pods`), if it says.
+    pub allocatable_pods: Option<usize>,
 }
 
 impl NodeFacts {
+    /// Whether the node has room for one more pod when it runs `running` pods already
+    /// (kube-scheduler's `NodeResourcesFit` for the `pods` resource).
+    pub fn room_for_one(&self, running: usize) -> Result<(), Misfit> {
+        match self.allocatable_pods {
+            Some(max) if running >= max => Err(Misfit::TooManyPods),
+            _ => Ok(()),
+        }
+    }
+
     /// The facts of a Node, as JSON.
     pub fn of_node(node: &Value) -> NodeFacts {
         let labels = node
@@ -298,6 +309,10 @@ impl NodeFacts {
             taints,
             unschedulable: node.pointer("/spec/unschedulable") == Some(&Value::Bool(true)),
             ready,
+            allocatable_pods: node
+                .pointer("/status/allocatable/pods")
+                .and_then(Value::as_str)
+                .and_then(|p| p.parse().ok()),
         }
     }
 }
@@ -365,6 +380,7 @@ mod tests {
             taints: Vec::new(),
             unschedulable: false,
             ready: true,
+            allocatable_pods: None,
         }
     }
 
@@ -514,9 +530,12 @@ mod tests {
         let n = NodeFacts::of_node(&json!({
             "metadata": {"name": "n1", "labels": {"gpu": "h200"}},
             "spec": {"unschedulable": true, "taints": [{"key": "k", "effect": "NoExecute"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"pods": "110"}},
         }));
         assert_eq!(n.name, "n1");
+        assert_eq!(n.allocatable_pods, Some(110));
+        assert_eq!(n.room_for_one(109), Ok(()));
+        assert_eq!(n.room_for_one(110), Err(Misfit::TooManyPods));
         assert_eq!(n.labels.get("gpu").map(String::as_str), Some("h200"));
         assert_eq!(
             n.taints,
@@ -525,6 +544,7 @@ mod tests {
         assert!(n.unschedulable && n.ready);
         let bare = NodeFacts::of_node(&json!({"metadata": {"name": "n2"}}));
         assert!(!bare.ready && !bare.unschedulable && bare.taints.is_empty());
+        assert_eq!(bare.room_for_one(usize::MAX), Ok(()), "no limit said, none applied");
     }
 
     #[test]

@@ -41,6 +41,72 @@ pub const ANNOTATION_LOG: &str = "sim.carrel.dev/log";
 pub const LABEL_SIMULATED: &str = "carrel.dev/simulated";
 /// How often the Node's conditions are renewed.
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// The pods a node runs at most unless told otherwise: the kubelet's default `maxPods`.
+pub const DEFAULT_MAX_PODS: u32 = 110;
+/// The most pods a simulated node may be told to run: what its block of pod addresses holds.
+pub const MAX_PODS_LIMIT: u32 = 32_765;
+
+/// The pod addresses of one simulated node: its block of `10.128.0.0/9`, at the block index of
+/// its [`node_number`], a `/24` or, for nodes allowed more than 253 pods, as large as they need
+/// (up to a `/17`). The first two addresses and the last are not given to pods.
+#[derive(Clone, Debug)]
+pub struct PodAddresses {
+    network: u32,
+    size: u32,
+    used: BTreeSet<u32>,
+    cursor: u32,
+}
+
+impl PodAddresses {
+    /// The block of node `number`, for `max_pods` pods (at most [`MAX_PODS_LIMIT`]).
+    pub fn new(number: u8, max_pods: u32) -> PodAddresses {
+        let size = (max_pods.min(MAX_PODS_LIMIT) + 3).next_power_of_two().max(256);
+        let base = u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0));
+        PodAddresses {
+            network: base + u32::from(number) * size,
+            size,
+            used: BTreeSet::new(),
+            cursor: 2,
+        }
+    }
+
+    /// The block, as a CIDR.
+    pub fn cidr(&self) -> String {
+        format!("{}/{}", std::net::Ipv4Addr::from(self.network), 32 - self.size.trailing_zeros())
+    }
+
+    /// The address of slot `slot`.
+    pub fn ip(&self, slot: u32) -> String {
+        std::net::Ipv4Addr::from(self.network + slot).to_string()
+    }
+
+    /// A free slot, taken; `None` when the block is full.
+    pub fn take(&mut self) -> Option<u32> {
+        let usable = self.size - 3;
+        if self.used.len() >= usable as usize {
+            return None;
+        }
+        loop {
+            let slot = self.cursor;
+            self.cursor = if self.cursor + 1 >= self.size - 1 { 2 } else { self.cursor + 1 };
+            if self.used.insert(slot) {
+                return Some(slot);
+            }
+        }
+    }
+
+    /// The slot of address `ip`, taken, if it is a free pod address of this block.
+    pub fn adopt(&mut self, ip: &str) -> Option<u32> {
+        let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+        let slot = u32::from(ip).checked_sub(self.network)?;
+        ((2..self.size - 1).contains(&slot) && self.used.insert(slot)).then_some(slot)
+    }
+
+    /// Slot `slot` is free again.
+    pub fn release(&mut self, slot: u32) {
+        self.used.remove(&slot);
+    }
+}
 
 /// What a pod's simulated containers do, from its annotations.
 #[derive(Clone, Debug, PartialEq)]
@@ -226,7 +292,9 @@ struct PodRun {
     policy: RestartPolicy,
     behaviour: Behaviour,
     pod_ip: Option<String>,
-    ip_slot: Option<u8>,
+    ip_slot: Option<u32>,
+    /// Why the kubelet refused the pod (reason, message), for a pod it would not run.
+    rejected: Option<(String, String)>,
     start_time: DateTime<Utc>,
     transition: DateTime<Utc>,
     state: RunState,
@@ -246,6 +314,9 @@ impl PodRun {
 
     /// The pod's `status`.
     fn status(&self, host_ip: &str) -> Value {
+        if let Some((reason, message)) = &self.rejected {
+            return json!({"phase": "Failed", "reason": reason, "message": message});
+        }
         let ready = matches!(self.state, RunState::Running { .. });
         let finished = matches!(self.state, RunState::Finished { .. });
         let condition = |kind: &str, ok: bool, reason: Option<&str>, at: &DateTime<Utc>| {
@@ -363,7 +434,8 @@ pub struct Kubelet {
     runs: HashMap<String, PodRun>,
     /// UIDs of pods whose deletion this kubelet finished.
     deleted: HashSet<String>,
-    ips: BTreeSet<u8>,
+    ips: PodAddresses,
+    max_pods: u32,
     registered_at: DateTime<Utc>,
 }
 
@@ -378,16 +450,20 @@ impl std::fmt::Debug for Kubelet {
 }
 
 impl Kubelet {
-    /// The kubelet of node `node_name`, writing container logs to `logs`.
-    pub fn new(client: Client, node_name: &str, logs: LogStore) -> Kubelet {
+    /// The kubelet of node `node_name`, running at most `max_pods` pods (at most
+    /// [`MAX_PODS_LIMIT`]) and writing container logs to `logs`.
+    pub fn new(client: Client, node_name: &str, max_pods: u32, logs: LogStore) -> Kubelet {
+        let number = node_number(node_name);
+        let max_pods = max_pods.clamp(1, MAX_PODS_LIMIT);
         Kubelet {
             client,
             node: node_name.to_owned(),
-            number: node_number(node_name),
+            number,
             logs,
             runs: HashMap::new(),
             deleted: HashSet::new(),
-            ips: BTreeSet::new(),
+            ips: PodAddresses::new(number, max_pods),
+            max_pods,
             registered_at: Utc::now(),
         }
     }
@@ -431,7 +507,7 @@ impl Kubelet {
 
     /// The Node's `status` as registration writes it.
     fn node_status(&self, now: &DateTime<Utc>) -> Value {
-        let resources = json!({"cpu": "64", "memory": "512Gi", "pods": "110"});
+        let resources = json!({"cpu": "64", "memory": "512Gi", "pods": self.max_pods.to_string()});
         let id = |salt: &str| {
             let a = fnv(&format!("{salt}/{}", self.node));
             let b = fnv(&format!(
@@ -671,18 +747,8 @@ impl Kubelet {
     fn forget(&mut self, run: &PodRun) {
         self.logs.remove(&run.namespace, &run.name);
         if let Some(slot) = run.ip_slot {
-            self.ips.remove(&slot);
+            self.ips.release(slot);
         }
-    }
-
-    fn take_ip(&mut self) -> Option<u8> {
-        let slot = (2..=254u8).find(|k| !self.ips.contains(k))?;
-        self.ips.insert(slot);
-        Some(slot)
-    }
-
-    fn pod_ip(&self, slot: u8) -> String {
-        format!("10.244.{}.{slot}", self.number)
     }
 
     fn start_logs(&self, run: &PodRun) {
@@ -722,6 +788,7 @@ impl Kubelet {
             behaviour: Behaviour::of(&pod.metadata.annotations.clone().unwrap_or_default()),
             pod_ip: None,
             ip_slot: None,
+            rejected: None,
             start_time: now,
             transition: now,
             state: RunState::Running { since: now },
@@ -745,21 +812,15 @@ impl Kubelet {
                 run.status_written = true;
             }
             Some("Running") => {
-                let slot = status
-                    .pod_ip
-                    .as_deref()
-                    .and_then(|ip| ip.strip_prefix(&format!("10.244.{}.", self.number)))
-                    .and_then(|k| k.parse::<u8>().ok())
-                    .filter(|k| !self.ips.contains(k));
+                let slot = status.pod_ip.as_deref().and_then(|ip| self.ips.adopt(ip));
                 match slot {
                     Some(k) => {
-                        self.ips.insert(k);
                         run.ip_slot = Some(k);
                         run.pod_ip = status.pod_ip.clone();
                     }
                     None => {
-                        run.ip_slot = self.take_ip();
-                        run.pod_ip = run.ip_slot.map(|k| self.pod_ip(k));
+                        run.ip_slot = self.ips.take();
+                        run.pod_ip = run.ip_slot.map(|k| self.ips.ip(k));
                         run.status_written = false;
                     }
                 }
@@ -779,11 +840,32 @@ impl Kubelet {
                 tracing::info!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "adopted a running pod");
             }
             _ => {
-                run.ip_slot = self.take_ip();
-                run.pod_ip = run.ip_slot.map(|k| self.pod_ip(k));
-                if run.pod_ip.is_none() {
-                    tracing::warn!(node = %self.node, "no pod IP left on the node");
+                let used = self
+                    .runs
+                    .values()
+                    .filter(|r| !matches!(r.state, RunState::Finished { .. }))
+                    .count();
+                let capacity = self.max_pods as usize;
+                if used >= capacity {
+                    // As a kubelet refuses a pod bound past its node's room: Failed, OutOfpods.
+                    let message = format!(
+                        "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
+                    );
+                    tracing::warn!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "{message}");
+                    run.rejected = Some(("OutOfpods".to_owned(), message));
+                    run.state = RunState::Finished {
+                        phase: Phase::Failed,
+                        terminated: Terminated {
+                            exit_code: 0,
+                            started_at: now,
+                            finished_at: now,
+                            run: 0,
+                        },
+                    };
+                    return Some(run);
                 }
+                run.ip_slot = self.ips.take();
+                run.pod_ip = run.ip_slot.map(|k| self.ips.ip(k));
                 run.deadline = Self::run_deadline(&run.behaviour, now);
                 self.start_logs(&run);
                 tracing::info!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "started a pod");
@@ -812,7 +894,7 @@ impl Kubelet {
                     AfterExit::Finish(phase) => {
                         run.state = RunState::Finished { phase, terminated };
                         if let Some(slot) = run.ip_slot.take() {
-                            self.ips.remove(&slot);
+                            self.ips.release(slot);
                         }
                         tracing::info!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), phase = phase.as_str(), exit_code = code, "pod finished");
                     }
@@ -976,6 +1058,35 @@ mod tests {
         assert_eq!(node_number("alpha"), node_number("alpha"));
     }
 
+    #[test]
+    fn each_node_gets_a_block_of_pod_addresses_sized_for_its_pods() {
+        let mut a = PodAddresses::new(3, 110);
+        assert_eq!(a.cidr(), "10.128.3.0/24");
+        let first = a.take().expect("free");
+        assert_eq!(a.ip(first), "10.128.3.2");
+        let mut taken = vec![first];
+        while let Some(slot) = a.take() {
+            taken.push(slot);
+        }
+        assert_eq!(taken.len(), 253, ".2 to .254");
+        assert_eq!(a.ip(*taken.last().unwrap()), "10.128.3.254");
+        a.release(taken[10]);
+        assert_eq!(a.take(), Some(taken[10]), "a freed address is given again");
+        // Nodes allowed more pods get larger blocks that do not overlap.
+        let big = PodAddresses::new(1, 5000);
+        assert_eq!(big.cidr(), "10.128.32.0/19");
+        assert_eq!(PodAddresses::new(2, 5000).cidr(), "10.128.64.0/19");
+        assert_eq!(PodAddresses::new(255, MAX_PODS_LIMIT).cidr(), "10.255.128.0/17");
+        // A running pod's address is adopted once, if it is a pod address of the block.
+        let mut b = PodAddresses::new(3, 110);
+        assert_eq!(b.adopt("10.128.3.7"), Some(7));
+        assert_eq!(b.adopt("10.128.3.7"), None, "taken");
+        assert_eq!(b.adopt("10.128.4.7"), None, "another node's");
+        assert_eq!(b.adopt("10.128.3.1"), None, "the gateway");
+        assert_eq!(b.adopt("10.128.3.255"), None, "broadcast");
+        assert_eq!(b.adopt("not an address"), None);
+    }
+
     fn run(state: RunState) -> PodRun {
         let t = DateTime::parse_from_rfc3339("2025-01-02T03:04:05Z").unwrap().with_timezone(&Utc);
         PodRun {
@@ -986,8 +1097,9 @@ mod tests {
             init_containers: vec![("setup".into(), "busybox".into())],
             policy: RestartPolicy::Never,
             behaviour: Behaviour { run_seconds: Some(1.0), exit_code: 3, log: vec![] },
-            pod_ip: Some("10.244.3.2".into()),
+            pod_ip: Some("10.128.3.2".into()),
             ip_slot: Some(2),
+            rejected: None,
             start_time: t,
             transition: t,
             state,
@@ -1004,8 +1116,8 @@ mod tests {
         let status = run(RunState::Running { since: t }).status("10.0.3.1");
         assert_eq!(status["phase"], "Running");
         assert_eq!(status["hostIP"], "10.0.3.1");
-        assert_eq!(status["podIP"], "10.244.3.2");
-        assert_eq!(status["podIPs"], json!([{"ip": "10.244.3.2"}]));
+        assert_eq!(status["podIP"], "10.128.3.2");
+        assert_eq!(status["podIPs"], json!([{"ip": "10.128.3.2"}]));
         assert_eq!(status["startTime"], "2025-01-02T03:04:05Z");
         for kind in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
             let c = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == kind);

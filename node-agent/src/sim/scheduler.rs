@@ -87,11 +87,11 @@ pub fn choose_node_for(
     let mut misfits = Vec::new();
     let mut best: Option<(usize, &str)> = None;
     for c in &simulated {
-        if let Err(m) = needs.check(&c.facts) {
+        let pods = load.get(&c.facts.name).copied().unwrap_or(0);
+        if let Err(m) = needs.check(&c.facts).and_then(|()| c.facts.room_for_one(pods)) {
             misfits.push(m);
             continue;
         }
-        let pods = load.get(&c.facts.name).copied().unwrap_or(0);
         if best.is_none_or(|b| (pods, c.facts.name.as_str()) < b) {
             best = Some((pods, &c.facts.name));
         }
@@ -447,6 +447,7 @@ mod tests {
                 taints: Vec::new(),
                 unschedulable: false,
                 ready,
+                allocatable_pods: Some(110),
             },
             simulated: true,
         }
@@ -510,6 +511,14 @@ mod tests {
         let tolerant = needs(serde_json::json!({"tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]}));
         assert_eq!(choose_node_for(&nodes, &BTreeMap::new(), &tolerant).as_deref(), Ok("a"));
+        // A full node takes no more.
+        let full = BTreeMap::from([("a".to_owned(), 110)]);
+        assert_eq!(
+            choose_node_for(&nodes, &full, &tolerant),
+            Err("0/3 nodes are available: 1 Too many pods, 1 node(s) had untolerated taint \
+                 {node.kubernetes.io/not-ready: }, 1 node(s) were unschedulable."
+                .to_owned())
+        );
     }
 
     #[test]
