@@ -888,13 +888,27 @@ impl Syncer {
                     )
                     .await
                 {
+                    // A pod the syncer placed itself (on its GPU slices) has no host scheduler's
+                    // event to copy: the syncer says where it went.
+                    Ok(_) if gpu_requests(tenant).is_ok_and(|r| !r.is_empty()) => {
+                        let message = format!("Successfully assigned {namespace}/{name} to {node}");
+                        self.tenant_event(tenant, "Normal", "Scheduled", &message).await?;
+                    }
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
                     Err(e) => return Err(e.into()),
                 }
             }
         }
-        let wanted = translate::tenant_status(host);
+        let mut wanted = translate::tenant_status(host);
+        let host_name = host.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let host_uid = host.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        let uid = tenant.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+        translate::in_tenant_words(
+            &mut wanted,
+            (&self.inner.host_namespace, host_name, host_uid),
+            (namespace, name, uid),
+        );
         let current = tenant.get("status").cloned().unwrap_or_else(|| json!({}));
         if covers(&current, &wanted) {
             return Ok(());
@@ -1014,6 +1028,14 @@ impl Syncer {
             host_uid.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
         let event_name = format!("{name}.{suffix}");
         let mut copy = to_value(event)?;
+        let host_pod_uid = host.metadata.uid.clone().unwrap_or_default();
+        if let Some(message) = copy.get_mut("message") {
+            translate::in_tenant_words(
+                message,
+                (&self.inner.host_namespace, host_name, &host_pod_uid),
+                (&namespace, &name, &uid),
+            );
+        }
         copy["metadata"] = json!({"name": event_name, "namespace": namespace});
         copy["involvedObject"] = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid});
         let typed: Event = serde_json::from_value(copy)

@@ -338,6 +338,31 @@ pub fn unsynced_volumes(pod: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A host pod, and the tenant pod it stands for, each as (namespace, name, uid).
+pub type PodNames<'a> = (&'a str, &'a str, &'a str);
+
+/// `text` (an event's or a status's message) about host pod `host` in tenant pod `tenant`'s
+/// words: `namespace/name`, the kubelet's `name_namespace(uid)`, and the bare name.
+pub fn tenant_words(text: &str, host: PodNames<'_>, tenant: PodNames<'_>) -> String {
+    let ((hns, hname, huid), (ns, name, uid)) = (host, tenant);
+    if hname.is_empty() || !text.contains(hname) {
+        return text.to_owned();
+    }
+    text.replace(&format!("{hname}_{hns}({huid})"), &format!("{name}_{ns}({uid})"))
+        .replace(&format!("{hns}/{hname}"), &format!("{ns}/{name}"))
+        .replace(hname, name)
+}
+
+/// Every string in `value` in the tenant's words ([`tenant_words`]).
+pub fn in_tenant_words(value: &mut Value, host: PodNames<'_>, tenant: PodNames<'_>) {
+    match value {
+        Value::String(s) => *s = tenant_words(s, host, tenant),
+        Value::Array(items) => items.iter_mut().for_each(|v| in_tenant_words(v, host, tenant)),
+        Value::Object(map) => map.values_mut().for_each(|v| in_tenant_words(v, host, tenant)),
+        _ => {}
+    }
+}
+
 /// The status the tenant pod should show for its host pod.
 pub fn tenant_status(host: &Value) -> Value {
     let mut status = Map::new();
@@ -719,5 +744,33 @@ mod tests {
         let mut applied = old.clone();
         json_patch::merge(&mut applied, &patch);
         assert_eq!(applied, new);
+    }
+
+    #[test]
+    fn host_names_in_messages_read_as_the_tenant_pods() {
+        let host = ("carrel-team-a", "train-x-ml", "h-uid");
+        let tenant = ("ml", "train", "t-uid");
+        assert_eq!(
+            tenant_words("Successfully assigned carrel-team-a/train-x-ml to n1", host, tenant),
+            "Successfully assigned ml/train to n1"
+        );
+        assert_eq!(
+            tenant_words(
+                "Back-off restarting failed container main in pod train-x-ml_carrel-team-a(h-uid)",
+                host,
+                tenant
+            ),
+            "Back-off restarting failed container main in pod train_ml(t-uid)"
+        );
+        assert_eq!(tenant_words("Started container main", host, tenant), "Started container main");
+        let mut status = json!({"containerStatuses": [{"state": {"waiting": {
+            "message": "back-off 10s restarting failed container=main pod=train-x-ml_carrel-team-a(h-uid)"}}}],
+            "phase": "Running", "restartCount": 2});
+        in_tenant_words(&mut status, host, tenant);
+        assert_eq!(
+            status["containerStatuses"][0]["state"]["waiting"]["message"],
+            "back-off 10s restarting failed container=main pod=train_ml(t-uid)"
+        );
+        assert_eq!(status["restartCount"], 2);
     }
 }

@@ -584,3 +584,87 @@ fn a_full_node_takes_no_more_pods_until_one_ends() {
         wait_phase(&up, &t, name, "Running");
     }
 }
+
+/// The `reason: message` of the events about `pod`, once they include every one of `want`.
+fn events_of(up: &Up, kubeconfig: &Path, pod: &str, want: &[&str]) -> Vec<String> {
+    eventually(&format!("the events of {pod}"), WAIT, || {
+        let list = json(up.kubectl(
+            kubeconfig,
+            &[
+                "get",
+                "events",
+                "--field-selector",
+                &format!("involvedObject.name={pod}"),
+                "-o",
+                "json",
+            ],
+        ));
+        let said: Vec<String> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e["reason"].as_str().unwrap_or(""),
+                    e["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        (want.iter().all(|w| said.iter().any(|s| s == w)), said)
+    })
+}
+
+#[test]
+fn a_tenant_sees_its_pods_scheduled_started_and_backing_off_in_its_own_names() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let t = create(&up, "team-a", &["--gpu", "1g.18gb=1"]);
+    let started = [
+        "Pulled: Container image \"x\" already present on machine",
+        "Created: Created container: main",
+        "Started: Started container main",
+    ];
+    // A plain pod, placed by the host's scheduler, and a GPU pod, placed by the syncer.
+    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: main\n    image: x\n"));
+    ok(apply(
+        &up,
+        &t,
+        &gpu_pod("train", "nvidia.com/mig-1g.18gb", 1).replace("image: cuda", "image: x"),
+    ));
+    for pod in ["web", "train"] {
+        let scheduled = format!("Scheduled: Successfully assigned default/{pod} to carrel-sim-0");
+        let mut want = vec![scheduled.as_str()];
+        want.extend(started);
+        let said = events_of(&up, &t, pod, &want);
+        assert!(!said.iter().any(|s| s.contains("carrel-team-a") || s.contains("-x-")), "{said:?}");
+    }
+    // A container that keeps failing backs off, and the message names the tenant's pod.
+    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: flaky\n  annotations:\n    sim.carrel.dev/run-seconds: \"0.1\"\n    sim.carrel.dev/exit-code: \"1\"\nspec:\n  containers:\n  - name: main\n    image: x\n"));
+    let uid = eventually("flaky's UID", WAIT, || {
+        let u = ok(up.kubectl(&t, &["get", "pod", "flaky", "-o", "jsonpath={.metadata.uid}"]));
+        (!u.is_empty(), u)
+    });
+    let backoff =
+        format!("BackOff: Back-off restarting failed container main in pod flaky_default({uid})");
+    events_of(&up, &t, "flaky", &[&backoff]);
+    // Deleting a running pod stops its containers.
+    ok(up.kubectl(&t, &["delete", "pod", "web"]));
+    let host = up.host_kubeconfig();
+    eventually("the kubelet says it stopped web's container", WAIT, || {
+        let messages = ok(up.kubectl(
+            &host,
+            &[
+                "get",
+                "events",
+                "-n",
+                "carrel-team-a",
+                "--field-selector",
+                "involvedObject.name=web-x-default,reason=Killing",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+        ));
+        (messages == "Stopping container main", messages)
+    });
+}

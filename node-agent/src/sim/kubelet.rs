@@ -12,7 +12,9 @@
 //! Failed otherwise), `OnFailure` restarts on a non-zero exit and ends on 0, `Always` restarts.
 //! Restarts after the first wait a back-off ([`restart_delay`]), shown as `CrashLoopBackOff`. A pod
 //! marked for deletion has its containers terminated and its deletion finished (grace period 0,
-//! UID precondition). Logs go to a [`LogStore`] and are dropped with the pod.
+//! UID precondition). Logs go to a [`LogStore`] and are dropped with the pod. The kubelet's
+//! events are written as a kubelet writes them (`Pulled`, `Created`, `Started`, `BackOff`,
+//! `Killing`, `OutOfpods`), by a task of their own so that they never hold up a pod.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -30,6 +32,16 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::logs::LogStore;
+use crate::events::{EventTarget, EventType, Recorder};
+
+/// An event the kubelet has to say about a pod.
+#[derive(Debug)]
+struct Said {
+    target: EventTarget,
+    kind: EventType,
+    reason: &'static str,
+    message: String,
+}
 
 /// Annotation: seconds each run of the pod's containers lasts (absent: until deleted).
 pub const ANNOTATION_RUN_SECONDS: &str = "sim.carrel.dev/run-seconds";
@@ -437,6 +449,9 @@ pub struct Kubelet {
     ips: PodAddresses,
     max_pods: u32,
     registered_at: DateTime<Utc>,
+    /// Events to write; the writer task holds the other end.
+    say: tokio::sync::mpsc::UnboundedSender<Said>,
+    said: Option<tokio::sync::mpsc::UnboundedReceiver<Said>>,
 }
 
 impl std::fmt::Debug for Kubelet {
@@ -455,7 +470,10 @@ impl Kubelet {
     pub fn new(client: Client, node_name: &str, max_pods: u32, logs: LogStore) -> Kubelet {
         let number = node_number(node_name);
         let max_pods = max_pods.clamp(1, MAX_PODS_LIMIT);
+        let (say, said) = tokio::sync::mpsc::unbounded_channel();
         Kubelet {
+            say,
+            said: Some(said),
             client,
             node: node_name.to_owned(),
             number,
@@ -609,6 +627,16 @@ impl Kubelet {
                 }
             }
         }
+        if let Some(mut said) = self.said.take() {
+            let recorder = Recorder::for_component(self.client.clone(), "kubelet", &self.node);
+            tokio::spawn(async move {
+                while let Some(s) = said.recv().await {
+                    if let Err(e) = recorder.record(&s.target, s.kind, s.reason, &s.message).await {
+                        tracing::debug!(pod = %s.target.name, reason = s.reason, error = %e, "could not write a kubelet event");
+                    }
+                }
+            });
+        }
         let pods: Api<Pod> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node));
         let (reader, writer) = reflector::store();
@@ -744,7 +772,19 @@ impl Kubelet {
         self.runs.insert(uid, run);
     }
 
+    /// A pod gone from the API: its running containers are stopped, as a kubelet stops those of
+    /// a pod deleted at once, and its log and address are given up.
     fn forget(&mut self, run: &PodRun) {
+        if matches!(run.state, RunState::Running { .. }) {
+            for (container, _) in &run.containers {
+                self.say(
+                    run,
+                    EventType::Normal,
+                    "Killing",
+                    format!("Stopping container {container}"),
+                );
+            }
+        }
         self.logs.remove(&run.namespace, &run.name);
         if let Some(slot) = run.ip_slot {
             self.ips.release(slot);
@@ -852,6 +892,8 @@ impl Kubelet {
                         "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
                     );
                     tracing::warn!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "{message}");
+                    let said = format!("Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}");
+                    self.say(&run, EventType::Warning, "OutOfpods", said);
                     run.rejected = Some(("OutOfpods".to_owned(), message));
                     run.state = RunState::Finished {
                         phase: Phase::Failed,
@@ -868,6 +910,7 @@ impl Kubelet {
                 run.pod_ip = run.ip_slot.map(|k| self.ips.ip(k));
                 run.deadline = Self::run_deadline(&run.behaviour, now);
                 self.start_logs(&run);
+                self.say_started(&run);
                 tracing::info!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "started a pod");
             }
         }
@@ -904,6 +947,13 @@ impl Kubelet {
                         if delay.is_zero() {
                             self.restart(run);
                         } else {
+                            for (container, _) in &run.containers {
+                                let message = format!(
+                                    "Back-off restarting failed container {container} in pod {}_{}({})",
+                                    run.name, run.namespace, run.uid
+                                );
+                                self.say(run, EventType::Warning, "BackOff", message);
+                            }
                             run.state = RunState::BackOff { delay };
                             run.deadline = Some(Instant::now() + delay);
                         }
@@ -923,6 +973,23 @@ impl Kubelet {
         run.state = RunState::Running { since: now };
         run.deadline = Self::run_deadline(&run.behaviour, now);
         self.start_logs(run);
+        self.say_started(run);
+    }
+
+    /// Have the event writer say `reason` about `run`'s pod.
+    fn say(&self, run: &PodRun, kind: EventType, reason: &'static str, message: String) {
+        let target = EventTarget::pod(&run.namespace, &run.name, Some(run.uid.clone()));
+        let _ = self.say.send(Said { target, kind, reason, message });
+    }
+
+    /// What a kubelet says as it starts a pod's containers.
+    fn say_started(&self, run: &PodRun) {
+        for (container, image) in &run.containers {
+            let pulled = format!("Container image {image:?} already present on machine");
+            self.say(run, EventType::Normal, "Pulled", pulled);
+            self.say(run, EventType::Normal, "Created", format!("Created container: {container}"));
+            self.say(run, EventType::Normal, "Started", format!("Started container {container}"));
+        }
     }
 
     async fn write_status(&self, run: &PodRun, host_ip: &str) -> bool {
@@ -956,6 +1023,10 @@ impl Kubelet {
             };
             match &run.state {
                 RunState::Running { since } => {
+                    for (container, _) in &run.containers {
+                        let message = format!("Stopping container {container}");
+                        self.say(&run, EventType::Normal, "Killing", message);
+                    }
                     let terminated = stopped(*since);
                     run.state = RunState::Finished { phase: Phase::Succeeded, terminated };
                 }

@@ -7,6 +7,7 @@
 //! `FailedScheduling` event, saying why.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -216,7 +217,7 @@ pub async fn schedule_once(client: &Client) -> Result<Vec<Placed>, SchedulerErro
         tracker.apply(pod);
     }
     let candidates: Vec<Candidate> = nodes.iter().map(Candidate::of).collect();
-    let recorder = Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, "");
+    let recorder = Arc::new(Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, ""));
     tracker.round(client, &recorder, &candidates).await
 }
 
@@ -294,7 +295,7 @@ impl Tracker {
     async fn round(
         &mut self,
         client: &Client,
-        recorder: &Recorder,
+        recorder: &Arc<Recorder>,
         candidates: &[Candidate],
     ) -> Result<Vec<Placed>, SchedulerError> {
         let mut waiting: Vec<(String, Pod)> =
@@ -326,6 +327,17 @@ impl Tracker {
             match bind(client, &namespace, &name, &node).await {
                 Ok(()) => {
                     tracing::info!(pod = %format!("{namespace}/{name}"), %node, "scheduled a pod");
+                    // Said by a task of its own, as binding the next pod need not wait for it.
+                    let recorder = recorder.clone();
+                    let target = EventTarget::pod(&namespace, &name, Some(uid.clone()));
+                    let message = format!("Successfully assigned {namespace}/{name} to {node}");
+                    tokio::spawn(async move {
+                        if let Err(e) =
+                            recorder.record(&target, EventType::Normal, "Scheduled", &message).await
+                        {
+                            tracing::debug!(pod = %target.name, error = %e, "could not write the Scheduled event");
+                        }
+                    });
                     self.pending.remove(&uid);
                     self.bound.insert(uid.clone());
                     self.count(&uid, Some(node.clone()));
@@ -361,7 +373,7 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
     let mut retry = tokio::time::interval(RETRY);
     let mut unsupported_reported = false;
     let mut tracker = Tracker::default();
-    let recorder = Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, "");
+    let recorder = Arc::new(Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, ""));
     // While a (re)list is under way the tracker is rebuilt from it and holds only part of the
     // cluster: no rounds until it is whole.
     let mut listing: Option<Tracker> = None;
