@@ -11,6 +11,7 @@ pub mod auth;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;
+pub mod event_ttl;
 pub mod fieldpath;
 pub mod fields;
 pub mod intake;

@@ -55,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
     let api =
         Arc::new(Api::new(Arc::new(store)).map_err(|e| anyhow::anyhow!("bootstrapping: {e}"))?);
+    carrel_apiserver::event_ttl::start(&api);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;

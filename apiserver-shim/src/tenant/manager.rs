@@ -293,6 +293,7 @@ impl Manager {
         let store = SledStore::open(dir.join("store"), Options::create())
             .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
         let api = Arc::new(Api::new(Arc::new(store))?);
+        crate::event_ttl::start(&api);
         let admission = Arc::new(TenantAdmission::default());
         api.set_admission(admission.clone());
         self.admissions

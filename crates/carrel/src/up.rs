@@ -88,6 +88,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let store = SledStore::open(data.join("host"), Options::create())
         .with_context(|| format!("opening the host store in {}", data.join("host").display()))?;
     let host = Arc::new(Api::host(Arc::new(store)).map_err(|e| anyhow::anyhow!("{e}"))?);
+    carrel_apiserver::event_ttl::start(&host);
     ensure_namespace(&host, carrel_gpu::CLAIM_NAMESPACE)?;
     // The host API: clients with a certificate from the host's CA (the admin kubeconfig has
     // one), authorized by the host's own RBAC.
