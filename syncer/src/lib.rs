@@ -122,6 +122,25 @@ struct Inner {
     taken_up: std::sync::OnceLock<TakenUp>,
 }
 
+/// A namespaced kind whose objects the syncer copies to the host (ConfigMaps, Secrets).
+trait Copied:
+    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> Copied for K where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+{
+}
+
 /// What [`Syncer::when_taken_up`] calls, with a pod's namespace and name.
 type TakenUp = Box<dyn Fn(&str, &str) + Send + Sync>;
 
@@ -345,11 +364,7 @@ impl Syncer {
     /// and the copy differs.
     async fn keep_copy<K>(&self, copies: &Store<K>, object: &K)
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
+        K: Copied,
     {
         let (Some(ns), Some(name)) =
             (object.meta().namespace.as_deref(), object.meta().name.as_deref())
@@ -740,11 +755,7 @@ impl Syncer {
     /// Copy one tenant object to the host, if it exists.
     async fn copy_one<K>(&self, namespace: &str, name: &str) -> Result<(), SyncError>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
+        K: Copied,
     {
         let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
         if let Some(object) = api.get_opt(name).await? {
@@ -760,11 +771,7 @@ impl Syncer {
 
     async fn put_host<K>(&self, object: Value) -> Result<(), SyncError>
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
+        K: Copied,
     {
         let name =
             object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
