@@ -1121,17 +1121,14 @@ impl Syncer {
     /// Keep the virtual nodes in line with their host nodes (readiness, cordon, taints, labels,
     /// addresses) and with the quota, writing only when what the tenant is shown changes.
     async fn watch_host_nodes(self) {
-        let (store, writer) = reflector::store::<Node>();
+        // No cache of the host's nodes: a tenant uses few of them, and a large host has many.
         let api: Api<Node> = Api::all(self.inner.host_client.clone());
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff();
+        let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         loop {
-            let names: Vec<String> = tokio::select! {
+            let changed: Vec<Node> = tokio::select! {
                 event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => {
-                        n.metadata.name.into_iter().collect()
-                    }
+                    Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => vec![n],
                     Some(Ok(_)) => continue,
                     Some(Err(e)) => {
                         tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host nodes");
@@ -1139,17 +1136,28 @@ impl Syncer {
                     }
                     None => return,
                 },
-                () = self.inner.quota_changed.notified() => self
-                    .inner
-                    .virtual_nodes
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .keys()
-                    .cloned()
-                    .collect(),
+                () = self.inner.quota_changed.notified() => {
+                    let names: Vec<String> = self
+                        .inner
+                        .virtual_nodes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .keys()
+                        .cloned()
+                        .collect();
+                    let mut nodes = Vec::new();
+                    for name in names {
+                        match api.get_opt(&name).await {
+                            Ok(Some(n)) => nodes.push(n),
+                            Ok(None) => {}
+                            Err(e) => tracing::debug!(tenant = %self.inner.tenant, node = %name, error = %e, "reading a host node"),
+                        }
+                    }
+                    nodes
+                }
             };
-            for name in names {
-                let Some(host) = store.get(&reflector::ObjectRef::new(&name)) else { continue };
+            for host in changed {
+                let Some(name) = host.metadata.name.clone() else { continue };
                 if let Err(e) = self.refresh_virtual_node(&name, &host).await {
                     tracing::debug!(tenant = %self.inner.tenant, node = %name, error = %e, "refreshing a virtual node");
                 }
