@@ -235,6 +235,29 @@ async fn the_agent_runs_a_simulated_node() {
     let addresses = status.addresses.unwrap();
     assert!(addresses.iter().any(|a| a.type_ == "InternalIP" && a.address == "10.0.1.1"));
     assert_eq!(status.node_info.unwrap().operating_system, "linux");
+    // Its Lease in kube-node-lease, held by the node and owned by its Node, as a kubelet keeps it.
+    let node_leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease =
+        eventually("the node's Lease", || async { node_leases.get_opt(NODE).await.ok()? }).await;
+    let spec = lease.spec.clone().unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some(NODE));
+    assert_eq!(spec.lease_duration_seconds, Some(40));
+    assert!(spec.renew_time.is_some());
+    let owner = &lease.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", NODE));
+    assert_eq!(Some(&owner.uid), node.metadata.uid.as_ref());
+    // A renewal moves its renewTime on.
+    let renewer = carrel_node_agent::sim::kubelet::Kubelet::new(
+        client.clone(),
+        NODE,
+        110,
+        carrel_node_agent::sim::logs::LogStore::new(),
+    );
+    let before = spec.renew_time.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    renewer.renew_lease().await.unwrap();
+    let after = node_leases.get(NODE).await.unwrap().spec.unwrap().renew_time.unwrap();
+    assert!(after.0 > before.0, "{before:?} then {after:?}");
 
     // An incomplete claim (3 of its 4 Leases) first, then a complete one.
     let leases: Api<Lease> = Api::namespaced(client.clone(), CLAIM_NAMESPACE);

@@ -1,5 +1,6 @@
 //! A simulated kubelet for the embedded host of `carrel up`: it registers its Node (Ready, with
-//! heartbeats) and plays the pods bound to it through their lives without running anything.
+//! a Lease in `kube-node-lease` renewed as a kubelet renews it) and plays the pods bound to it
+//! through their lives without running anything.
 //!
 //! A pod goes Pending → Running with the status a kubelet writes (IPs, conditions, container
 //! statuses). Annotations drive what its containers do:
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -51,8 +53,15 @@ pub const ANNOTATION_EXIT_CODE: &str = "sim.carrel.dev/exit-code";
 pub const ANNOTATION_LOG: &str = "sim.carrel.dev/log";
 /// Label `"true"` on simulated nodes.
 pub const LABEL_SIMULATED: &str = "carrel.dev/simulated";
-/// How often the Node's conditions are renewed.
+/// How often the node's Lease is renewed (the kubelet's heartbeat).
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
+/// How often the Node's conditions are written when nothing in them changed (the kubelet's
+/// `nodeStatusReportFrequency`).
+pub const STATUS_REPORT: Duration = Duration::from_secs(300);
+/// Where kubelets keep their nodes' Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// How long a node's Lease holds without renewal (the kubelet's `nodeLeaseDurationSeconds`).
+const LEASE_SECONDS: i32 = 40;
 /// The pods a node runs at most unless told otherwise: the kubelet's default `maxPods`.
 pub const DEFAULT_MAX_PODS: u32 = 110;
 /// The most pods a simulated node may be told to run: what its block of pod addresses holds.
@@ -611,6 +620,40 @@ impl Kubelet {
         Ok(())
     }
 
+    /// Renew the node's Lease in [`LEASE_NAMESPACE`], making it (owned by the Node) if missing.
+    pub async fn renew_lease(&self) -> Result<(), kube::Error> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), LEASE_NAMESPACE);
+        let now = Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true);
+        let spec = json!({
+            "holderIdentity": self.node,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": now,
+        });
+        let patch = json!({"spec": spec});
+        match leases.patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            other => return other.map(drop),
+        }
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let uid = nodes.get(&self.node).await?.metadata.uid.unwrap_or_default();
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": self.node,
+                "namespace": LEASE_NAMESPACE,
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": self.node, "uid": uid}],
+            },
+            "spec": spec,
+        });
+        let lease: Lease = serde_json::from_value(lease).map_err(kube::Error::SerdeError)?;
+        match leases.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Register, then play the node's pods until `stop` turns true.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut backoff = Duration::from_millis(200);
@@ -642,7 +685,11 @@ impl Kubelet {
         let (reader, writer) = reflector::store();
         let stream = watcher(pods, config).default_backoff().reflect(writer);
         let mut stream = std::pin::pin!(stream);
+        if let Err(e) = self.renew_lease().await {
+            tracing::warn!(node = %self.node, error = %e, "making the node's Lease failed");
+        }
         let mut heartbeat = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
+        let mut last_status = Instant::now();
         let mut ready = false;
         // What to look at after this turn: everything (after a relist), or the pods an event
         // named and those whose time is up. Looking at every pod on every event would make a
@@ -681,6 +728,13 @@ impl Kubelet {
                     None => break,
                 },
                 _ = heartbeat.tick() => {
+                    if let Err(e) = self.renew_lease().await {
+                        tracing::warn!(node = %self.node, error = %e, "renewing the node's Lease failed");
+                    }
+                    if last_status.elapsed() < STATUS_REPORT {
+                        continue;
+                    }
+                    last_status = Instant::now();
                     if let Err(e) = self.heartbeat().await {
                         tracing::warn!(node = %self.node, error = %e, "node heartbeat failed");
                         if matches!(&e, kube::Error::Api(s) if s.code == 404) {
