@@ -112,30 +112,6 @@ async fn pods_on(host: &kube::Client, node: &str) -> Result<usize, SyncError> {
         .count())
 }
 
-/// The GPU nodes a pod with `needs` may run on that have room for it, or kube-scheduler's
-/// message saying why there are none.
-async fn nodes_for(
-    host: &kube::Client,
-    needs: &PodNeeds,
-    nodes: &[NodeFacts],
-) -> Result<BTreeSet<String>, ClaimFailure> {
-    let (mut allowed, mut misfits) = allowed_nodes(needs, nodes);
-    let limited: Vec<&NodeFacts> = nodes
-        .iter()
-        .filter(|n| n.allocatable_pods.is_some() && allowed.contains(&n.name))
-        .collect();
-    for node in limited {
-        if let Err(m) = node.room_for_one(pods_on(host, &node.name).await?) {
-            allowed.remove(&node.name);
-            misfits.push(m);
-        }
-    }
-    if allowed.is_empty() && !nodes.is_empty() {
-        return Err(ClaimFailure::NoNode(fit::unavailable(nodes.len(), &misfits)));
-    }
-    Ok(allowed)
-}
-
 /// Every claim, once each (every Lease of a claim carries all of it).
 pub async fn all_claims(host: &kube::Client) -> Result<Vec<Claim>, SyncError> {
     claims_matching(host, &format!("{LABEL_CLAIM}=true")).await
@@ -277,8 +253,18 @@ pub async fn acquire(
     }
     for _attempt in 0..8 {
         let (fleet, _, nodes) = fleet_and_nodes(host).await?;
-        let allowed = nodes_for(host, needs, &nodes).await?;
-        let plan = plan(&fleet, &allowed, &quotas, holder, host_namespace, host_pod, request)?;
+        let plan = plan_with_room(
+            host,
+            &fleet,
+            &nodes,
+            needs,
+            &quotas,
+            holder,
+            host_namespace,
+            host_pod,
+            request,
+        )
+        .await?;
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;
         for claim in plan {
@@ -295,6 +281,40 @@ pub async fn acquire(
         release(host, &holder.tenant, host_pod).await?;
     }
     Err(ClaimFailure::Contended)
+}
+
+/// The allocator's [`plan`] among the GPU nodes a pod with `needs` may run on, on a node with
+/// room for one more pod. Only the node the plan picks is asked how many pods it runs; a full
+/// one is left out and the plan made again. When no node is left, kube-scheduler's message.
+#[allow(clippy::too_many_arguments)]
+async fn plan_with_room(
+    host: &kube::Client,
+    fleet: &Fleet,
+    nodes: &[NodeFacts],
+    needs: &PodNeeds,
+    quotas: &Quotas,
+    holder: &Holder,
+    host_namespace: &str,
+    host_pod: &str,
+    request: &PodRequest,
+) -> Result<Vec<Claim>, ClaimFailure> {
+    let (mut allowed, mut misfits) = allowed_nodes(needs, nodes);
+    loop {
+        if allowed.is_empty() && !nodes.is_empty() {
+            return Err(ClaimFailure::NoNode(fit::unavailable(nodes.len(), &misfits)));
+        }
+        let claims = plan(fleet, &allowed, quotas, holder, host_namespace, host_pod, request)?;
+        let Some(chosen) = claims.first().map(|c| c.node.clone()) else { return Ok(claims) };
+        let limited = nodes.iter().find(|n| n.name == chosen && n.allocatable_pods.is_some());
+        let Some(node) = limited else { return Ok(claims) };
+        match node.room_for_one(pods_on(host, &chosen).await?) {
+            Ok(()) => return Ok(claims),
+            Err(m) => {
+                allowed.remove(&chosen);
+                misfits.push(m);
+            }
+        }
+    }
 }
 
 /// The claims the allocator would make for `request`, all on one node of `allowed`.

@@ -1075,15 +1075,16 @@ impl Syncer {
         let typed: Node = serde_json::from_value(wanted.clone())
             .map_err(|source| SyncError::Decode { kind: "Node", source })?;
         let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
-        let existing = match nodes.create(&PostParams::default(), &typed).await {
-            Ok(_) => None,
+        let old = match nodes.create(&PostParams::default(), &typed).await {
+            // A create writes labels and spec; the status is still to write.
+            Ok(_) => json!({"metadata": wanted["metadata"], "spec": wanted["spec"]}),
             // Written before a restart: brought in line with the host node from what it shows.
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                nodes.get_opt(node).await?.map(|n| to_value(&n)).transpose()?
-            }
+            Err(kube::Error::Api(e)) if e.code == 409 => match nodes.get_opt(node).await? {
+                Some(n) => to_value(&n)?,
+                None => json!({"metadata": {"name": node}}),
+            },
             Err(e) => return Err(e.into()),
         };
-        let old = existing.unwrap_or_else(|| json!({"metadata": {"name": node}}));
         self.write_virtual_node(node, &old, &wanted).await
     }
 
@@ -1242,7 +1243,6 @@ impl Syncer {
     }
 }
 
-/// 50 ms after the first failure, doubling up to 10 s.
 /// Where a GPU pod may run, read from its spec. As Kubernetes' `ExtendedResourceToleration`
 /// admission plugin would, it tolerates `NoSchedule` taints named after the GPU resources it asks
 /// for, and `nvidia.com/gpu`, the taint GPU nodes commonly carry, since every slice is part of a
@@ -1259,6 +1259,7 @@ fn gpu_pod_needs(pod: &Value) -> Result<carrel_gpu::fit::PodNeeds, String> {
     Ok(needs)
 }
 
+/// 50 ms after the first failure, doubling up to 10 s.
 fn retry_delay(failures: u32) -> Duration {
     let ms = 50u64.saturating_mul(1u64 << failures.saturating_sub(1).min(16));
     Duration::from_millis(ms.min(10_000))

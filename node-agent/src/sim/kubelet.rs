@@ -830,14 +830,7 @@ impl Kubelet {
     /// a pod deleted at once, and its log and address are given up.
     fn forget(&mut self, run: &PodRun) {
         if matches!(run.state, RunState::Running { .. }) {
-            for (container, _) in &run.containers {
-                self.say(
-                    run,
-                    EventType::Normal,
-                    "Killing",
-                    format!("Stopping container {container}"),
-                );
-            }
+            self.say_stopped(run);
         }
         self.logs.remove(&run.namespace, &run.name);
         if let Some(slot) = run.ip_slot {
@@ -942,12 +935,12 @@ impl Kubelet {
                 let capacity = self.max_pods as usize;
                 if used >= capacity {
                     // As a kubelet refuses a pod bound past its node's room: Failed, OutOfpods.
-                    let message = format!(
-                        "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
+                    let why = format!(
+                        "Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}"
                     );
-                    tracing::warn!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "{message}");
-                    let said = format!("Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {capacity}");
-                    self.say(&run, EventType::Warning, "OutOfpods", said);
+                    tracing::warn!(node = %self.node, pod = %format!("{}/{}", run.namespace, run.name), "{why}");
+                    let message = format!("Pod was rejected: {why}");
+                    self.say(&run, EventType::Warning, "OutOfpods", why);
                     run.rejected = Some(("OutOfpods".to_owned(), message));
                     run.state = RunState::Finished {
                         phase: Phase::Failed,
@@ -1046,6 +1039,13 @@ impl Kubelet {
         }
     }
 
+    /// What a kubelet says as it stops a pod's running containers.
+    fn say_stopped(&self, run: &PodRun) {
+        for (container, _) in &run.containers {
+            self.say(run, EventType::Normal, "Killing", format!("Stopping container {container}"));
+        }
+    }
+
     async fn write_status(&self, run: &PodRun, host_ip: &str) -> bool {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &run.namespace);
         let patch = json!({"status": run.status(host_ip)});
@@ -1077,10 +1077,7 @@ impl Kubelet {
             };
             match &run.state {
                 RunState::Running { since } => {
-                    for (container, _) in &run.containers {
-                        let message = format!("Stopping container {container}");
-                        self.say(&run, EventType::Normal, "Killing", message);
-                    }
+                    self.say_stopped(&run);
                     let terminated = stopped(*since);
                     run.state = RunState::Finished { phase: Phase::Succeeded, terminated };
                 }

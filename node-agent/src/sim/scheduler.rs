@@ -310,7 +310,14 @@ impl Tracker {
                 self.pending.remove(&uid);
                 continue;
             };
-            let spec = pod.spec.as_ref().and_then(|s| serde_json::to_value(s).ok());
+            // Only the fields placement reads, not the whole spec.
+            let spec = pod.spec.as_ref().map(|s| {
+                serde_json::json!({
+                    "nodeSelector": s.node_selector,
+                    "affinity": s.affinity,
+                    "tolerations": s.tolerations,
+                })
+            });
             let chosen = PodNeeds::of_spec(spec.as_ref().unwrap_or(&serde_json::Value::Null))
                 .map_err(|e| e.to_string())
                 .and_then(|needs| choose_node_for(candidates, &self.load, &needs));
@@ -374,6 +381,8 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
     let mut unsupported_reported = false;
     let mut tracker = Tracker::default();
     let recorder = Arc::new(Recorder::for_component(client.clone(), DEFAULT_SCHEDULER, ""));
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut nodes_changed = true;
     // While a (re)list is under way the tracker is rebuilt from it and holds only part of the
     // cluster: no rounds until it is whole.
     let mut listing: Option<Tracker> = None;
@@ -391,7 +400,7 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
                 None => break,
             },
             event = nodes.next() => match event {
-                Some(Ok(_)) => {}
+                Some(Ok(_)) => nodes_changed = true,
                 Some(Err(e)) => {
                     tracing::warn!(error = %e, "scheduler: watching nodes");
                     continue;
@@ -404,7 +413,9 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
         while let Some(Some(Ok(e))) = futures::FutureExt::now_or_never(pods.next()) {
             pod_events.push(e);
         }
-        while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(nodes.next()) {}
+        while let Some(Some(Ok(_))) = futures::FutureExt::now_or_never(nodes.next()) {
+            nodes_changed = true;
+        }
         for event in pod_events {
             match event {
                 watcher::Event::Init => listing = Some(Tracker::default()),
@@ -432,8 +443,11 @@ pub async fn run_scheduler(client: Client, mut stop: watch::Receiver<bool>) {
         if !listed || listing.is_some() || tracker.pending.is_empty() {
             continue;
         }
-        let candidates: Vec<Candidate> =
-            node_reader.state().iter().map(|n| Candidate::of(n)).collect();
+        // The nodes are read again only when they changed, not on every round.
+        if nodes_changed {
+            candidates = node_reader.state().iter().map(|n| Candidate::of(n)).collect();
+            nodes_changed = false;
+        }
         match tracker.round(&client, &recorder, &candidates).await {
             Ok(_) => unsupported_reported = false,
             Err(e @ SchedulerError::BindingUnsupported { .. }) => {
