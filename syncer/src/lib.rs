@@ -110,7 +110,8 @@ struct Inner {
     virtual_nodes: Mutex<HashMap<String, Value>>,
     /// Told when the quota changes: the virtual nodes show it.
     quota_changed: tokio::sync::Notify,
-    events_seen: Mutex<HashMap<String, String>>,
+    /// The host events copied up, so that each version is copied once.
+    events_seen: Mutex<SeenEvents>,
     /// Failed reconciles in a row, per key: the retry backs off.
     failures: Mutex<HashMap<Key, u32>>,
     /// The keys being reconciled now: garbage collection leaves their claims alone, since a
@@ -120,6 +121,55 @@ struct Inner {
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
     /// Told of each tenant pod the syncer has taken up (see [`Syncer::when_taken_up`]).
     taken_up: std::sync::OnceLock<TakenUp>,
+}
+
+/// The version of each host event last copied up, by the event's uid. An event leaves it when
+/// the host deletes it (events expire), or when a relist of the watch no longer shows it (it
+/// was deleted while the watch was away), so that it holds no more than the host does.
+#[derive(Debug, Default)]
+struct SeenEvents {
+    versions: HashMap<String, String>,
+    /// The uids a relist in progress has shown so far.
+    relist: Option<HashSet<String>>,
+}
+
+impl SeenEvents {
+    /// Whether `version` of event `uid` is new here; it is remembered.
+    fn first(&mut self, uid: &str, version: String) -> bool {
+        if self.versions.get(uid) == Some(&version) {
+            return false;
+        }
+        self.versions.insert(uid.to_owned(), version);
+        true
+    }
+
+    fn forget(&mut self, uid: &str) {
+        self.versions.remove(uid);
+    }
+
+    /// The watch lists every event again.
+    fn relisting(&mut self) {
+        self.relist = Some(HashSet::new());
+    }
+
+    /// The watch shows event `uid`.
+    fn listed(&mut self, uid: &str) {
+        if let Some(relist) = &mut self.relist {
+            relist.insert(uid.to_owned());
+        }
+    }
+
+    /// The relist is complete: what it did not show is gone.
+    fn relisted(&mut self) {
+        if let Some(relist) = self.relist.take() {
+            self.versions.retain(|uid, _| relist.contains(uid));
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.versions.len()
+    }
 }
 
 /// A namespaced kind whose objects the syncer copies to the host (ConfigMaps, Secrets).
@@ -282,13 +332,23 @@ impl Syncer {
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
+            let seen = || self.inner.events_seen.lock().unwrap_or_else(|e| e.into_inner());
             match event {
                 Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => {
+                    if let Some(uid) = e.metadata.uid.as_deref() {
+                        seen().listed(uid);
+                    }
                     if let Err(err) = self.event_up(&e).await {
                         tracing::debug!(tenant = %self.inner.tenant, error = %err, "copying a host event");
                     }
                 }
-                Ok(_) => {}
+                Ok(watcher::Event::Delete(e)) => {
+                    if let Some(uid) = e.metadata.uid.as_deref() {
+                        seen().forget(uid);
+                    }
+                }
+                Ok(watcher::Event::Init) => seen().relisting(),
+                Ok(watcher::Event::InitDone) => seen().relisted(),
                 Err(e) => {
                     tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host events")
                 }
@@ -1024,12 +1084,14 @@ impl Syncer {
             .unwrap_or_default();
         let host_uid = event.metadata.uid.clone().unwrap_or_default();
         let version = event.metadata.resource_version.clone().unwrap_or_default();
+        if !self
+            .inner
+            .events_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .first(&host_uid, version)
         {
-            let mut seen = self.inner.events_seen.lock().unwrap_or_else(|e| e.into_inner());
-            if seen.get(&host_uid) == Some(&version) {
-                return Ok(());
-            }
-            seen.insert(host_uid.clone(), version);
+            return Ok(());
         }
         let suffix: String =
             host_uid.chars().filter(char::is_ascii_alphanumeric).take(16).collect();
@@ -1327,5 +1389,28 @@ mod tests {
         assert_eq!(retry_delay(8), Duration::from_millis(6400));
         assert_eq!(retry_delay(9), Duration::from_secs(10));
         assert_eq!(retry_delay(u32::MAX), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn seen_events_hold_what_the_host_still_has() {
+        let mut seen = SeenEvents::default();
+        assert!(seen.first("a", "1".into()));
+        assert!(!seen.first("a", "1".into()));
+        assert!(seen.first("a", "2".into()), "a new version is copied again");
+        assert!(seen.first("b", "1".into()));
+        seen.forget("b");
+        assert_eq!(seen.len(), 1);
+        // A relist that shows only "c": "a" was deleted while the watch was away.
+        seen.relisting();
+        seen.listed("c");
+        assert!(seen.first("c", "1".into()));
+        assert_eq!(seen.len(), 2, "nothing is dropped before the relist is complete");
+        seen.relisted();
+        assert_eq!(seen.len(), 1);
+        assert!(!seen.first("c", "1".into()));
+        // Outside a relist, a listed event is just remembered by `first`.
+        seen.listed("d");
+        seen.relisted();
+        assert_eq!(seen.len(), 1);
     }
 }

@@ -14,6 +14,7 @@
 //! | pod → Running | tenant POST returned → the tenant pod seen Running on a tenant watch | host POST returned → the host pod seen Running |
 //! | where a pod waits, 20 tenants | pod → host pod; the tenant POST's round trip; POST sent → host pod | the same on a fresh `carrel up --sync-window 0` (every create let through at once) |
 //! | CPU, memory | `carrel up`'s CPU seconds and VmRSS growth per 1,000 synced pods (host API, tenant APIs, syncers and simulated kubelets together) | the same per 1,000 host pods created directly |
+//! | the syncers alone | 20 tenants' syncers in a process of their own beside `carrel up --no-syncers` (this program, run again as that process): its CPU seconds and VmRSS growth per 1,000 synced pods, and `carrel up`'s | as above |
 
 #![allow(clippy::print_stdout)]
 
@@ -31,6 +32,9 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
+
+use base64::Engine as _;
+use carrel_apiserver::tenant::manager::host_namespace;
 use serde_json::json;
 
 const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
@@ -65,8 +69,8 @@ impl Drop for Up {
     }
 }
 
-/// `carrel up` on a free port; `window` is its `--sync-window` (None: the default).
-fn start(data: &Path, window: Option<usize>) -> BenchResult<Up> {
+/// `carrel up` on a free port, with `extra` arguments (`--sync-window 0`).
+fn start(data: &Path, extra: &[&str]) -> BenchResult<Up> {
     let mut command = Command::new(CARREL);
     command
         .args([
@@ -81,10 +85,8 @@ fn start(data: &Path, window: Option<usize>) -> BenchResult<Up> {
             "8000",
             "--data-dir",
         ])
-        .arg(data);
-    if let Some(n) = window {
-        command.arg("--sync-window").arg(n.to_string());
-    }
+        .arg(data)
+        .args(extra);
     let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let mut lines = BufReader::new(stdout).lines();
@@ -177,7 +179,34 @@ struct Latencies {
     sent_to_host: Option<Run>,
 }
 
-/// `tenants` tenants create `pods` pods between them, each tenant one after another, all
+/// A tenant of the run: its name, its admin's kubeconfig and a client of its API.
+struct Tenant {
+    name: String,
+    kubeconfig: PathBuf,
+    client: kube::Client,
+}
+
+/// Tenants `<tag>-0` … `<tag>-<count - 1>`, created with `carrel tenant create`.
+async fn create_tenants(up: &Up, tag: &str, count: usize, home: &Path) -> BenchResult<Vec<Tenant>> {
+    let mut tenants = Vec::new();
+    for i in 0..count {
+        let name = format!("{tag}-{i}");
+        let kubeconfig = home.join(format!("{name}.kubeconfig"));
+        let out = Command::new(CARREL)
+            .args(["tenant", "create", &name, "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
+            .output()?;
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+        }
+        let client = client_from(&kubeconfig).await?;
+        tenants.push(Tenant { name, kubeconfig, client });
+    }
+    Ok(tenants)
+}
+
+/// `tenants` new tenants create `pods` pods between them, each tenant one after another, all
 /// tenants at once.
 async fn tenant_run(
     up: &Up,
@@ -187,20 +216,20 @@ async fn tenant_run(
     pods: usize,
     home: &Path,
 ) -> BenchResult<Latencies> {
-    let mut clients = Vec::new();
-    for i in 0..tenants {
-        let name = format!("{tag}-{i}");
-        let path = home.join(format!("{name}.kubeconfig"));
-        let out = Command::new(CARREL)
-            .args(["tenant", "create", &name, "--kubeconfig-out"])
-            .arg(&path)
-            .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
-            .output()?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
-        clients.push((name, client_from(&path).await?));
-    }
+    let tenants = create_tenants(up, tag, tenants, home).await?;
+    pods_run(host, &tenants, pods, "p").await
+}
+
+/// `tenants` create `pods` pods between them, named `<prefix><k>`, each tenant one after
+/// another, all tenants at once.
+async fn pods_run(
+    host: &kube::Client,
+    tenants: &[Tenant],
+    pods: usize,
+    prefix: &str,
+) -> BenchResult<Latencies> {
+    let clients: Vec<(String, kube::Client)> =
+        tenants.iter().map(|t| (t.name.clone(), t.client.clone())).collect();
     let host_seen = Seen::default();
     let host_watch =
         watch_pods(Api::all(host.clone()), String::new(), host_seen.clone(), Seen::default());
@@ -216,17 +245,18 @@ async fn tenant_run(
     }
     // The watches list first; give them a moment to be in place before timing starts.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let per = pods / tenants;
+    let per = pods / clients.len();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (name, client) in clients {
         let host_seen = host_seen.clone();
         let running = tenant_running.clone();
+        let prefix = prefix.to_owned();
         tasks.push(tokio::spawn(async move {
             let api: Api<Pod> = Api::namespaced(client, "default");
             let mut created = Vec::new();
             for k in 0..per {
-                let pod_name = format!("p{k}");
+                let pod_name = format!("{prefix}{k}");
                 let sent = Instant::now();
                 api.create(&PostParams::default(), &pod(&pod_name)).await?;
                 created.push((pod_name, sent, Instant::now()));
@@ -308,17 +338,87 @@ async fn host_run(host: &kube::Client, namespace: &str) -> BenchResult<Latencies
     })
 }
 
+/// The argument that makes this program the syncers' own process (see [`SyncersApart`]).
+const SYNCERS_ARG: &str = "--carrel-bench-syncers";
+
+/// Tenants' syncers in a process of their own, as `carrel-syncer` runs one against a host: its
+/// CPU time and memory are the syncers' alone. Killed when dropped.
+struct SyncersApart {
+    child: Child,
+}
+
+impl SyncersApart {
+    fn start(host_kubeconfig: &Path, tenants: &[Tenant]) -> BenchResult<SyncersApart> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command.arg(SYNCERS_ARG).arg(host_kubeconfig);
+        for t in tenants {
+            command.arg(format!("{}={}", t.name, t.kubeconfig.display()));
+        }
+        let child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+        Ok(SyncersApart { child })
+    }
+}
+
+impl Drop for SyncersApart {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The syncers' process: the host kubeconfig, then `NAME=KUBECONFIG` for each tenant. One
+/// syncer per tenant on a runtime like `carrel up`'s (a worker per core), configured as
+/// `carrel up` configures its own, until killed.
+fn syncers_main(args: &[String]) -> BenchResult<()> {
+    let (host_kubeconfig, tenants) = args.split_first().ok_or("no host kubeconfig")?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let host = client_from(Path::new(host_kubeconfig)).await?;
+        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+        let mut runs = Vec::new();
+        for pair in tenants {
+            let (name, path) = pair.split_once('=').ok_or("not NAME=KUBECONFIG")?;
+            let kubeconfig = Kubeconfig::read_from(path)?;
+            let ca = kubeconfig
+                .clusters
+                .first()
+                .and_then(|c| c.cluster.as_ref()?.certificate_authority_data.as_deref())
+                .map(|data| base64::engine::general_purpose::STANDARD.decode(data))
+                .transpose()?
+                .map(String::from_utf8)
+                .transpose()?;
+            let config = carrel_syncer::Config {
+                tenant: name.to_owned(),
+                host_namespace: host_namespace(name),
+                gpu_quota: Default::default(),
+                tenant_ca_pem: ca,
+                resync: Duration::from_secs(10),
+            };
+            let tenant = client_from(Path::new(path)).await?;
+            let syncer = carrel_syncer::Syncer::new(tenant, host.clone(), config);
+            let stop = stop_rx.clone();
+            runs.push(tokio::spawn(async move { syncer.run(stop).await }));
+        }
+        futures::future::join_all(runs).await;
+        BenchResult::Ok(())
+    })
+}
+
 /// A measurement only tenant runs have.
 fn tenant_part(run: &Option<Run>) -> BenchResult<&Run> {
     run.as_ref().ok_or_else(|| "not a tenant run".into())
 }
 
 fn main() -> BenchResult<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(SYNCERS_ARG) {
+        return syncers_main(&args[2..]);
+    }
     watchdog(WATCHDOG, "a pod that never synced, or a hang in carrel up?");
     let tmp = tempfile::tempdir()?;
     println!("carrel sync benchmark: every ratio is ours / baseline, both measured in this run");
     println!("cores: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
-    let up = start(&tmp.path().join("data"), None)?;
+    let up = start(&tmp.path().join("data"), &[])?;
     let pid = up.child.id();
     let rt = runtime("client")?;
     let host = rt.block_on(client_from(&up.kubeconfig))?;
@@ -359,12 +459,35 @@ fn main() -> BenchResult<()> {
     // The same 20 tenants with every create let through at once (`--sync-window 0`), on a
     // fresh `carrel up`: what the window changes.
     section(&format!("20 tenants creating {PODS} pods, --sync-window 0 (a fresh carrel up)"));
-    let open_up = start(&tmp.path().join("data-open"), Some(0))?;
+    let open_up = start(&tmp.path().join("data-open"), &["--sync-window", "0"])?;
     let open_host = rt.block_on(client_from(&open_up.kubeconfig))?;
     rt.block_on(tenant_run(&open_up, &open_host, "warm", 1, 20, tmp.path()))?;
     let open = rt.block_on(tenant_run(&open_up, &open_host, "open", 20, PODS, tmp.path()))?;
     println!("  host pod {} ; tenant Running {}", open.host.describe(), open.running.describe());
     drop(open_up);
+
+    // The syncers alone: in a process of their own beside a fresh `carrel up --no-syncers`.
+    let apart_pods = 2 * PODS;
+    section(&format!(
+        "20 tenants creating {apart_pods} pods, syncers in a process of their own (a fresh carrel up --no-syncers)"
+    ));
+    let apart_up = start(&tmp.path().join("data-apart"), &["--no-syncers"])?;
+    let apart_host = rt.block_on(client_from(&apart_up.kubeconfig))?;
+    let tenants = rt.block_on(create_tenants(&apart_up, "apart", 20, tmp.path()))?;
+    let syncers = SyncersApart::start(&apart_up.kubeconfig, &tenants)?;
+    rt.block_on(pods_run(&apart_host, &tenants, 20, "warm"))?;
+    let (syncer_cpu0, syncer_rss0) = usage(syncers.child.id());
+    let (rest_cpu0, rest_rss0) = usage(apart_up.child.id());
+    let apart = rt.block_on(pods_run(&apart_host, &tenants, apart_pods, "p"))?;
+    let (syncer_cpu1, syncer_rss1) = usage(syncers.child.id());
+    let (rest_cpu1, rest_rss1) = usage(apart_up.child.id());
+    println!("  host pod {} ; tenant Running {}", apart.host.describe(), apart.running.describe());
+    drop(syncers);
+    drop(apart_up);
+    let syncer_cpu = per_1000(syncer_cpu1 - syncer_cpu0, apart_pods);
+    let syncer_rss = per_1000(syncer_rss1.saturating_sub(syncer_rss0) as f64, apart_pods);
+    let rest_cpu = per_1000(rest_cpu1 - rest_cpu0, apart_pods);
+    let rest_rss = per_1000(rest_rss1.saturating_sub(rest_rss0) as f64, apart_pods);
 
     let mut table = Table::default();
     table.header("Tenant pod → host pod (simulated nodes, 2 × h200x8)");
@@ -444,6 +567,43 @@ fn main() -> BenchResult<()> {
         ratio(ours_rss, base_rss.max(1.0)),
         "-".into(),
     );
+    table.header(
+        "Syncers in a process of their own, per 1,000 synced pods (baseline: the host API per 1,000 pods created on it)",
+    );
+    for (label, cpu, rss) in [
+        ("syncers", syncer_cpu, syncer_rss),
+        ("carrel up --no-syncers (host API, tenant APIs, simulated kubelets)", rest_cpu, rest_rss),
+    ] {
+        table.row(
+            &format!("{label}: CPU seconds"),
+            format!("{cpu:.2} s"),
+            format!("{base_cpu:.2} s"),
+            ratio(cpu, base_cpu),
+            "-".into(),
+        );
+        table.row(
+            &format!("{label}: resident memory growth"),
+            format!("{:.1} MiB", rss / 1024.0),
+            format!("{:.1} MiB", base_rss / 1024.0),
+            ratio(rss, base_rss.max(1.0)),
+            "-".into(),
+        );
+    }
+    table.header("Syncers in a process of their own (baseline: in carrel up, --sync-window 0)");
+    for (label, ours, open) in [
+        ("pod → host pod", &apart.host, &open.host),
+        ("pod → Running", &apart.running, &open.running),
+    ] {
+        for (p, a, b) in [("p50", ours.p50(), open.p50()), ("p99", ours.p99(), open.p99())] {
+            table.row(
+                &format!("{label}, {p}"),
+                ms(a),
+                ms(b),
+                ratio(a.as_secs_f64(), b.as_secs_f64()),
+                "-".into(),
+            );
+        }
+    }
     table.print();
     Ok(())
 }

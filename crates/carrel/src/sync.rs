@@ -21,7 +21,7 @@ use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_node_agent::{LogLine, LogStore};
 use carrel_syncer::{names, Config, Syncer};
 
-/// One syncer per served tenant.
+/// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {
     host: kube::Client,
     /// The window tenants' new pods wait for, when there is one.
@@ -29,6 +29,8 @@ pub struct Syncers {
     handle: tokio::runtime::Handle,
     ca_pem: Option<String>,
     resync: Duration,
+    /// False when syncers run apart (`carrel up --no-syncers`): tenants get pod logs only.
+    start: bool,
     running: Mutex<HashMap<String, Running>>,
 }
 
@@ -41,7 +43,7 @@ impl std::fmt::Debug for Syncers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let running: Vec<String> =
             self.running.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
-        f.debug_struct("Syncers").field("running", &running).finish()
+        f.debug_struct("Syncers").field("start", &self.start).field("running", &running).finish()
     }
 }
 
@@ -56,7 +58,13 @@ impl Syncers {
         resync: Duration,
         intake: Option<Arc<PodIntake>>,
     ) -> Syncers {
-        Syncers { host, intake, handle, ca_pem, resync, running: Mutex::default() }
+        Syncers { host, intake, handle, ca_pem, resync, start: true, running: Mutex::default() }
+    }
+
+    /// Start no syncers, for syncers run as processes of their own: tenants still read their
+    /// pods' logs from the host.
+    pub fn logs_only(self) -> Syncers {
+        Syncers { start: false, intake: None, ..self }
     }
 
     /// Stop every syncer.
@@ -73,6 +81,9 @@ impl TenantHooks for Syncers {
             host: self.host.clone(),
             host_namespace: host_namespace(tenant),
         }));
+        if !self.start {
+            return;
+        }
         let quota = gpu_quota(object);
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = running.get(tenant) {

@@ -57,6 +57,10 @@ pub struct Args {
     /// least one. 0 lets every create through at once.
     #[arg(long)]
     sync_window: Option<usize>,
+    /// Start no syncers: tenants' pods reach the host only through `carrel-syncer` processes
+    /// started apart, as against a real host cluster. No sync window then.
+    #[arg(long, conflicts_with = "sync_window")]
+    no_syncers: bool,
 }
 
 /// The name of simulated node `i`.
@@ -111,16 +115,25 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // Syncers and node agents reach the host through its API, as they would a real cluster's.
     let client = crate::host::client(Some(&kubeconfig_path)).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let window = args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine);
+    // The window needs syncers that give room back; syncers run apart know nothing of it.
+    let window = if args.no_syncers {
+        0
+    } else {
+        args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine)
+    };
     let intake = (window > 0).then(|| PodIntake::new(window, INTAKE_LIMIT));
     tracing::debug!(window, "sync window");
-    let syncers = Arc::new(Syncers::new(
+    let mut syncers = Syncers::new(
         client.clone(),
         tokio::runtime::Handle::current(),
         Some(certs.ca_pem.clone()),
         Duration::from_secs(10),
         intake.map(Arc::new),
-    ));
+    );
+    if args.no_syncers {
+        syncers = syncers.logs_only();
+    }
+    let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     let mut logs = BTreeMap::new();
     let mut tasks = Vec::new();

@@ -668,3 +668,74 @@ fn a_tenant_sees_its_pods_scheduled_started_and_backing_off_in_its_own_names() {
         (messages == "Stopping container main", messages)
     });
 }
+
+/// A kube client from a kubeconfig file.
+async fn kube_client(path: &Path) -> kube::Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+#[test]
+fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
+    let data = tempfile::tempdir().unwrap();
+    let up =
+        Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1", "--no-syncers"]);
+    let host = up.host_kubeconfig();
+    let t = create(&up, "team-a", &["--gpu", "1g.18gb=1"]);
+    let mut manifest = gpu_pod("train", "nvidia.com/mig-1g.18gb", 1);
+    manifest = manifest.replace(
+        "metadata:\n  name: train\n",
+        "metadata:\n  name: train\n  annotations:\n    sim.carrel.dev/log: \"step 1\"\n",
+    );
+    ok(apply(&up, &t, &manifest));
+    // The pod is stored in the tenant (no window holds it) and nothing inside `carrel up`
+    // takes it to the host.
+    std::thread::sleep(Duration::from_secs(1));
+    let host_pods = ok(up.kubectl(&host, &["get", "pods", "-n", "carrel-team-a", "-o", "name"]));
+    assert_eq!(host_pods, "");
+    assert_eq!(phase(&up, &t, "train"), "Pending");
+    assert!(held(&up).is_empty());
+
+    // A syncer of its own, as `carrel-syncer` runs one, does.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let syncer = rt.spawn({
+        let (t, host) = (t.clone(), host.clone());
+        async move {
+            let config = carrel_syncer::Config {
+                tenant: "team-a".into(),
+                host_namespace: "carrel-team-a".into(),
+                gpu_quota: carrel_gpu::requests::parse_quota(&["1g.18gb=1"]).expect("quota"),
+                tenant_ca_pem: None,
+                resync: Duration::from_secs(10),
+            };
+            let syncer =
+                carrel_syncer::Syncer::new(kube_client(&t).await, kube_client(&host).await, config);
+            syncer.run(stop_rx).await;
+        }
+    });
+    wait_phase(&up, &t, "train", "Running");
+    let annotations = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "pod",
+            "-n",
+            "carrel-team-a",
+            "train-x-default",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ],
+    ));
+    assert!(annotations.contains("cdi.k8s.io/"), "{annotations}");
+    let held = held(&up);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!((held[0].0.as_str(), held[0].2.as_str()), ("team-a", "train"));
+    // The tenant's pod logs come from the host whoever syncs.
+    assert_eq!(ok(up.kubectl(&t, &["logs", "train", "--tail", "1"])), "step 1\n");
+    let _ = stop.send(true);
+    rt.block_on(syncer).expect("the syncer stops");
+}
