@@ -1,40 +1,21 @@
 //! The `carrel-syncer` binary as an admin runs it: against a host and a tenant API given by
 //! kubeconfig files, until SIGTERM.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{ListParams, PostParams};
 use kube::Api;
 use serde_json::json;
-use tokio::net::TcpListener;
+
+use common::server;
 
 const SYNCER: &str = env!("CARGO_BIN_EXE_carrel-syncer");
-
-/// A plain-HTTP API server (the host's, or a tenant's) over a fresh store on 127.0.0.1.
-async fn server(host: bool) -> (tempfile::TempDir, SocketAddr) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store =
-        carrel_store::SledStore::open(dir.path().join("store"), carrel_store::Options::create())
-            .expect("store");
-    let api = if host {
-        carrel_apiserver::Api::host(Arc::new(store))
-    } else {
-        carrel_apiserver::Api::new(Arc::new(store))
-    }
-    .expect("api");
-    let server = Arc::new(carrel_apiserver::Server::new(Arc::new(api), ""));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, carrel_apiserver::router(server)).await;
-    });
-    (dir, addr)
-}
 
 fn write_kubeconfig(path: &Path, addr: SocketAddr) {
     let text = format!(
@@ -50,8 +31,8 @@ fn client(addr: SocketAddr) -> kube::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn it_syncs_a_tenant_until_told_to_stop() {
-    let (_host_dir, host_addr) = server(true).await;
-    let (_tenant_dir, tenant_addr) = server(false).await;
+    let (_host_dir, host_addr) = server(true, None).await;
+    let (_tenant_dir, tenant_addr) = server(false, None).await;
     let (host, tenant) = (client(host_addr), client(tenant_addr));
     let namespaces: Api<Namespace> = Api::all(host.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "carrel-t"}})).unwrap();

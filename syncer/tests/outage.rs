@@ -3,6 +3,8 @@
 //! room in a window of one ([`PodIntake`]) that only the syncer gives back, so every test here
 //! also shows the syncer giving it back, whatever became of the pod.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,36 +18,12 @@ use tokio::task::JoinSet;
 
 use carrel_apiserver::intake::PodIntake;
 use carrel_syncer::{Config, Syncer};
+use common::server;
 
 /// One pod at a time between a tenant API and its syncer. Room is never given back by time
 /// within a test: a pod the syncer did not report would hold every later create up.
 fn intake() -> Arc<PodIntake> {
     Arc::new(PodIntake::new(1, Duration::from_secs(3600)))
-}
-
-/// An API server (the host's, or a tenant's whose pod creates wait for room in `intake`) over a
-/// fresh store on 127.0.0.1.
-async fn server(host: bool, intake: &Arc<PodIntake>) -> (tempfile::TempDir, SocketAddr) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store =
-        carrel_store::SledStore::open(dir.path().join("store"), carrel_store::Options::create())
-            .expect("store");
-    let api = if host {
-        carrel_apiserver::Api::host(Arc::new(store))
-    } else {
-        carrel_apiserver::Api::new(Arc::new(store))
-    }
-    .expect("api");
-    let server = Arc::new(carrel_apiserver::Server::new(Arc::new(api), ""));
-    if !host {
-        server.set_pod_intake(intake.clone(), "t");
-    }
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, carrel_apiserver::router(server)).await;
-    });
-    (dir, addr)
 }
 
 /// A TCP proxy that can be cut (every connection dropped, nothing accepted) and restored on the
@@ -186,8 +164,8 @@ async fn eventually_pods(host: &kube::Client, want: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_host_loses_and_duplicates_nothing() {
     let intake = intake();
-    let (_host_dir, host_addr) = server(true, &intake).await;
-    let (_tenant_dir, tenant_addr) = server(false, &intake).await;
+    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
+    let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
     let mut proxy = Proxy::start(host_addr).await;
     let direct_host = client(host_addr.port());
     create_namespace(&direct_host, "carrel-t").await;
@@ -234,8 +212,8 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
 async fn referenced_config_maps_are_copied_and_kept_current() {
     use k8s_openapi::api::core::v1::ConfigMap;
     let intake = intake();
-    let (_host_dir, host_addr) = server(true, &intake).await;
-    let (_tenant_dir, tenant_addr) = server(false, &intake).await;
+    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
+    let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
     let host = client(host_addr.port());
     create_namespace(&host, "carrel-t").await;
     let tenant = client(tenant_addr.port());
@@ -348,7 +326,7 @@ async fn referenced_config_maps_are_copied_and_kept_current() {
 async fn racing_claimers_never_share_a_slot() {
     use carrel_gpu::{Claim, GpuModel, Holder, Placement, Shape};
     let intake = intake();
-    let (_host_dir, host_addr) = server(true, &intake).await;
+    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
     let host = client(host_addr.port());
     create_namespace(&host, carrel_gpu::CLAIM_NAMESPACE).await;
     // Sixteen claimers of one GPU, each wanting a different shape or start; many overlap.

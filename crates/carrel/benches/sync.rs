@@ -404,6 +404,19 @@ fn syncers_main(args: &[String]) -> BenchResult<()> {
     })
 }
 
+/// Rows `<label>, p50` and `<label>, p99`: `ours` against `baseline`.
+fn percentile_rows(table: &mut Table, label: &str, ours: &Run, baseline: &Run) {
+    for (p, a, b) in [("p50", ours.p50(), baseline.p50()), ("p99", ours.p99(), baseline.p99())] {
+        table.row(
+            &format!("{label}, {p}"),
+            ms(a),
+            ms(b),
+            ratio(a.as_secs_f64(), b.as_secs_f64()),
+            "-".into(),
+        );
+    }
+}
+
 /// A measurement only tenant runs have.
 fn tenant_part(run: &Option<Run>) -> BenchResult<&Run> {
     run.as_ref().ok_or_else(|| "not a tenant run".into())
@@ -524,15 +537,7 @@ fn main() -> BenchResult<()> {
             tenant_part(&open.sent_to_host)?,
         ),
     ] {
-        for (p, a, b) in [("p50", ours.p50(), open.p50()), ("p99", ours.p99(), open.p99())] {
-            table.row(
-                &format!("{label}, {p}"),
-                ms(a),
-                ms(b),
-                ratio(a.as_secs_f64(), b.as_secs_f64()),
-                "-".into(),
-            );
-        }
+        percentile_rows(&mut table, label, ours, open);
     }
     table.header("Tenant pod → Running in the tenant");
     for (label, run) in [
@@ -540,17 +545,7 @@ fn main() -> BenchResult<()> {
         ("20 tenants", &twenty.running),
         ("20 tenants × 500 each", &each.running),
     ] {
-        for (p, ours, baseline) in
-            [("p50", run.p50(), base.running.p50()), ("p99", run.p99(), base.running.p99())]
-        {
-            table.row(
-                &format!("{label}, {p}"),
-                ms(ours),
-                ms(baseline),
-                ratio(ours.as_secs_f64(), baseline.as_secs_f64()),
-                "-".into(),
-            );
-        }
+        percentile_rows(&mut table, label, run, &base.running);
     }
     table.header("carrel up per 1,000 pods (host API, tenant APIs, syncers, simulated kubelets)");
     table.row(
@@ -594,15 +589,7 @@ fn main() -> BenchResult<()> {
         ("pod → host pod", &apart.host, &open.host),
         ("pod → Running", &apart.running, &open.running),
     ] {
-        for (p, a, b) in [("p50", ours.p50(), open.p50()), ("p99", ours.p99(), open.p99())] {
-            table.row(
-                &format!("{label}, {p}"),
-                ms(a),
-                ms(b),
-                ratio(a.as_secs_f64(), b.as_secs_f64()),
-                "-".into(),
-            );
-        }
+        percentile_rows(&mut table, label, ours, open);
     }
     table.print();
     Ok(())
