@@ -13,6 +13,9 @@
 //! - both: the host pod's status goes to the tenant pod, the tenant pod is bound to the node's
 //!   virtual node, and a finished host pod's claims are released.
 //!
+//! The host copies of ConfigMaps and Secrets follow their tenant objects, and leave the host
+//! with them.
+//!
 //! Host names come from [`names`] only.
 
 pub mod claims;
@@ -121,6 +124,22 @@ struct Inner {
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
     /// Told of each tenant pod the syncer has taken up (see [`Syncer::when_taken_up`]).
     taken_up: std::sync::OnceLock<TakenUp>,
+}
+
+/// The tenant objects (namespace, name) that the host copies in `copies` stand for; token
+/// Secrets, which stand for none, are left out.
+fn copied_objects<K: Copied>(copies: &Store<K>) -> Vec<Key> {
+    copies
+        .state()
+        .iter()
+        .filter_map(|copy| {
+            let a = copy.meta().annotations.as_ref()?;
+            Some((
+                a.get(names::ANNOTATION_NAMESPACE)?.clone(),
+                a.get(names::ANNOTATION_NAME)?.clone(),
+            ))
+        })
+        .collect()
 }
 
 /// The version of each host event last copied up, by the event's uid. An event leaves it when
@@ -395,11 +414,42 @@ impl Syncer {
         let tenant: Api<K> = Api::all(self.inner.tenant_client.clone());
         let stream = watcher(tenant, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
+        // The tenant objects a relist of the watch has shown so far.
+        let mut relist: Option<HashSet<Key>> = None;
         loop {
             let object = tokio::select! {
                 event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => o,
-                    Some(_) => continue,
+                    Some(Ok(watcher::Event::Apply(o))) => o,
+                    Some(Ok(watcher::Event::InitApply(o))) => {
+                        if let (Some(relist), Some(ns), Some(name)) =
+                            (&mut relist, o.meta().namespace.clone(), o.meta().name.clone())
+                        {
+                            relist.insert((ns, name));
+                        }
+                        o
+                    }
+                    Some(Ok(watcher::Event::Delete(o))) => {
+                        if let (Some(ns), Some(name)) = (&o.meta().namespace, &o.meta().name) {
+                            self.drop_copy_if_gone::<K>(&copies, ns, name).await;
+                        }
+                        continue;
+                    }
+                    Some(Ok(watcher::Event::Init)) => {
+                        relist = Some(HashSet::new());
+                        continue;
+                    }
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        // Objects deleted while the watch was away have copies the relist did
+                        // not show.
+                        let shown = relist.take().unwrap_or_default();
+                        for (ns, name) in copied_objects(&copies) {
+                            if !shown.contains(&(ns.clone(), name.clone())) {
+                                self.drop_copy_if_gone::<K>(&copies, &ns, &name).await;
+                            }
+                        }
+                        continue;
+                    }
+                    Some(Err(_)) => continue,
                     None => return,
                 },
                 Some((ns, name)) = copied.recv() => {
@@ -446,6 +496,39 @@ impl Syncer {
         }
         if let Err(e) = self.put_host::<K>(wanted).await {
             tracing::warn!(tenant = %self.inner.tenant, object = %host_name, error = %e, "updating a host copy");
+        }
+    }
+
+    /// Delete the host copy of tenant object `namespace/name` once the tenant no longer has the
+    /// object: a deleted Secret or ConfigMap leaves the host too. The tenant is asked first, so
+    /// that an object created again since the watch saw it go keeps its copy.
+    async fn drop_copy_if_gone<K>(&self, copies: &Store<K>, namespace: &str, name: &str)
+    where
+        K: Copied,
+    {
+        let host_name = names::host_name(namespace, name);
+        if copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace)).is_none() {
+            return;
+        }
+        let tenant: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        match tenant.get_opt(name).await {
+            Ok(None) => {}
+            Ok(Some(_)) => return,
+            Err(e) => {
+                tracing::debug!(tenant = %self.inner.tenant, object = %format!("{namespace}/{name}"), error = %e, "reading a copied object");
+                return;
+            }
+        }
+        let host: Api<K> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        match host.delete(&host_name, &DeleteParams::default()).await {
+            Ok(_) => {
+                tracing::debug!(tenant = %self.inner.tenant, object = %host_name, "deleted a copy")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                tracing::warn!(tenant = %self.inner.tenant, object = %host_name, error = %e, "deleting a host copy")
+            }
         }
     }
 

@@ -322,6 +322,81 @@ async fn referenced_config_maps_are_copied_and_kept_current() {
     let _ = run.await;
 }
 
+/// Wait until `name` in the host namespace is gone (`present` false) or there.
+async fn eventually_host_object<K>(host: &kube::Client, name: &str, present: bool)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(host.clone(), "carrel-t");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while api.get_opt(name).await.expect("read").is_some() != present {
+        assert!(Instant::now() < deadline, "{name}: still present = {}", !present);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_of_deleted_objects_leave_the_host() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    let intake = intake();
+    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
+    let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
+    let host = client(host_addr.port());
+    create_namespace(&host, "carrel-t").await;
+    let tenant = client(tenant_addr.port());
+    let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
+    let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
+    let secrets: Api<Secret> = Api::namespaced(tenant.clone(), "default");
+    let map: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"lr": "0.1"}}))
+            .expect("cm");
+    let secret: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}}),
+    )
+    .expect("secret");
+    maps.create(&PostParams::default(), &map).await.expect("create");
+    secrets.create(&PostParams::default(), &secret).await.expect("create");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "train"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x", "env": [
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}},
+            ]}],
+            "volumes": [{"name": "s", "configMap": {"name": "settings"}}],
+        },
+    }))
+    .expect("pod");
+    Api::<Pod>::namespaced(tenant.clone(), "default")
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    eventually_host_object::<ConfigMap>(&host, "settings-x-default", true).await;
+    eventually_host_object::<Secret>(&host, "creds-x-default", true).await;
+    eventually_pods(&host, &["train-x-default"]).await;
+
+    // Deleted in the tenant, the ConfigMap leaves the host; the pod stays, as a running pod
+    // outlives what it mounted.
+    maps.delete("settings", &DeleteParams::default()).await.expect("delete");
+    eventually_host_object::<ConfigMap>(&host, "settings-x-default", false).await;
+    // Deleted while no syncer runs, the Secret leaves the host once one is back.
+    let _ = stop.send(true);
+    let _ = run.await;
+    secrets.delete("creds", &DeleteParams::default()).await.expect("delete");
+    assert!(Api::<Secret>::namespaced(host.clone(), "carrel-t")
+        .get_opt("creds-x-default")
+        .await
+        .expect("read")
+        .is_some());
+    let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
+    eventually_host_object::<Secret>(&host, "creds-x-default", false).await;
+    assert_eq!(host_pods(&host).await, ["train-x-default"]);
+    let _ = stop.send(true);
+    let _ = run.await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_claimers_never_share_a_slot() {
     use carrel_gpu::{Claim, GpuModel, Holder, Placement, Shape};
