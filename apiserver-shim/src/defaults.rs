@@ -23,6 +23,30 @@ fn set_default(map: &mut Map<String, Value>, field: &str, value: Value) {
     }
 }
 
+/// A Secret's `stringData` is write-only: as kube-apiserver's conversion does, its entries go
+/// into `data`, base64-encoded and winning over a `data` entry of the same key, and it is not
+/// kept. (A value that is not a string never gets here: the typed decoding refuses it.)
+fn merge_string_data(secret: &mut Map<String, Value>) {
+    use base64::Engine;
+    let Some(strings) = secret.remove("stringData") else { return };
+    let Value::Object(strings) = strings else { return };
+    if strings.is_empty() {
+        return;
+    }
+    let data = secret.entry("data").or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (key, value) in strings {
+            if let Value::String(text) = value {
+                let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                data.insert(key, Value::String(encoded));
+            }
+        }
+    }
+}
+
 fn object_at<'a>(value: &'a mut Value, field: &str) -> Option<&'a mut Map<String, Value>> {
     let root = value.as_object_mut()?;
     let entry = root.entry(field).or_insert_with(|| Value::Object(Map::new()));
@@ -154,6 +178,7 @@ fn apply_defaults(rt: &ResourceType, object: &mut Value) {
         }
         ("", "secrets") => {
             if let Some(root) = object.as_object_mut() {
+                merge_string_data(root);
                 set_default(root, "type", json!("Opaque"));
             }
         }

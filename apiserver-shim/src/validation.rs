@@ -3140,6 +3140,27 @@ mod tests {
         let mut with_strings = secret("kubernetes.io/basic-auth", json!({}));
         with_strings["stringData"] = json!({"username": "u"});
         create("", "secrets", with_strings).expect("stringData counts as data");
+        // stringData is merged into data, base64-encoded and winning, and not kept.
+        let mut mixed = secret("Opaque", json!({"a": "eA==", "b": "eQ=="}));
+        mixed["stringData"] = json!({"a": "hi", "c": "héllo"});
+        let stored = create("", "secrets", mixed).expect("stringData");
+        assert_eq!(stored["data"], json!({"a": "aGk=", "b": "eQ==", "c": "aMOpbGxv"}));
+        assert!(stored.get("stringData").is_none(), "{stored}");
+        let mut only_strings = secret("Opaque", Value::Null);
+        only_strings["stringData"] = json!({"token": "t"});
+        let stored = create("", "secrets", only_strings).expect("stringData alone");
+        assert_eq!(stored["data"], json!({"token": "dA=="}));
+        // An update through stringData changes data, and an immutable Secret refuses it.
+        let mut frozen = secret("Opaque", json!({"a": "eA=="}));
+        frozen["immutable"] = json!(true);
+        let old = create("", "secrets", frozen.clone()).expect("immutable");
+        let mut same = frozen.clone();
+        same["stringData"] = json!({"a": "x"});
+        update("", "secrets", &old, same).expect("the same data, written as a string");
+        let mut changed = frozen;
+        changed["stringData"] = json!({"a": "y"});
+        let causes = causes_of(update("", "secrets", &old, changed));
+        assert_eq!(causes[0].1, "FieldValueForbidden", "{causes:?}");
         let big = "QUFB".repeat(MAX_DATA_SIZE / 3 + 1);
         let causes = causes_of(create("", "secrets", secret("Opaque", json!({"big": big}))));
         assert_eq!(
