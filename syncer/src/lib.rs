@@ -124,6 +124,40 @@ struct Inner {
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
     /// Told of each tenant pod the syncer has taken up (see [`Syncer::when_taken_up`]).
     taken_up: std::sync::OnceLock<TakenUp>,
+    /// The host Secrets of the tenant (copies and token Secrets), once they are watched.
+    host_secrets: std::sync::OnceLock<Store<Secret>>,
+}
+
+/// The service account (namespace, name) whose token pod `pod` is given; `None` when it opts
+/// out.
+fn token_key(pod: &Value) -> Option<Key> {
+    account_of(
+        pod.pointer("/metadata/namespace").and_then(Value::as_str),
+        pod.pointer("/spec/serviceAccountName").and_then(Value::as_str),
+        pod.pointer("/spec/automountServiceAccountToken").and_then(Value::as_bool),
+    )
+}
+
+/// [`token_key`] of a typed pod.
+fn token_key_of(pod: &Pod) -> Option<Key> {
+    let spec = pod.spec.as_ref();
+    account_of(
+        pod.metadata.namespace.as_deref(),
+        spec.and_then(|s| s.service_account_name.as_deref()),
+        spec.and_then(|s| s.automount_service_account_token),
+    )
+}
+
+fn account_of(
+    namespace: Option<&str>,
+    account: Option<&str>,
+    automount: Option<bool>,
+) -> Option<Key> {
+    if automount == Some(false) {
+        return None;
+    }
+    let account = account.filter(|s| !s.is_empty()).unwrap_or("default");
+    Some((namespace.unwrap_or_default().to_owned(), account.to_owned()))
 }
 
 /// The tenant objects (namespace, name) that the host copies in `copies` stand for; token
@@ -240,6 +274,7 @@ impl Syncer {
                 running: Mutex::default(),
                 tokens: Mutex::default(),
                 taken_up: std::sync::OnceLock::new(),
+                host_secrets: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -275,8 +310,12 @@ impl Syncer {
             tokio::spawn(self.clone().watch_host_pods(host_writer)),
             tokio::spawn(self.clone().watch_host_events()),
             tokio::spawn(self.clone().watch_host_nodes()),
-            tokio::spawn(self.clone().mirror::<ConfigMap>()),
-            tokio::spawn(self.clone().mirror::<Secret>()),
+            tokio::spawn(self.clone().mirror::<ConfigMap>(reflector::store())),
+            tokio::spawn(self.clone().mirror::<Secret>({
+                let (secrets, writer) = reflector::store();
+                let _ = self.inner.host_secrets.set(secrets.clone());
+                (secrets, writer)
+            })),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];
@@ -378,7 +417,8 @@ impl Syncer {
     /// Keep the host copies of ConfigMaps or Secrets (the ones pods referenced) in line with
     /// the tenant's objects as these change. Both sides are watched: a tenant change seen before
     /// the host watch shows the copy it concerns is looked at again when the copy shows up.
-    async fn mirror<K>(self)
+    /// `(copies, writer)` is the store the host watch fills.
+    async fn mirror<K>(self, (copies, writer): (Store<K>, reflector::store::Writer<K>))
     where
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -389,7 +429,6 @@ impl Syncer {
             + Sync
             + 'static,
     {
-        let (copies, writer) = reflector::store::<K>();
         let host: Api<K> =
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
         let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
@@ -561,6 +600,9 @@ impl Syncer {
             }
             if let Err(e) = self.collect_garbage().await {
                 tracing::warn!(tenant = %self.inner.tenant, error = %e, "resync");
+            }
+            if let Err(e) = self.tend_tokens().await {
+                tracing::warn!(tenant = %self.inner.tenant, error = %e, "renewing tokens");
             }
         }
     }
@@ -939,18 +981,11 @@ impl Syncer {
     /// and namespace, shared by the account's pods and renewed when half its life is gone;
     /// `None` when the pod opts out of a token or the account does not exist.
     async fn token_secret(&self, pod: &Value) -> Result<Option<String>, SyncError> {
-        if pod.pointer("/spec/automountServiceAccountToken") == Some(&json!(false)) {
+        let Some((namespace, account)) = token_key(pod) else {
             return Ok(None);
-        }
-        let namespace =
-            pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-        let account = pod
-            .pointer("/spec/serviceAccountName")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .unwrap_or("default");
-        let secret_name = names::token_secret(namespace, account);
-        let key = (namespace.to_owned(), account.to_owned());
+        };
+        let secret_name = names::token_secret(&namespace, &account);
+        let key = (namespace, account);
         let fresh = chrono::Utc::now() + chrono::Duration::seconds(TOKEN_SECONDS / 2);
         if self
             .inner
@@ -962,6 +997,12 @@ impl Syncer {
         {
             return Ok(Some(secret_name));
         }
+        Ok(self.write_token(&key.0, &key.1).await?.then_some(secret_name))
+    }
+
+    /// Ask the tenant API for a new token of service account `namespace/account` and write it
+    /// to the account's host Secret; false when the account does not exist.
+    async fn write_token(&self, namespace: &str, account: &str) -> Result<bool, SyncError> {
         let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
             Api::namespaced(self.inner.tenant_client.clone(), namespace);
         let request = json!({
@@ -977,7 +1018,7 @@ impl Syncer {
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 // No such service account (or no token service): the pod runs without a token.
                 tracing::debug!(tenant = %self.inner.tenant, %account, "no token for the pod: {}", e.message);
-                return Ok(None);
+                return Ok(false);
             }
             Err(e) => return Err(e.into()),
         };
@@ -996,20 +1037,68 @@ impl Syncer {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {
-                "name": secret_name,
+                "name": names::token_secret(namespace, account),
                 "namespace": self.inner.host_namespace,
                 "labels": names::host_labels(&self.inner.tenant),
                 "annotations": {
                     names::ANNOTATION_NAMESPACE: namespace,
                     names::ANNOTATION_SERVICE_ACCOUNT: account,
+                    names::ANNOTATION_TOKEN_EXPIRES: expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 },
             },
             "type": "Opaque",
             "stringData": data,
         });
         self.put_host::<Secret>(secret).await?;
+        let key = (namespace.to_owned(), account.to_owned());
         self.inner.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(key, expires);
-        Ok(Some(secret_name))
+        Ok(true)
+    }
+
+    /// Renew the tokens of host token Secrets that running pods use once half their life is
+    /// gone, as the kubelet refreshes a projected token, and delete those no pod uses any more.
+    /// What the Secrets record (their expiry annotation) decides, so a restarted syncer renews
+    /// only what is due.
+    async fn tend_tokens(&self) -> Result<(), SyncError> {
+        let Some(secrets) = self.inner.host_secrets.get() else { return Ok(()) };
+        let used: HashSet<Key> = self
+            .inner
+            .tenant_pods
+            .state()
+            .iter()
+            .filter(|p| !finished(p))
+            .filter_map(|p| token_key_of(p))
+            .collect();
+        let due = chrono::Utc::now() + chrono::Duration::seconds(TOKEN_SECONDS / 2);
+        let api: Api<Secret> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        for secret in secrets.state() {
+            let Some(a) = secret.metadata.annotations.as_ref() else { continue };
+            let (Some(namespace), Some(account)) =
+                (a.get(names::ANNOTATION_NAMESPACE), a.get(names::ANNOTATION_SERVICE_ACCOUNT))
+            else {
+                continue;
+            };
+            let key = (namespace.clone(), account.clone());
+            if !used.contains(&key) {
+                let name = names::token_secret(namespace, account);
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+                self.inner.tokens.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                continue;
+            }
+            let expires = a
+                .get(names::ANNOTATION_TOKEN_EXPIRES)
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&chrono::Utc));
+            if expires.is_none_or(|t| t < due) {
+                self.write_token(namespace, account).await?;
+            }
+        }
+        Ok(())
     }
 
     async fn status_up(&self, tenant: &Value, host: &Value) -> Result<(), SyncError> {

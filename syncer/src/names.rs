@@ -24,6 +24,8 @@ pub const ANNOTATION_NAME: &str = "carrel.dev/tenant-name";
 pub const ANNOTATION_UID: &str = "carrel.dev/tenant-uid";
 /// Annotation on a host token Secret: the tenant service account.
 pub const ANNOTATION_SERVICE_ACCOUNT: &str = "carrel.dev/tenant-service-account";
+/// Annotation on a host token Secret: when its token expires (RFC 3339).
+pub const ANNOTATION_TOKEN_EXPIRES: &str = "carrel.dev/token-expires";
 /// Annotation on a host pod: the CDI devices it is given.
 pub const ANNOTATION_CDI: &str = "cdi.k8s.io/carrel-gpu";
 /// Label on the tenant's virtual nodes.

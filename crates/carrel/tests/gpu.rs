@@ -739,3 +739,70 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
     let _ = stop.send(true);
     rt.block_on(syncer).expect("the syncer stops");
 }
+
+#[test]
+fn pod_tokens_are_renewed_before_they_expire_and_removed_once_unused() {
+    use base64::Engine;
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let host = up.host_kubeconfig();
+    let t = create(&up, "team-a", &[]);
+    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: main\n    image: x\n"));
+    wait_phase(&up, &t, "web", "Running");
+    let secret_name = "default-x-default.sa-token";
+    let read = || {
+        let s = json(
+            up.kubectl(&host, &["get", "secret", "-n", "carrel-team-a", secret_name, "-o", "json"]),
+        );
+        let token = s["data"]["token"].as_str().expect("a token").to_owned();
+        let expires = s["metadata"]["annotations"]["carrel.dev/token-expires"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .expect("an expiry");
+        (token, expires)
+    };
+    let (first, expires) = read();
+    let day = chrono::Utc::now() + chrono::Duration::hours(23);
+    assert!(expires > day, "{expires}");
+
+    // With most of its life gone, the token is renewed, as a kubelet refreshes a projected one.
+    let soon = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    ok(up.kubectl(
+        &host,
+        &[
+            "annotate",
+            "--overwrite",
+            "secret",
+            "-n",
+            "carrel-team-a",
+            secret_name,
+            &format!("carrel.dev/token-expires={soon}"),
+        ],
+    ));
+    let (renewed, expires) = eventually("the token renewed", WAIT, || {
+        let (token, expires) = read();
+        (token != first && expires > day, (token, expires))
+    });
+    assert!(expires > day);
+    // The new token is the service account's, to the tenant API.
+    let token = base64::engine::general_purpose::STANDARD.decode(&renewed).expect("base64");
+    let review = up.home.path().join("review.json");
+    std::fs::write(
+        &review,
+        serde_json::json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": String::from_utf8(token).unwrap()}}).to_string(),
+    )
+    .unwrap();
+    let who = ok(up.kubectl(
+        &t,
+        &["create", "-f", &review.to_string_lossy(), "-o", "jsonpath={.status.user.username}"],
+    ));
+    assert_eq!(who, "system:serviceaccount:default:default");
+
+    // No pod uses it any more: it leaves the host.
+    ok(up.kubectl(&t, &["delete", "pod", "web", "--wait=false"]));
+    eventually("the token Secret removed", WAIT, || {
+        let out = up.kubectl(&host, &["get", "secret", "-n", "carrel-team-a", secret_name]);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (err.contains("NotFound"), err)
+    });
+}
