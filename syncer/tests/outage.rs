@@ -113,6 +113,24 @@ fn start_syncer(
     (stop, run)
 }
 
+/// A host API with the host namespace `carrel-t`, and a tenant API whose pod creates wait for
+/// room in `intake`; both live as long as `_stores`.
+struct Clusters {
+    intake: Arc<PodIntake>,
+    host: kube::Client,
+    tenant: kube::Client,
+    _stores: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn clusters() -> Clusters {
+    let intake = intake();
+    let (host_dir, host_addr) = server(true, Some(&intake)).await;
+    let (tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
+    let host = client(host_addr.port());
+    create_namespace(&host, "carrel-t").await;
+    Clusters { intake, host, tenant: client(tenant_addr.port()), _stores: (host_dir, tenant_dir) }
+}
+
 fn client(port: u16) -> kube::Client {
     let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
     kube::Client::try_from(config).expect("client")
@@ -211,12 +229,7 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn referenced_config_maps_are_copied_and_kept_current() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let intake = intake();
-    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
-    let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
-    let host = client(host_addr.port());
-    create_namespace(&host, "carrel-t").await;
-    let tenant = client(tenant_addr.port());
+    let Clusters { intake, host, tenant, _stores } = clusters().await;
     let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
     let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
     let settings = |v: &str| -> ConfigMap {
@@ -341,12 +354,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_of_deleted_objects_leave_the_host() {
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    let intake = intake();
-    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
-    let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
-    let host = client(host_addr.port());
-    create_namespace(&host, "carrel-t").await;
-    let tenant = client(tenant_addr.port());
+    let Clusters { intake, host, tenant, _stores } = clusters().await;
     let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
     let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(tenant.clone(), "default");
