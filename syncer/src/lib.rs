@@ -176,14 +176,43 @@ fn copied_objects<K: Copied>(copies: &Store<K>) -> Vec<Key> {
         .collect()
 }
 
+/// The keys of the objects a relist of a watch has shown so far, between its `Init` and its
+/// `InitDone`: what a complete relist did not show was deleted while the watch was away.
+#[derive(Debug)]
+struct Relist<T>(Option<HashSet<T>>);
+
+impl<T> Default for Relist<T> {
+    fn default() -> Self {
+        Relist(None)
+    }
+}
+
+impl<T: Eq + std::hash::Hash> Relist<T> {
+    /// The watch lists every object again.
+    fn begin(&mut self) {
+        self.0 = Some(HashSet::new());
+    }
+
+    /// The watch shows the object `key`; remembered only during a relist.
+    fn saw<Q: ?Sized + ToOwned<Owned = T>>(&mut self, key: &Q) {
+        if let Some(shown) = &mut self.0 {
+            shown.insert(key.to_owned());
+        }
+    }
+
+    /// The keys a relist showed, once it is complete; `None` outside a relist.
+    fn end(&mut self) -> Option<HashSet<T>> {
+        self.0.take()
+    }
+}
+
 /// The version of each host event last copied up, by the event's uid. An event leaves it when
 /// the host deletes it (events expire), or when a relist of the watch no longer shows it (it
 /// was deleted while the watch was away), so that it holds no more than the host does.
 #[derive(Debug, Default)]
 struct SeenEvents {
     versions: HashMap<String, String>,
-    /// The uids a relist in progress has shown so far.
-    relist: Option<HashSet<String>>,
+    relist: Relist<String>,
 }
 
 impl SeenEvents {
@@ -202,20 +231,18 @@ impl SeenEvents {
 
     /// The watch lists every event again.
     fn relisting(&mut self) {
-        self.relist = Some(HashSet::new());
+        self.relist.begin();
     }
 
     /// The watch shows event `uid`.
     fn listed(&mut self, uid: &str) {
-        if let Some(relist) = &mut self.relist {
-            relist.insert(uid.to_owned());
-        }
+        self.relist.saw(uid);
     }
 
     /// The relist is complete: what it did not show is gone.
     fn relisted(&mut self) {
-        if let Some(relist) = self.relist.take() {
-            self.versions.retain(|uid, _| relist.contains(uid));
+        if let Some(shown) = self.relist.end() {
+            self.versions.retain(|uid, _| shown.contains(uid));
         }
     }
 
@@ -453,17 +480,14 @@ impl Syncer {
         let tenant: Api<K> = Api::all(self.inner.tenant_client.clone());
         let stream = watcher(tenant, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
-        // The tenant objects a relist of the watch has shown so far.
-        let mut relist: Option<HashSet<Key>> = None;
+        let mut relist = Relist::<Key>::default();
         loop {
             let object = tokio::select! {
                 event = stream.next() => match event {
                     Some(Ok(watcher::Event::Apply(o))) => o,
                     Some(Ok(watcher::Event::InitApply(o))) => {
-                        if let (Some(relist), Some(ns), Some(name)) =
-                            (&mut relist, o.meta().namespace.clone(), o.meta().name.clone())
-                        {
-                            relist.insert((ns, name));
+                        if let (Some(ns), Some(name)) = (&o.meta().namespace, &o.meta().name) {
+                            relist.saw(&(ns.clone(), name.clone()));
                         }
                         o
                     }
@@ -474,13 +498,13 @@ impl Syncer {
                         continue;
                     }
                     Some(Ok(watcher::Event::Init)) => {
-                        relist = Some(HashSet::new());
+                        relist.begin();
                         continue;
                     }
                     Some(Ok(watcher::Event::InitDone)) => {
                         // Objects deleted while the watch was away have copies the relist did
                         // not show.
-                        let shown = relist.take().unwrap_or_default();
+                        let shown = relist.end().unwrap_or_default();
                         for (ns, name) in copied_objects(&copies) {
                             if !shown.contains(&(ns.clone(), name.clone())) {
                                 self.drop_copy_if_gone::<K>(&copies, &ns, &name).await;

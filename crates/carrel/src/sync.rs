@@ -64,7 +64,7 @@ impl Syncers {
     /// Start no syncers, for syncers run as processes of their own: tenants still read their
     /// pods' logs from the host.
     pub fn logs_only(self) -> Syncers {
-        Syncers { start: false, intake: None, ..self }
+        Syncers { start: false, ..self }
     }
 
     /// Stop every syncer.
