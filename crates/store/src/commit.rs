@@ -26,8 +26,13 @@ struct State {
     wal: Vec<u8>,
     /// Someone is syncing (or checkpointing) now.
     busy: bool,
-    /// Set by the first failed sync; the store is read-only from then on.
+    /// Set by the first failed sync; the store is read-only from then on (until reopened).
     failed: Option<String>,
+    /// The last leader whose sync hit a passing error that outlasted its retries: the revisions
+    /// it covered and why. Its batch went back to the queue for the next leader.
+    unavailable: Option<(Revision, String)>,
+    /// Counts such leaders, so that a waiter learns the sync it waited for gave up.
+    gave_up: u64,
     shutdown: bool,
 }
 
@@ -92,12 +97,20 @@ impl Commit {
             return Ok(None);
         }
         let mut state = self.state.lock();
+        let gave_up = state.gave_up;
         loop {
             if self.durable() >= revision {
                 return Ok(None);
             }
             if let Some(why) = &state.failed {
                 return Err(Error::Failed(why.clone()));
+            }
+            if state.gave_up != gave_up {
+                if let Some((through, why)) = &state.unavailable {
+                    if revision <= *through {
+                        return Err(Error::Unavailable(why.clone()));
+                    }
+                }
             }
             if !state.busy && state.applied > self.durable() {
                 state.busy = true;
@@ -118,10 +131,51 @@ impl Commit {
             Ok(()) => self.durable.store(through, Ordering::Release),
             Err(e) => {
                 tracing::error!(error = %e, "sync failed; the store accepts no more writes");
-                state.failed.get_or_insert_with(|| e.to_string());
+                if state.failed.is_none() {
+                    crate::io::count_failure();
+                    state.failed = Some(e.to_string());
+                }
             }
         }
         state.busy = false;
+        self.changed.notify_all();
+    }
+
+    /// A leader's sync hit a passing error that outlasted its retries: put its batch back at the
+    /// head of the queue, for the next leader, and tell the writers it covered.
+    pub(crate) fn give_back(&self, batch: Batch, why: String) {
+        let mut state = self.state.lock();
+        let Batch { through, mut events, mut wal } = batch;
+        events.append(&mut state.pending);
+        state.pending = events;
+        wal.extend_from_slice(&state.wal);
+        state.wal = wal;
+        state.unavailable = Some((through, why));
+        state.gave_up += 1;
+        state.busy = false;
+        self.changed.notify_all();
+    }
+
+    /// The newest revision applied, durable or not.
+    pub(crate) fn applied(&self) -> Revision {
+        self.state.lock().applied
+    }
+
+    /// Why the store is failed, if it is.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.state.lock().failed.clone()
+    }
+
+    /// After a reopen: `revision` is applied and durable, nothing is queued, and writes are
+    /// accepted again.
+    pub(crate) fn reset(&self, revision: Revision) {
+        let mut state = self.state.lock();
+        state.applied = revision;
+        state.pending.clear();
+        state.wal.clear();
+        state.failed = None;
+        state.unavailable = None;
+        self.durable.store(revision, Ordering::Release);
         self.changed.notify_all();
     }
 
@@ -145,7 +199,10 @@ impl Commit {
     pub(crate) fn fail(&self, why: String) {
         let mut state = self.state.lock();
         tracing::error!(error = %why, "the store accepts no more writes");
-        state.failed.get_or_insert(why);
+        if state.failed.is_none() {
+            crate::io::count_failure();
+            state.failed = Some(why);
+        }
         self.changed.notify_all();
     }
 

@@ -110,6 +110,7 @@ pub enum Error {
 
     /// Persisting to disk failed. After a failed sync the store refuses all further writes: the
     /// kernel may have dropped the dirty pages, so nothing later could be trusted to be durable.
+    /// (Errors that leave the disk as it was are retried instead: see [`Error::Unavailable`].)
     #[error("storage I/O failed: {0}")]
     Io(#[from] std::io::Error),
 
@@ -121,6 +122,14 @@ pub enum Error {
     #[error("the store is failed after an earlier sync error ({0}) and accepts no writes")]
     Failed(String),
 
+    /// A passing I/O error (no free file descriptor, no memory, no space before anything was
+    /// written) outlasted its retries, so this write's durability could not be confirmed. Nothing
+    /// on disk was harmed and the store stays writable: the write is still queued and becomes
+    /// durable with the next sync, so a retry may find it done (Kubernetes: 503
+    /// ServiceUnavailable).
+    #[error("storage is temporarily unavailable ({0}); the write was not confirmed, retry")]
+    Unavailable(String),
+
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
@@ -131,6 +140,11 @@ impl Error {
     /// relist and watch again.
     pub fn is_expired(&self) -> bool {
         matches!(self, Error::Expired { .. } | Error::WatcherTooSlow { .. })
+    }
+
+    /// Whether the same request may succeed if retried soon: a passing I/O error.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
     }
 }
 

@@ -20,8 +20,10 @@ mod codec;
 mod commit;
 mod continue_token;
 mod error;
+mod faults;
 mod history;
 mod hub;
+mod io;
 mod sled_store;
 mod sync;
 mod wal;
@@ -32,7 +34,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use error::{Error, Result};
+/// Injected I/O errors, for tests (feature `failpoints`).
+#[cfg(feature = "failpoints")]
+pub mod failpoints {
+    pub use crate::faults::{clear, fired, inject, Fault, FaultPoint};
+}
 pub use history::HistoryWindow;
+pub use io::{io_stats, IoStats, Retry};
 pub use sled_store::{Options, SledStore};
 pub use watch::Watch;
 
@@ -91,6 +99,19 @@ impl Event {
             mod_revision: self.revision,
         }
     }
+}
+
+/// Whether a store accepts writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// It does.
+    Ok,
+    /// An I/O error left what is on disk uncertain: the store serves reads but refuses writes
+    /// until it is reopened.
+    Failed {
+        /// The error, as the store reports it.
+        reason: String,
+    },
 }
 
 /// How much of a prefix to list, and as of when.
@@ -162,6 +183,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Discard history up to and including `revision`. Compacting to an already compacted
     /// revision does nothing; a revision newer than [`Store::current_revision`] is an error.
     fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// Whether the store accepts writes.
+    fn health(&self) -> Health {
+        Health::Ok
+    }
+
+    /// Bring a failed store back: read it again from disk, replaying its write-ahead log, and
+    /// accept writes again. `Ok(true)` if it was failed and is now healthy, `Ok(false)` if it was
+    /// not failed; an error leaves it failed.
+    fn reopen(&self) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -191,5 +224,11 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn compact(&self, revision: Revision) -> Result<()> {
         (**self).compact(revision)
+    }
+    fn health(&self) -> Health {
+        (**self).health()
+    }
+    fn reopen(&self) -> Result<bool> {
+        (**self).reopen()
     }
 }

@@ -25,11 +25,13 @@ use crate::codec::{self, DecodeError};
 use crate::commit::Commit;
 use crate::continue_token::ContinueToken;
 use crate::hub::Hub;
+use crate::io::{Failure, Retry};
 use crate::sync::{sync_dir, DiskSync};
 use crate::wal::{self, Wal};
 use crate::watch::Watch;
 use crate::{
-    Error, Event, EventKind, HistoryWindow, ListOptions, ListPage, Object, Result, Revision, Store,
+    Error, Event, EventKind, Health, HistoryWindow, ListOptions, ListPage, Object, Result,
+    Revision, Store,
 };
 
 /// The longest key a store accepts.
@@ -60,6 +62,14 @@ pub struct Options {
     pub checkpoint_bytes: u64,
     /// …or this long after the last checkpoint, whichever comes first.
     pub checkpoint_interval: Duration,
+    /// How I/O errors that leave the disk as it was (`EMFILE`, `ENOMEM`, `ENOSPC` before
+    /// anything was written, …) are retried before a write gets [`Error::Unavailable`] or a
+    /// checkpoint is put off.
+    pub retry: Retry,
+    /// A store failed by an uncertain I/O error reopens itself (see [`SledStore::reopen`]) this
+    /// long after the failure, then at doubling intervals up to a minute; `None`: only when
+    /// asked.
+    pub reopen_after: Option<Duration>,
 }
 
 impl Default for Options {
@@ -74,6 +84,8 @@ impl Default for Options {
             cache_capacity: 64 * 1024 * 1024,
             checkpoint_bytes: 64 * 1024 * 1024,
             checkpoint_interval: Duration::from_secs(30),
+            retry: Retry::default(),
+            reopen_after: Some(Duration::from_secs(5)),
         }
     }
 }
@@ -99,7 +111,8 @@ pub struct SledStore {
 #[derive(Debug)]
 struct Inner {
     path: PathBuf,
-    db: sled::Db,
+    /// `None` only while a failed store is reopened (or when reopening it failed).
+    db: RwLock<Option<sled::Db>>,
     /// Held for the store's lifetime; declared after `db` so that it is released last.
     _lock: File,
     options: Options,
@@ -122,40 +135,12 @@ impl SledStore {
         prepare_dir(&path, options.create_if_missing)?;
         let lock = lock_dir(&path)?;
 
-        let config = sled::Config::new()
-            .path(&path)
-            .cache_capacity(options.cache_capacity)
-            .flush_every_ms(None);
-        let db = open_sled(&path, &config)?;
-
-        let corrupt = |detail: String| Error::Corrupt { path: path.clone(), detail };
-        let (mut revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
-        // Acknowledged writes newer than what sled recovered are in the write-ahead log.
-        let (mut wal, records) = Wal::open(&path)?;
-        for record in &records {
-            if record.revision <= revision {
-                continue;
-            }
-            if record.revision != revision + 1 {
-                return Err(corrupt(format!(
-                    "the write-ahead log continues at revision {} but the database ends at {revision}",
-                    record.revision
-                )));
-            }
-            let event = codec::decode_event(record.revision, &record.event)
-                .map_err(|e| corrupt(e.to_string()))?
-                .event;
-            db.apply_batch(event_batch(&event, &record.event))?;
-            revision = record.revision;
-        }
-        // Make what was recovered durable in sled itself; then the log can start afresh.
-        let disk = DiskSync::open(&path, &db)?;
-        wal.reset()?;
+        let Loaded { db, revision, compacted, disk, wal } = load(&path, &options)?;
         tracing::debug!(path = %path.display(), revision, compacted, "opened store");
 
         let inner = Arc::new(Inner {
             path,
-            db,
+            db: RwLock::new(Some(db)),
             _lock: lock,
             writer: RwLock::new(revision),
             commit: Commit::new(revision),
@@ -193,6 +178,66 @@ impl SledStore {
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+
+    /// Whether the store accepts writes.
+    pub fn health(&self) -> Health {
+        match self.inner.commit.failure() {
+            None => Health::Ok,
+            Some(reason) => Health::Failed { reason },
+        }
+    }
+
+    /// Bring a failed store back without restarting the process: drop sled's handle, open the
+    /// database again from disk, replay the write-ahead log onto it and sync it all, as at open;
+    /// then accept writes again. Watchers receive the recovered writes they had not seen. Writes
+    /// that were applied in memory but never acknowledged are kept if they reached the disk and
+    /// dropped otherwise; nothing acknowledged is lost. `Ok(false)` if the store was not failed;
+    /// an error leaves it failed (and, if sled could not be opened again, unreadable) until the
+    /// next attempt.
+    pub fn reopen(&self) -> Result<bool> {
+        self.inner.reopen()
+    }
+}
+
+/// A store's state on disk, recovered.
+struct Loaded {
+    db: sled::Db,
+    revision: Revision,
+    compacted: Revision,
+    disk: DiskSync,
+    wal: Wal,
+}
+
+/// Open sled in `path`, replay the write-ahead log onto it and make the result durable.
+fn load(path: &Path, options: &Options) -> Result<Loaded> {
+    let config =
+        sled::Config::new().path(path).cache_capacity(options.cache_capacity).flush_every_ms(None);
+    let db = open_sled(path, &config)?;
+
+    let corrupt = |detail: String| Error::Corrupt { path: path.to_path_buf(), detail };
+    let (mut revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
+    // Acknowledged writes newer than what sled recovered are in the write-ahead log.
+    let (mut wal, records) = Wal::open(path)?;
+    for record in &records {
+        if record.revision <= revision {
+            continue;
+        }
+        if record.revision != revision + 1 {
+            return Err(corrupt(format!(
+                "the write-ahead log continues at revision {} but the database ends at {revision}",
+                record.revision
+            )));
+        }
+        let event = codec::decode_event(record.revision, &record.event)
+            .map_err(|e| corrupt(e.to_string()))?
+            .event;
+        db.apply_batch(event_batch(&event, &record.event))?;
+        revision = record.revision;
+    }
+    // Make what was recovered durable in sled itself; then the log can start afresh.
+    let disk = DiskSync::open(path, &db)?;
+    wal.reset().map_err(|f| f.error)?;
+    Ok(Loaded { db, revision, compacted, disk, wal })
 }
 
 impl Drop for SledStore {
@@ -388,6 +433,16 @@ enum Op {
 }
 
 impl Inner {
+    /// sled's handle (an `Arc`; callers hold it only for one operation, so a reopen can drop it).
+    fn db(&self) -> Result<sled::Db> {
+        match &*self.db.read() {
+            Some(db) => Ok(db.clone()),
+            None => Err(Error::Failed(
+                self.commit.failure().unwrap_or_else(|| "the store is being reopened".into()),
+            )),
+        }
+    }
+
     fn corrupt(&self, e: impl std::fmt::Display) -> Error {
         Error::Corrupt { path: self.path.clone(), detail: e.to_string() }
     }
@@ -412,7 +467,7 @@ impl Inner {
     }
 
     fn read_object(&self, key: &str) -> Result<Option<Object>> {
-        match self.db.get(codec::object_key(key))? {
+        match self.db()?.get(codec::object_key(key))? {
             Some(record) => {
                 Ok(Some(codec::decode_object(key.to_owned(), record).map_err(|e| self.corrupt(e))?))
             }
@@ -481,7 +536,7 @@ impl Inner {
         };
 
         let record = codec::encode_event(&event, prev_mod_revision, unix_millis());
-        self.db.apply_batch(event_batch(&event, &record))?;
+        self.db()?.apply_batch(event_batch(&event, &record))?;
         *writer = revision;
         let object = event.object();
         self.commit.record(Arc::new(event), |wal| wal::encode(revision, &record, wal));
@@ -543,7 +598,8 @@ impl Inner {
             None => Bound::Included(codec::object_key(prefix)),
         };
         let object_prefix = codec::object_key(prefix);
-        let mut current = self.db.range::<Vec<u8>, _>((start, Bound::Unbounded));
+        let db = self.db()?;
+        let mut current = db.range::<Vec<u8>, _>((start, Bound::Unbounded));
         let mut next_current: Option<Object> = None;
         let mut current_done = false;
         let mut items = Vec::new();
@@ -602,7 +658,7 @@ impl Inner {
             return Ok(());
         }
         let range = codec::log_key(rewind.next)..=codec::log_key(through);
-        for entry in self.db.range(range) {
+        for entry in self.db()?.range(range) {
             let (k, v) = entry?;
             let revision = codec::revision_of_log_key(&k).map_err(|e| self.corrupt(e))?;
             if revision != rewind.next {
@@ -694,18 +750,19 @@ impl Inner {
         // Announce first: a replay that meets the gap then knows it was compacted.
         self.compacted.store(revision, Ordering::Release);
         let range = codec::log_key(compacted + 1)..=codec::log_key(revision);
+        let db = self.db()?;
         let mut batch = sled::Batch::default();
         let mut in_batch = 0;
-        for key in self.db.range(range).keys() {
+        for key in db.range(range).keys() {
             batch.remove(key?);
             in_batch += 1;
             if in_batch == COMPACTION_CHUNK {
-                self.db.apply_batch(std::mem::take(&mut batch))?;
+                db.apply_batch(std::mem::take(&mut batch))?;
                 in_batch = 0;
             }
         }
         batch.insert(codec::META_COMPACTED, &codec::encode_u64(revision));
-        self.db.apply_batch(batch)?;
+        db.apply_batch(batch)?;
         tracing::debug!(path = %self.path.display(), revision, "compacted history");
         Ok(())
     }
@@ -721,7 +778,7 @@ impl Inner {
         let cutoff = unix_millis().saturating_sub(window.min_age.as_millis() as u64);
         let mut boundary = compacted;
         let range = codec::log_key(compacted + 1)..=codec::log_key(by_count);
-        for entry in self.db.range(range).take(COMPACTION_CHUNK) {
+        for entry in self.db()?.range(range).take(COMPACTION_CHUNK) {
             let (k, v) = entry?;
             let revision = codec::revision_of_log_key(&k).map_err(|e| self.corrupt(e))?;
             let record = codec::decode_event(revision, &v).map_err(|e| self.corrupt(e))?;
@@ -735,46 +792,156 @@ impl Inner {
 
     /// Make sled's own state durable, then empty the write-ahead log: everything in it is now in
     /// sled on disk. No sync runs meanwhile (`Commit::exclusive`), so no append interleaves.
-    fn checkpoint(&self) {
+    /// A passing error is retried, and if it lasts, the checkpoint is put off (`false`): the log
+    /// still holds everything, so nothing is at risk. An uncertain one fails the store.
+    fn checkpoint(&self) -> bool {
         if self.commit.is_failed() {
-            return;
+            return false;
         }
         let outcome = self.commit.exclusive(|| {
-            self.disk
-                .lock()
-                .sync(&self.db)
-                .and_then(|()| self.wal.lock().reset().map_err(Error::from))
+            let db = self.db().map_err(|error| Failure { error, passing: false })?;
+            self.options.retry.run("checkpoint", || {
+                self.disk.lock().sync(&db)?;
+                self.wal.lock().reset()
+            })
         });
-        if let Err(e) = outcome {
-            self.commit.fail(format!("checkpoint failed: {e}"));
+        match outcome {
+            Ok(()) => true,
+            Err(f) if f.passing => {
+                tracing::warn!(
+                    path = %self.path.display(), error = %f.error,
+                    "checkpoint put off after a passing I/O error; the write-ahead log keeps everything"
+                );
+                false
+            }
+            Err(f) => {
+                self.commit.fail(format!("checkpoint failed: {}", f.error));
+                false
+            }
         }
     }
 
     /// Block until `revision` is durable, syncing as the leader when no one else is.
     fn wait_durable(&self, revision: Revision) -> Result<()> {
         while let Some(batch) = self.commit.wait_or_lead(revision)? {
-            let outcome = self.wal.lock().append(&batch.wal).map_err(Error::from);
-            if outcome.is_ok() {
-                // Still the only leader, so events reach the publisher in revision order.
-                let sent = self
-                    .publisher
-                    .lock()
-                    .as_ref()
-                    .is_some_and(|p| p.send((batch.events, batch.through)).is_ok());
-                if !sent {
-                    tracing::debug!(path = %self.path.display(), "no publisher: store closing");
+            let outcome = self
+                .options
+                .retry
+                .run("write-ahead log append", || self.wal.lock().append(&batch.wal));
+            match outcome {
+                Ok(()) => {
+                    // Still the only leader, so events reach the publisher in revision order.
+                    let sent = self
+                        .publisher
+                        .lock()
+                        .as_ref()
+                        .is_some_and(|p| p.send((batch.events, batch.through)).is_ok());
+                    if !sent {
+                        tracing::debug!(path = %self.path.display(), "no publisher: store closing");
+                    }
+                    self.commit.finish(batch.through, &Ok(()));
+                }
+                Err(f) if f.passing => {
+                    // Nothing reached the log: the batch waits for the next leader.
+                    let why = f.error.to_string();
+                    self.commit.give_back(batch, why.clone());
+                    return Err(Error::Unavailable(why));
+                }
+                Err(f) => {
+                    let outcome = Err(f.error);
+                    self.commit.finish(batch.through, &outcome);
+                    outcome?;
                 }
             }
-            self.commit.finish(batch.through, &outcome);
-            outcome?;
         }
         Ok(())
+    }
+
+    /// Reopen a failed store in place: see [`SledStore::reopen`].
+    fn reopen(&self) -> Result<bool> {
+        // Writers and consistent readers wait; no sync or checkpoint runs meanwhile.
+        let mut writer = self.writer.write();
+        if self.commit.failure().is_none() {
+            return Ok(false);
+        }
+        let durable = self.commit.durable();
+        self.commit.exclusive(|| {
+            // sled's lock is released once its last handle is dropped; `open_sled` waits for
+            // a replay or compaction still holding one.
+            self.db.write().take();
+            let loaded = load(&self.path, &self.options)?;
+            if loaded.revision < durable {
+                let e = self.corrupt(format!(
+                    "reopened at revision {} but revision {durable} was acknowledged",
+                    loaded.revision
+                ));
+                *self.db.write() = Some(loaded.db);
+                return Err(e);
+            }
+            // Writes that reached the disk without being acknowledged are durable now:
+            // watchers get them, in order, after everything already published.
+            let mut recovered = Vec::new();
+            if loaded.revision > durable {
+                let range = codec::log_key(durable + 1)..=codec::log_key(loaded.revision);
+                for entry in loaded.db.range(range) {
+                    let (k, v) = entry?;
+                    let revision = codec::revision_of_log_key(&k).map_err(|e| self.corrupt(e))?;
+                    let record = codec::decode_event(revision, &v).map_err(|e| self.corrupt(e))?;
+                    recovered.push(Arc::new(record.event));
+                }
+            }
+            *self.disk.lock() = loaded.disk;
+            *self.wal.lock() = loaded.wal;
+            *self.db.write() = Some(loaded.db);
+            self.compacted.fetch_max(loaded.compacted, Ordering::AcqRel);
+            *writer = loaded.revision;
+            if !recovered.is_empty() {
+                if let Some(p) = self.publisher.lock().as_ref() {
+                    let _ = p.send((recovered, loaded.revision));
+                }
+            }
+            self.commit.reset(loaded.revision);
+            crate::io::count_reopen();
+            tracing::info!(
+                path = %self.path.display(), revision = loaded.revision,
+                "failed store reopened; it accepts writes again"
+            );
+            Ok(true)
+        })
     }
 
     fn run_housekeeping(self: Arc<Self>) {
         let interval = self.options.compaction_interval;
         let mut last_checkpoint = Instant::now();
+        // While failed: when to try reopening next, and the wait after that.
+        let mut reopen: Option<(Instant, Duration)> = None;
         while self.commit.idle(interval) {
+            if self.commit.is_failed() {
+                let Some(first) = self.options.reopen_after else { continue };
+                let (at, wait) = *reopen.get_or_insert((Instant::now() + first, first));
+                if Instant::now() >= at {
+                    match self.reopen() {
+                        Ok(_) => reopen = None,
+                        Err(e) => {
+                            let wait = (wait * 2).min(Duration::from_secs(60));
+                            tracing::warn!(
+                                path = %self.path.display(), error = %e, ?wait,
+                                "reopening the failed store failed; trying again later"
+                            );
+                            reopen = Some((Instant::now() + wait, wait));
+                        }
+                    }
+                }
+                continue;
+            }
+            // Writes whose sync was given up on after a passing error are still queued: make
+            // them durable even if no writer comes along.
+            let applied = self.commit.applied();
+            if applied > self.commit.durable() {
+                if let Err(e) = self.wait_durable(applied) {
+                    tracing::debug!(path = %self.path.display(), error = %e, "sync put off");
+                }
+            }
             let wal_len = self.wal.lock().len();
             if wal_len >= self.options.checkpoint_bytes
                 || (wal_len > 0 && last_checkpoint.elapsed() >= self.options.checkpoint_interval)
@@ -816,7 +983,7 @@ impl Replay {
         let store = self.store.upgrade().ok_or(Error::Closed)?;
         let range = codec::log_key(self.next)..=codec::log_key(self.through);
         let mut read = 0;
-        for entry in store.db.range(range).take(REPLAY_CHUNK) {
+        for entry in store.db()?.range(range).take(REPLAY_CHUNK) {
             let (k, v) = entry?;
             let revision = codec::revision_of_log_key(&k).map_err(|e| store.corrupt(e))?;
             if revision != self.next {
@@ -909,5 +1076,13 @@ impl Store for SledStore {
 
     fn compact(&self, revision: Revision) -> Result<()> {
         self.inner.compact(revision)
+    }
+
+    fn health(&self) -> Health {
+        SledStore::health(self)
+    }
+
+    fn reopen(&self) -> Result<bool> {
+        SledStore::reopen(self)
     }
 }

@@ -14,6 +14,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::faults::{self, FaultPoint};
+use crate::io::Failure;
 use crate::Result;
 
 /// sled's file names inside its directory.
@@ -24,6 +26,8 @@ const BLOB_DIR: &str = "blobs";
 #[derive(Debug)]
 pub(crate) struct DiskSync {
     log: File,
+    /// The store directory (which names the store to injected faults).
+    dir: PathBuf,
     blob_dir: PathBuf,
     synced_blobs: HashSet<OsString>,
 }
@@ -34,10 +38,17 @@ impl DiskSync {
     pub(crate) fn open(dir: &Path, db: &sled::Db) -> Result<DiskSync> {
         db.flush()?;
         let log = File::open(dir.join(LOG_FILE))?;
-        log.sync_all()?;
-        File::open(dir.join(CONF_FILE))?.sync_all()?;
-        let mut sync = DiskSync { log, blob_dir: dir.join(BLOB_DIR), synced_blobs: HashSet::new() };
-        sync.sync_blobs()?;
+        let mut sync = DiskSync {
+            log,
+            dir: dir.to_path_buf(),
+            blob_dir: dir.join(BLOB_DIR),
+            synced_blobs: HashSet::new(),
+        };
+        let synced = sync
+            .fsync(&sync.log)
+            .and_then(|()| sync.fsync(&File::open(dir.join(CONF_FILE)).map_err(Failure::open)?))
+            .and_then(|()| sync.sync_blobs());
+        synced.map_err(|f| f.error)?;
         sync_dir(dir)?;
         if let Some(parent) = dir.parent() {
             sync_dir(parent)?;
@@ -45,38 +56,57 @@ impl DiskSync {
         Ok(sync)
     }
 
-    /// Make every write applied to `db` before this call durable.
-    pub(crate) fn sync(&mut self, db: &sled::Db) -> Result<()> {
-        db.flush()?;
-        self.log.sync_data()?;
+    /// Make every write applied to `db` before this call durable. A failure to open a file is
+    /// passing (nothing was written; the write-ahead log still holds everything), a failed flush
+    /// or sync is not.
+    pub(crate) fn sync(&mut self, db: &sled::Db) -> Result<(), Failure> {
+        faults::hit(&self.dir, FaultPoint::CheckpointFlush)
+            .map_err(|e| Failure::sled(sled::Error::Io(e)))?;
+        db.flush().map_err(Failure::sled)?;
+        self.fsync(&self.log)?;
         self.sync_blobs()?;
         Ok(())
     }
 
-    fn sync_blobs(&mut self) -> io::Result<()> {
+    fn open_file(&self, path: &Path) -> io::Result<File> {
+        faults::hit(&self.dir, FaultPoint::CheckpointOpen)?;
+        File::open(path)
+    }
+
+    fn fsync(&self, file: &File) -> Result<(), Failure> {
+        faults::hit(&self.dir, FaultPoint::CheckpointSync)
+            .and_then(|()| file.sync_all())
+            .map_err(Failure::sync)
+    }
+
+    fn sync_blobs(&mut self) -> Result<(), Failure> {
         let mut seen = HashSet::with_capacity(self.synced_blobs.len());
         let mut new = false;
-        let entries = match std::fs::read_dir(&self.blob_dir) {
+        let entries = match faults::hit(&self.dir, FaultPoint::CheckpointOpen)
+            .and_then(|()| std::fs::read_dir(&self.blob_dir))
+        {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(Failure::open(e)),
         };
         for entry in entries {
-            let entry = entry?;
+            // Reading a directory changes nothing on disk.
+            let entry = entry.map_err(Failure::open)?;
             let name = entry.file_name();
             if !self.synced_blobs.contains(&name) {
-                match File::open(entry.path()) {
-                    Ok(f) => f.sync_all()?,
+                match self.open_file(&entry.path()) {
+                    Ok(f) => self.fsync(&f)?,
                     // sled removed it between listing and opening: nothing to keep.
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(Failure::open(e)),
                 }
                 new = true;
             }
             seen.insert(name);
         }
         if new {
-            sync_dir(&self.blob_dir)?;
+            let dir = self.open_file(&self.blob_dir).map_err(Failure::open)?;
+            self.fsync(&dir)?;
         }
         self.synced_blobs = seen;
         Ok(())

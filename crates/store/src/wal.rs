@@ -24,7 +24,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::Revision;
+use crate::faults::{self, FaultPoint};
+use crate::io::Failure;
+use crate::{Result, Revision};
 
 /// The log's file name inside the store directory.
 pub(crate) const WAL_FILE: &str = "carrel.wal";
@@ -37,6 +39,8 @@ const CHUNK: u64 = 1024 * 1024;
 pub(crate) struct Wal {
     file: File,
     path: PathBuf,
+    /// The store directory (which names the store to injected faults).
+    dir: PathBuf,
     /// Where the next record goes: the end of the valid records.
     position: u64,
     /// The file's allocated, zero-filled size.
@@ -88,42 +92,85 @@ fn decode(bytes: &[u8]) -> (Vec<WalRecord>, usize) {
 
 impl Wal {
     /// Open (or create) the log in `dir` and read back its valid records.
-    pub(crate) fn open(dir: &Path) -> io::Result<(Wal, Vec<WalRecord>)> {
+    pub(crate) fn open(dir: &Path) -> Result<(Wal, Vec<WalRecord>)> {
         let path = dir.join(WAL_FILE);
         let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
         let (records, valid) = decode(&bytes);
-        let mut wal = Wal { file, path, position: valid as u64, allocated: bytes.len() as u64 };
+        let mut wal = Wal {
+            file,
+            path,
+            dir: dir.to_path_buf(),
+            position: valid as u64,
+            allocated: bytes.len() as u64,
+        };
         if wal.allocated < CHUNK {
-            wal.allocate(CHUNK)?;
+            wal.allocate(CHUNK).map_err(|f| f.error)?;
         }
         Ok((wal, records))
     }
 
-    /// Zero-fill the file up to `size` and make that durable.
-    fn allocate(&mut self, size: u64) -> io::Result<()> {
+    /// Write all of `bytes` at `offset`. A failure says whether any of them reached the file
+    /// first: after a partial write what the file holds there is no longer known.
+    fn write_at(
+        &self,
+        point: FaultPoint,
+        bytes: &[u8],
+        offset: u64,
+    ) -> Result<(), (io::Error, bool)> {
+        if let Err((landed, e)) = faults::hit_write(&self.dir, point, bytes.len()) {
+            if landed > 0 {
+                self.file.write_all_at(&bytes[..landed], offset).map_err(|e| (e, true))?;
+            }
+            return Err((e, landed > 0));
+        }
+        let mut done = 0;
+        while done < bytes.len() {
+            match self.file.write_at(&bytes[done..], offset + done as u64) {
+                Ok(0) => return Err((io::ErrorKind::WriteZero.into(), done > 0)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err((e, done > 0)),
+            }
+        }
+        Ok(())
+    }
+
+    /// `fdatasync` (or, with `all`, `fsync`) the log; a failure leaves its contents uncertain.
+    fn sync(&self, point: FaultPoint, all: bool) -> Result<(), Failure> {
+        faults::hit(&self.dir, point)
+            .and_then(|()| if all { self.file.sync_all() } else { self.file.sync_data() })
+            .map_err(Failure::sync)
+    }
+
+    /// Zero-fill the file up to `size` and make that durable. A failed zero-fill is passing even
+    /// when part of it landed: it lies beyond the records and `allocated` is not advanced, so a
+    /// retry writes it again.
+    fn allocate(&mut self, size: u64) -> Result<(), Failure> {
         let zeros = vec![0u8; 64 * 1024];
         let mut at = self.allocated;
         while at < size {
             let n = (size - at).min(zeros.len() as u64) as usize;
-            self.file.write_all_at(&zeros[..n], at)?;
+            self.write_at(FaultPoint::WalGrow, &zeros[..n], at)
+                .map_err(|(e, _)| Failure::write(e, false))?;
             at += n as u64;
         }
-        self.file.sync_all()?;
+        self.sync(FaultPoint::WalSync, true)?;
         self.allocated = size;
         Ok(())
     }
 
     /// Append encoded records and make them durable.
-    pub(crate) fn append(&mut self, records: &[u8]) -> io::Result<()> {
+    pub(crate) fn append(&mut self, records: &[u8]) -> Result<(), Failure> {
         let end = self.position + records.len() as u64;
         if end > self.allocated {
             self.allocate(end.div_ceil(CHUNK) * CHUNK)?;
         }
-        self.file.write_all_at(records, self.position)?;
-        self.file.sync_data()?;
+        self.write_at(FaultPoint::WalWrite, records, self.position)
+            .map_err(|(e, landed)| Failure::write(e, landed))?;
+        self.sync(FaultPoint::WalSync, false)?;
         self.position = end;
         Ok(())
     }
@@ -134,12 +181,13 @@ impl Wal {
     }
 
     /// Empty the log, once everything in it is durable elsewhere.
-    pub(crate) fn reset(&mut self) -> io::Result<()> {
+    pub(crate) fn reset(&mut self) -> Result<(), Failure> {
         if self.position == 0 {
             return Ok(());
         }
-        self.file.write_all_at(&[0u8; HEADER], 0)?;
-        self.file.sync_data()?;
+        self.write_at(FaultPoint::WalResetWrite, &[0u8; HEADER], 0)
+            .map_err(|(e, landed)| Failure::write(e, landed))?;
+        self.sync(FaultPoint::WalResetSync, false)?;
         self.position = 0;
         tracing::trace!(path = %self.path.display(), "write-ahead log emptied");
         Ok(())
