@@ -163,6 +163,11 @@ impl Api {
         Api::with_registry(store, Registry::default())
     }
 
+    /// Whether the API's store accepts writes (for `/readyz` and the `Tenant` status).
+    pub fn store_health(&self) -> carrel_store::Health {
+        self.store.health()
+    }
+
     /// The host API over `store`: a cluster that also serves `Tenant`s.
     pub fn host(store: Arc<dyn Store>) -> ApiResult<Api> {
         Api::with_registry(store, Registry::host())
@@ -1289,7 +1294,11 @@ fn written(mut object: Value, stored: &Object) -> Value {
 }
 
 fn internal(e: carrel_store::Error) -> ApiError {
-    ApiError::internal(format!("storage error: {e}"))
+    match e {
+        // 503, as for every request that meets it.
+        e @ carrel_store::Error::Unavailable(_) => ApiError::from_store(e, "", "", ""),
+        e => ApiError::internal(format!("storage error: {e}")),
+    }
 }
 
 #[cfg(test)]

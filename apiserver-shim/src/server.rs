@@ -341,6 +341,14 @@ async fn route(
                 "platform": "linux/amd64",
             })))
         }
+        ["readyz", rest @ ..] if rest.len() <= 1 => crate::health::readyz(
+            &server.api,
+            rest.first().copied(),
+            query.get("verbose").is_some(),
+        ),
+        ["metrics"] if server.base.is_empty() && *method == Method::GET => {
+            Ok(crate::health::metrics(&server.api))
+        }
         [probe, ..] if matches!(*probe, "healthz" | "livez" | "readyz") => Ok(text("ok")),
         ["api"] => {
             if discovery::wants_aggregated(accept(headers)) {

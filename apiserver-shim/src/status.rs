@@ -267,6 +267,13 @@ impl ApiError {
             StoreError::InvalidContinue { reason } => {
                 ApiError::bad_request(format!("invalid continue token: {reason}"))
             }
+            // A passing I/O error (no free descriptor, no memory): the store stays writable.
+            e @ StoreError::Unavailable(_) => {
+                tracing::warn!(error = %e, "store temporarily unavailable");
+                let mut error = ApiError::unavailable(format!("storage error: {e}"));
+                error.retry_after = Some(1);
+                error
+            }
             other => {
                 tracing::error!(error = %other, "store error");
                 ApiError::internal(format!("storage error: {other}"))

@@ -42,6 +42,8 @@ pub const ADMIN_GROUP: &str = "system:masters";
 const ADMIN_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 /// The Secret in a tenant's host namespace that holds its admin kubeconfig.
 pub const KUBECONFIG_SECRET: &str = "admin-kubeconfig";
+/// The `Tenant` condition that reports whether the tenant's store accepts writes.
+pub const STORE_CONDITION: &str = "StoreHealthy";
 
 /// What can go wrong while reconciling a tenant.
 #[derive(Debug, thiserror::Error)]
@@ -260,7 +262,64 @@ impl Manager {
                 self.reconcile(name)?;
             }
         }
+        self.refresh_store_conditions(tenants);
         self.refresh_usage(tenants)
+    }
+
+    /// The `StoreHealthy` condition of a served tenant's store: `False`, with the reason, while
+    /// it refuses writes after an I/O error left its disk state uncertain (it reopens itself
+    /// once the cause is gone). `None` when the tenant is not served.
+    fn store_condition(&self, name: &str, tenant: &Value) -> Option<Value> {
+        let server = self.clusters.tenant(name)?;
+        let (status, reason, message) = match server.api().store_health() {
+            carrel_store::Health::Ok => {
+                ("True", "StoreHealthy", "the tenant's store accepts writes".to_owned())
+            }
+            carrel_store::Health::Failed { reason } => (
+                "False",
+                "StoreFailed",
+                format!("the tenant's store refuses writes until it is reopened: {reason}"),
+            ),
+        };
+        let previous = tenant
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|conditions| conditions.iter().find(|c| c["type"] == STORE_CONDITION));
+        let transition = match previous {
+            Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
+            _ => json!(now_rfc3339()),
+        };
+        Some(json!({
+            "type": STORE_CONDITION,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": transition,
+        }))
+    }
+
+    /// Rewrite the status of every served tenant whose store's health changed since it was last
+    /// reported.
+    fn refresh_store_conditions(&self, tenants: &[Value]) {
+        for tenant in tenants {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            if is_deleting(tenant) {
+                continue;
+            }
+            let Some(condition) = self.store_condition(name, tenant) else { continue };
+            let reported = tenant
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|conditions| conditions.iter().find(|c| c["type"] == STORE_CONDITION));
+            if reported.map(|c| &c["status"]) == Some(&condition["status"])
+                && reported.map(|c| &c["message"]) == Some(&condition["message"])
+            {
+                continue;
+            }
+            if let Err(e) = self.reconcile(name) {
+                tracing::warn!(tenant = %name, error = %e, "reporting the tenant's store health failed");
+            }
+        }
     }
 
     fn ensure_finalizer(&self, name: &str, tenant: Value) -> Result<Value, ManagerError> {
@@ -383,6 +442,9 @@ impl Manager {
             "endpoint": self.url(name),
             "hostNamespace": host_namespace(name),
         });
+        if let Some(condition) = self.store_condition(name, tenant) {
+            status["conditions"].as_array_mut().expect("built above").push(condition);
+        }
         if let Some(ca) = &self.server_ca_pem {
             // What a client of the tenant's API must trust.
             status["caBundle"] = json!(ca);
@@ -680,6 +742,146 @@ mod tests {
         assert!(!f.dir.path().join("tenants/team-a").exists());
         assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code, 404);
         assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 404);
+    }
+
+    /// `EIO`, on Linux.
+    const EIO: i32 = 5;
+
+    async fn request(f: &Fixture, method: &str, path: &str, body: &str) -> (u16, String) {
+        let router = clusters_router(f.clusters.clone());
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_owned()))
+            .unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let code = response.status().as_u16();
+        let bytes = http_body_util::BodyExt::collect(response.into_body()).await.unwrap();
+        (code, String::from_utf8_lossy(&bytes.to_bytes()).into_owned())
+    }
+
+    async fn create_config_map(f: &Fixture, tenant: &str, name: &str) -> (u16, String) {
+        let path = format!("/tenants/{tenant}/api/v1/namespaces/default/configmaps");
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}});
+        request(f, "POST", &path, &body.to_string()).await
+    }
+
+    fn store_condition_of(f: &Fixture, name: &str) -> Value {
+        let tenant = f.host.get(&f.manager.target(), name).unwrap();
+        let conditions = tenant["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.into_iter().find(|c| c["type"] == STORE_CONDITION).expect("a store condition")
+    }
+
+    /// Poll until `path` answers `code`; the deadline only guards against a hang.
+    async fn eventually_answers(f: &Fixture, path: &str, code: u16) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(90);
+        loop {
+            let (got, body) = request(f, "GET", path, "").await;
+            if got == code {
+                return body;
+            }
+            assert!(std::time::Instant::now() < deadline, "{path} still answers {got}: {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failed_tenant_store_is_reported_and_reopened() {
+        use carrel_store::failpoints::{self, Fault, FaultPoint};
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        create(&f, "team-a", json!({}));
+        f.manager.reconcile("team-a").unwrap();
+        assert_eq!(store_condition_of(&f, "team-a")["status"], "True");
+        assert_eq!(request(&f, "GET", "/tenants/team-a/readyz", "").await, (200, "ok".into()));
+        assert_eq!(create_config_map(&f, "team-a", "before").await.0, 201);
+
+        // A sync error: the write is refused and the store fails.
+        let store = f.dir.path().join("tenants/team-a/store");
+        failpoints::inject(&store, Fault::new(FaultPoint::WalSync, EIO, None));
+        let (code, body) = create_config_map(&f, "team-a", "during").await;
+        assert_eq!(code, 500, "{body}");
+        assert!(body.contains("\"reason\":\"InternalError\""), "{body}");
+
+        let (code, body) = request(&f, "GET", "/tenants/team-a/readyz", "").await;
+        assert_eq!(code, 500);
+        assert!(body.starts_with("[+]ping ok\n[-]store failed: "), "{body}");
+        assert!(body.contains("Input/output error"), "{body}");
+        assert!(body.ends_with("readyz check failed\n"), "{body}");
+        assert_eq!(request(&f, "GET", "/tenants/team-a/readyz/store", "").await.0, 500);
+        // The process (the host's store) is still ready.
+        assert_eq!(request(&f, "GET", "/readyz", "").await, (200, "ok".into()));
+        let (code, metrics) = request(&f, "GET", "/metrics", "").await;
+        assert_eq!(code, 200);
+        let failures: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("carrel_store_failures_total "))
+            .expect("the failure counter")
+            .parse()
+            .unwrap();
+        assert!(failures >= 1, "{metrics}");
+        assert!(metrics.contains("carrel_host_store_failed 0"), "{metrics}");
+
+        f.manager.tick().unwrap();
+        let condition = store_condition_of(&f, "team-a");
+        assert_eq!(condition["status"], "False");
+        assert_eq!(condition["reason"], "StoreFailed");
+        assert!(condition["message"].as_str().unwrap().contains("Input/output error"));
+
+        // The cause goes away: the store reopens itself, replaying its log.
+        failpoints::clear(&store);
+        assert_eq!(eventually_answers(&f, "/tenants/team-a/readyz", 200).await, "ok");
+        let path = "/tenants/team-a/api/v1/namespaces/default/configmaps/before";
+        assert_eq!(request(&f, "GET", path, "").await.0, 200, "an acknowledged write is kept");
+        assert_eq!(create_config_map(&f, "team-a", "after").await.0, 201);
+        f.manager.tick().unwrap();
+        assert_eq!(store_condition_of(&f, "team-a")["status"], "True");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_passing_store_error_is_a_503_and_the_tenant_stays_ready() {
+        use carrel_store::failpoints::{self, Fault, FaultPoint};
+        /// `EMFILE`, on Linux.
+        const EMFILE: i32 = 24;
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        create(&f, "team-a", json!({}));
+        f.manager.reconcile("team-a").unwrap();
+        let store = f.dir.path().join("tenants/team-a/store");
+        failpoints::inject(&store, Fault::new(FaultPoint::WalWrite, EMFILE, None));
+        let (code, body) = create_config_map(&f, "team-a", "during").await;
+        assert_eq!(code, 503, "{body}");
+        let status: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(status["reason"], "ServiceUnavailable");
+        assert_eq!(status["details"]["retryAfterSeconds"], 1);
+        assert!(status["message"].as_str().unwrap().contains("os error 24"), "{body}");
+        assert_eq!(request(&f, "GET", "/tenants/team-a/readyz", "").await, (200, "ok".into()));
+        f.manager.tick().unwrap();
+        assert_eq!(store_condition_of(&f, "team-a")["status"], "True");
+
+        failpoints::clear(&store);
+        assert_eq!(create_config_map(&f, "team-a", "after").await.0, 201);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failed_host_store_makes_the_process_unready_until_it_reopens() {
+        use carrel_store::failpoints::{self, Fault, FaultPoint};
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        let store = f.dir.path().join("host");
+        failpoints::inject(&store, Fault::new(FaultPoint::WalSync, EIO, None));
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}});
+        assert_eq!(request(&f, "POST", "/api/v1/namespaces", &body.to_string()).await.0, 500);
+        let (code, body) = request(&f, "GET", "/readyz?verbose", "").await;
+        assert_eq!(code, 500);
+        assert!(body.contains("[-]store failed: "), "{body}");
+        let (_, metrics) = request(&f, "GET", "/metrics", "").await;
+        assert!(metrics.contains("carrel_host_store_failed 1"), "{metrics}");
+
+        failpoints::clear(&store);
+        eventually_answers(&f, "/readyz", 200).await;
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "m"}});
+        assert_eq!(request(&f, "POST", "/api/v1/namespaces", &body.to_string()).await.0, 201);
+        let (code, body) = request(&f, "GET", "/readyz?verbose", "").await;
+        assert_eq!((code, body.as_str()), (200, "[+]ping ok\n[+]store ok\nreadyz check passed\n"));
     }
 
     #[tokio::test(flavor = "multi_thread")]
