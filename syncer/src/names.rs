@@ -113,6 +113,26 @@ pub fn host_annotations(namespace: &str, name: &str, uid: &str) -> BTreeMap<Stri
     ])
 }
 
+/// The annotations that say which tenant object a host object stands for: its namespace, and its
+/// name or (on a token Secret) its service account. Its UID is left out: a tenant object made
+/// again under the same name has the same host object, replaced.
+const IDENTITY: [&str; 3] = [ANNOTATION_NAMESPACE, ANNOTATION_NAME, ANNOTATION_SERVICE_ACCOUNT];
+
+/// Whether a host object with `labels` and `annotations` was written by the syncer of `tenant`
+/// for the tenant object that `wanted` (the annotations the syncer would write) names. One that
+/// is not is someone else's (another tenant's, the host's, or written under a name that meant
+/// another object): the syncer never adopts, replaces or deletes it.
+pub fn stands_for(
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+    tenant: &str,
+    wanted: &BTreeMap<String, String>,
+) -> bool {
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    let ours = label(LABEL_TENANT) == Some(tenant) && label(LABEL_MANAGED_BY) == Some(MANAGED_BY);
+    ours && IDENTITY.iter().all(|k| annotations.and_then(|a| a.get(*k)) == wanted.get(*k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,6 +180,32 @@ mod tests {
         let two = host_name(&"n".repeat(41), &"p".repeat(29));
         assert_ne!(one, two);
         assert!(dns_label(&one) && dns_label(&two));
+    }
+
+    #[test]
+    fn only_objects_recording_the_same_tenant_object_are_ours() {
+        let labels = host_labels("t");
+        let wanted = host_annotations("ml", "train", "uid-1");
+        // The same tenant object made again (another UID) is still the one it stands for.
+        let again = host_annotations("ml", "train", "uid-2");
+        assert!(stands_for(Some(&labels), Some(&again), "t", &wanted));
+        for other in
+            [host_annotations("ml", "train2", "uid-1"), host_annotations("ml2", "train", "u")]
+        {
+            assert!(!stands_for(Some(&labels), Some(&other), "t", &wanted));
+        }
+        assert!(!stands_for(Some(&labels), None, "t", &wanted));
+        assert!(!stands_for(Some(&host_labels("u")), Some(&again), "t", &wanted));
+        assert!(!stands_for(None, Some(&again), "t", &wanted));
+        let token = BTreeMap::from([
+            (ANNOTATION_NAMESPACE.to_owned(), "ml".to_owned()),
+            (ANNOTATION_SERVICE_ACCOUNT.to_owned(), "builder".to_owned()),
+        ]);
+        let mut other_account = token.clone();
+        other_account.insert(ANNOTATION_SERVICE_ACCOUNT.to_owned(), "default".to_owned());
+        assert!(stands_for(Some(&labels), Some(&token), "t", &token));
+        assert!(!stands_for(Some(&labels), Some(&other_account), "t", &token));
+        assert!(!stands_for(Some(&labels), Some(&wanted), "t", &token), "a copy is not a token");
     }
 
     #[test]
