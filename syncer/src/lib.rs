@@ -719,7 +719,11 @@ impl Syncer {
                 return Err(e);
             }
         };
-        let on_host = tenant_pod.is_some() && host_pod.is_some();
+        // A host pod that records another tenant pod is not this pod's.
+        let on_host = tenant_pod.is_some()
+            && host_pod
+                .as_ref()
+                .is_some_and(|h| stands_for_pod(h, &self.inner.tenant, namespace, name));
         let outcome = self.line_up(key, &host_name, tenant_pod, host_pod).await;
         if !on_host {
             self.taken_up(key);
