@@ -52,6 +52,15 @@ pub enum SyncError {
         /// The decoder's complaint.
         source: serde_json::Error,
     },
+    /// The host object under the name the syncer derives is someone else's: it does not record
+    /// this tenant and tenant object ([`names::stands_for`]). It is left alone.
+    #[error("host {kind} {name} exists and records another owner: left alone")]
+    Taken {
+        /// The kind.
+        kind: &'static str,
+        /// The host object's name.
+        name: String,
+    },
 }
 
 /// A syncer's settings.
@@ -77,6 +86,9 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
+
+/// How long a pod whose host object is someone else's waits before the syncer looks again.
+const TAKEN_RETRY: Duration = Duration::from_secs(30);
 
 /// Lifetime of the tokens the syncer asks for.
 const TOKEN_SECONDS: i64 = 86_400;
@@ -707,8 +719,12 @@ impl Syncer {
                 return Err(e);
             }
         };
-        let on_host = tenant_pod.is_some() && host_pod.is_some();
-        let outcome = self.line_up(&host_name, tenant_pod, host_pod).await;
+        // A host pod that records another tenant pod is not this pod's.
+        let on_host = tenant_pod.is_some()
+            && host_pod
+                .as_ref()
+                .is_some_and(|h| stands_for_pod(h, &self.inner.tenant, namespace, name));
+        let outcome = self.line_up(key, &host_name, tenant_pod, host_pod).await;
         if !on_host {
             self.taken_up(key);
         }
@@ -723,11 +739,24 @@ impl Syncer {
 
     async fn line_up(
         &self,
+        (namespace, name): &Key,
         host_name: &str,
         tenant_pod: Option<Value>,
         host_pod: Option<Value>,
     ) -> Result<Option<Duration>, SyncError> {
+        let theirs = host_pod
+            .as_ref()
+            .is_some_and(|h| !stands_for_pod(h, &self.inner.tenant, namespace, name));
         match (tenant_pod, host_pod) {
+            (tenant, Some(_)) if theirs => {
+                // Not this pod's host pod: neither adopted nor deleted.
+                let taken = SyncError::Taken { kind: "Pod", name: host_name.to_owned() };
+                tracing::warn!(tenant = %self.inner.tenant, pod = %format!("{namespace}/{name}"), "{taken}");
+                match tenant {
+                    Some(tenant) => self.host_name_taken(&tenant, taken).await,
+                    None => Ok(None),
+                }
+            }
             (None, Some(host)) => {
                 self.delete_host_pod(&host).await?;
                 claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
@@ -894,8 +923,13 @@ impl Syncer {
                 return Ok(Some(Duration::from_millis(20)));
             }
         }
-        self.copy_references(tenant).await?;
-        let token = self.token_secret(tenant).await?;
+        if let Err(e) = self.copy_references(tenant).await {
+            return self.host_name_taken(tenant, e).await;
+        }
+        let token = match self.token_secret(tenant).await {
+            Ok(token) => token,
+            Err(e) => return self.host_name_taken(tenant, e).await,
+        };
         let host = translate::host_pod(
             &self.inner.tenant,
             &self.inner.host_namespace,
@@ -911,6 +945,13 @@ impl Syncer {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let existing = api.get(host_name).await?;
+                let identity = names::host_annotations(namespace, name, "");
+                let (labels, annotations) =
+                    (existing.metadata.labels.as_ref(), existing.metadata.annotations.as_ref());
+                if !names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
+                    let taken = SyncError::Taken { kind: "Pod", name: host_name.to_owned() };
+                    return self.host_name_taken(tenant, taken).await;
+                }
                 let uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
                 let recorded = existing
                     .metadata
@@ -992,6 +1033,13 @@ impl Syncer {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let current = api.get(&name).await?;
+                let (labels, annotations) =
+                    (current.meta().labels.as_ref(), current.meta().annotations.as_ref());
+                let identity = typed.meta().annotations.clone().unwrap_or_default();
+                if !names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
+                    let kind = if K::kind(&()) == "Secret" { "Secret" } else { "ConfigMap" };
+                    return Err(SyncError::Taken { kind, name });
+                }
                 let mut replacement = typed;
                 replacement.meta_mut().resource_version = current.meta().resource_version.clone();
                 api.replace(&name, &PostParams::default(), &replacement).await?;
@@ -999,6 +1047,19 @@ impl Syncer {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Say on tenant pod `tenant` that a host object it needs is someone else's ([`SyncError::
+    /// Taken`]), and look again later; any other error is passed on.
+    async fn host_name_taken(
+        &self,
+        tenant: &Value,
+        error: SyncError,
+    ) -> Result<Option<Duration>, SyncError> {
+        let SyncError::Taken { .. } = &error else { return Err(error) };
+        let why = format!("{error}; the pod waits until it is gone");
+        self.tenant_event(tenant, "Warning", "HostNameTaken", &why).await?;
+        Ok(Some(TAKEN_RETRY))
     }
 
     /// The host Secret with a token the tenant API issued for the pod's service account, its CA
@@ -1566,6 +1627,22 @@ fn is_ours(pod: &Pod, tenant: &str) -> bool {
         .labels
         .as_ref()
         .is_some_and(|l| l.get(names::LABEL_TENANT).map(String::as_str) == Some(tenant))
+}
+
+/// Whether host pod `host` was written by the syncer of `tenant` for tenant pod
+/// `namespace/name` ([`names::stands_for`]).
+fn stands_for_pod(host: &Value, tenant: &str, namespace: &str, name: &str) -> bool {
+    let map = |pointer: &str| {
+        host.pointer(pointer)
+            .and_then(|m| serde_json::from_value::<BTreeMap<String, String>>(m.clone()).ok())
+    };
+    let identity = names::host_annotations(namespace, name, "");
+    names::stands_for(
+        map("/metadata/labels").as_ref(),
+        map("/metadata/annotations").as_ref(),
+        tenant,
+        &identity,
+    )
 }
 
 /// The tenant pod a host pod stands for.

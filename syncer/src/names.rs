@@ -7,8 +7,11 @@ use ring::digest;
 
 /// Longest host object name the syncer writes: a DNS label, so it also fits label values.
 pub const MAX_NAME: usize = 63;
-/// Hex digits of the hash that keeps shortened names distinct.
-const HASH_HEX: usize = 10;
+/// Hex digits of the hash in a hashed host name: 128 bits of SHA-256, so that finding two tenant
+/// objects with one hashed name takes about 2^64 tries.
+const HASH_HEX: usize = 32;
+/// What joins a tenant object's name and namespace in a plain host name.
+const SEPARATOR: &str = "-x-";
 
 /// Label on every host object the syncer writes: the tenant.
 pub const LABEL_TENANT: &str = "carrel.dev/tenant";
@@ -33,23 +36,47 @@ pub const LABEL_VIRTUAL_NODE: &str = "carrel.dev/virtual-node";
 /// The volume carrying the tenant's service-account token in a host pod.
 pub const TOKEN_VOLUME: &str = "carrel-tenant-token";
 
-/// The host name of tenant object `name` in tenant namespace `namespace`: `<name>-x-<namespace>`,
-/// or, beyond [`MAX_NAME`] characters, its first characters, a dash and a hash of both names.
-/// A namespace containing `-x-` also gets the hashed form, so that the last `-x-` of a plain name
-/// always separates the two and no two pairs share a plain name (`a-x-b` in `c` against `a` in
-/// `b-x-c`).
+/// The host name of tenant object `name` in tenant namespace `namespace`: `<name>-x-<namespace>`
+/// where that reads back as only this pair, else the hashed form: the plain name's first
+/// characters, a dash and 32 hex digits of a hash of both names.
+///
+/// The mapping is injective: a plain name is used only when its last `-x-` is the separator (the
+/// namespace neither contains `-x-` nor starts with `x-`), so it reads back as one pair
+/// ([`tenant_of`]), and when it does not end like a hashed name (a dash and 32 hex digits), so no
+/// plain name is another pair's hashed name; hashed names differ by their hash of the (length
+/// prefixed, so unambiguous) pair. Every result has at most [`MAX_NAME`] characters.
 pub fn host_name(namespace: &str, name: &str) -> String {
-    let plain = format!("{name}-x-{namespace}");
-    if plain.len() <= MAX_NAME && !namespace.contains("-x-") {
+    let plain = format!("{name}{SEPARATOR}{namespace}");
+    let reads_back = !format!("-{namespace}").contains(SEPARATOR);
+    if plain.len() <= MAX_NAME && reads_back && !looks_hashed(&plain) {
         return plain;
     }
-    let hash = digest::digest(&digest::SHA256, format!("{namespace}/{name}").as_bytes());
+    let input = format!("{}:{namespace}/{name}", namespace.len());
+    let hash = digest::digest(&digest::SHA256, input.as_bytes());
     let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
     let keep = MAX_NAME - HASH_HEX - 1;
     let head: String = plain.chars().take(keep).collect();
     // A name must end in an alphanumeric character before the dash.
-    let head = head.trim_end_matches(['-', '.']);
+    let head = head.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
     format!("{head}-{}", &hex[..HASH_HEX])
+}
+
+/// Whether `name` ends like a hashed host name: a dash and [`HASH_HEX`] lowercase hex digits.
+fn looks_hashed(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.len() > HASH_HEX
+        && bytes[bytes.len() - HASH_HEX - 1] == b'-'
+        && bytes[bytes.len() - HASH_HEX..].iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The tenant (namespace, name) a plain host name stands for; `None` for a hashed one, whose
+/// pair only its recorded annotations ([`host_annotations`]) tell.
+pub fn tenant_of(host_name: &str) -> Option<(&str, &str)> {
+    if looks_hashed(host_name) {
+        return None;
+    }
+    let at = host_name.rfind(SEPARATOR)?;
+    Some((&host_name[at + SEPARATOR.len()..], &host_name[..at]))
 }
 
 /// The host pod of a tenant pod.
@@ -84,6 +111,26 @@ pub fn host_annotations(namespace: &str, name: &str, uid: &str) -> BTreeMap<Stri
         (ANNOTATION_NAME.to_owned(), name.to_owned()),
         (ANNOTATION_UID.to_owned(), uid.to_owned()),
     ])
+}
+
+/// The annotations that say which tenant object a host object stands for: its namespace, and its
+/// name or (on a token Secret) its service account. Its UID is left out: a tenant object made
+/// again under the same name has the same host object, replaced.
+const IDENTITY: [&str; 3] = [ANNOTATION_NAMESPACE, ANNOTATION_NAME, ANNOTATION_SERVICE_ACCOUNT];
+
+/// Whether a host object with `labels` and `annotations` was written by the syncer of `tenant`
+/// for the tenant object that `wanted` (the annotations the syncer would write) names. One that
+/// is not is someone else's (another tenant's, the host's, or written under a name that meant
+/// another object): the syncer never adopts, replaces or deletes it.
+pub fn stands_for(
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+    tenant: &str,
+    wanted: &BTreeMap<String, String>,
+) -> bool {
+    let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+    let ours = label(LABEL_TENANT) == Some(tenant) && label(LABEL_MANAGED_BY) == Some(MANAGED_BY);
+    ours && IDENTITY.iter().all(|k| annotations.and_then(|a| a.get(*k)) == wanted.get(*k))
 }
 
 #[cfg(test)]
@@ -133,5 +180,160 @@ mod tests {
         let two = host_name(&"n".repeat(41), &"p".repeat(29));
         assert_ne!(one, two);
         assert!(dns_label(&one) && dns_label(&two));
+    }
+
+    #[test]
+    fn only_objects_recording_the_same_tenant_object_are_ours() {
+        let labels = host_labels("t");
+        let wanted = host_annotations("ml", "train", "uid-1");
+        // The same tenant object made again (another UID) is still the one it stands for.
+        let again = host_annotations("ml", "train", "uid-2");
+        assert!(stands_for(Some(&labels), Some(&again), "t", &wanted));
+        for other in
+            [host_annotations("ml", "train2", "uid-1"), host_annotations("ml2", "train", "u")]
+        {
+            assert!(!stands_for(Some(&labels), Some(&other), "t", &wanted));
+        }
+        assert!(!stands_for(Some(&labels), None, "t", &wanted));
+        assert!(!stands_for(Some(&host_labels("u")), Some(&again), "t", &wanted));
+        assert!(!stands_for(None, Some(&again), "t", &wanted));
+        let token = BTreeMap::from([
+            (ANNOTATION_NAMESPACE.to_owned(), "ml".to_owned()),
+            (ANNOTATION_SERVICE_ACCOUNT.to_owned(), "builder".to_owned()),
+        ]);
+        let mut other_account = token.clone();
+        other_account.insert(ANNOTATION_SERVICE_ACCOUNT.to_owned(), "default".to_owned());
+        assert!(stands_for(Some(&labels), Some(&token), "t", &token));
+        assert!(!stands_for(Some(&labels), Some(&other_account), "t", &token));
+        assert!(!stands_for(Some(&labels), Some(&wanted), "t", &token), "a copy is not a token");
+    }
+
+    #[test]
+    fn plain_names_that_would_read_as_another_pair_are_hashed() {
+        // The namespace `x-b` would make `a-x-x-b`, which reads as pod `a-x` in namespace `b`.
+        assert_eq!(host_name("b", "a-x"), "a-x-x-b");
+        assert_ne!(host_name("x-b", "a"), host_name("b", "a-x"));
+        assert!(looks_hashed(&host_name("x-b", "a")));
+        // A plain name ending like a hashed one is hashed, so it cannot be another pair's.
+        let long = host_name(&"n".repeat(40), &"p".repeat(30));
+        let hex = long.rsplit_once('-').unwrap().1;
+        let (ns, name) = (format!("q-{hex}"), "p".to_owned());
+        let plain = format!("{name}-x-{ns}");
+        assert!(plain.len() <= MAX_NAME);
+        assert!(looks_hashed(&plain));
+        assert!(looks_hashed(&host_name(&ns, &name)));
+        assert_eq!(tenant_of("train-0-x-default"), Some(("default", "train-0")));
+        assert_eq!(tenant_of(&long), None);
+    }
+
+    mod injective {
+        use proptest::prelude::*;
+
+        use super::super::*;
+        use super::dns_label;
+
+        /// Pieces that make names collide if anything does: separators, halves of them, hex
+        /// digits in the hashed form's shape and plain letters.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("-x-".to_owned()),
+                Just("x-".to_owned()),
+                Just("-x".to_owned()),
+                Just("x".to_owned()),
+                Just("-".to_owned()),
+                "[a-z0-9]{1,8}",
+                "[0-9a-f]{10}",
+                "[0-9a-f]{32}",
+            ]
+        }
+
+        /// A DNS label or subdomain of at most `max` characters built from pieces.
+        fn name(max: usize, dots: bool) -> impl Strategy<Value = String> {
+            let pieces = prop::collection::vec(
+                prop_oneof![
+                    8 => piece(),
+                    1 => Just(if dots { ".".to_owned() } else { "-".to_owned() }),
+                ],
+                1..40,
+            );
+            pieces.prop_map(move |p| {
+                let joined: String = p.concat();
+                let mut s = joined.replace("..", ".").replace("-.", "-").replace(".-", "-");
+                s.truncate(max);
+                let s = s.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
+                if s.is_empty() {
+                    "a".to_owned()
+                } else {
+                    s
+                }
+            })
+        }
+
+        fn namespace() -> impl Strategy<Value = String> {
+            name(63, false)
+        }
+
+        fn object() -> impl Strategy<Value = String> {
+            name(253, true)
+        }
+
+        /// Every pair whose plain name could be `host`: `host` split at each `-x-`.
+        fn splits(host: &str) -> Vec<(String, String)> {
+            (0..host.len().saturating_sub(2))
+                .filter(|&i| &host[i..i + 3] == "-x-")
+                .map(|i| (host[i + 3..].to_owned(), host[..i].to_owned()))
+                .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            #[test]
+            fn host_names_fit_and_are_injective(
+                ns1 in namespace(), n1 in object(), ns2 in namespace(), n2 in object(),
+            ) {
+                let h1 = host_name(&ns1, &n1);
+                let h2 = host_name(&ns2, &n2);
+                prop_assert!(h1.len() <= MAX_NAME, "{h1}");
+                prop_assert!(dns_label(&h1), "{h1}");
+                prop_assert!(token_secret(&ns1, &n1).len() <= 253);
+                if (&ns1, &n1) != (&ns2, &n2) {
+                    prop_assert_ne!(&h1, &h2);
+                    prop_assert_ne!(token_secret(&ns1, &n1), token_secret(&ns2, &n2));
+                }
+                // A plain name reads back as its own pair only.
+                if let Some((ns, name)) = tenant_of(&h1) {
+                    prop_assert_eq!((ns, name), (ns1.as_str(), n1.as_str()));
+                }
+                // No other pair's plain name is this name: any such pair splits it at a `-x-`.
+                for (ns, name) in splits(&h1) {
+                    if (&ns, &name) != (&ns1, &n1) {
+                        prop_assert_ne!(host_name(&ns, &name), h1.clone(), "{}/{} and {}/{}", ns, name, ns1, n1);
+                    }
+                }
+            }
+
+            #[test]
+            fn a_pair_and_its_neighbours_map_apart(ns in namespace(), n in object(), cut in 1usize..64) {
+                // Moving characters between the name and the namespace across the separator,
+                // and names either side of the 63-character limit.
+                let h = host_name(&ns, &n);
+                let joined = format!("{n}-x-{ns}");
+                for (ns2, n2) in splits(&joined) {
+                    if (&ns2, &n2) != (&ns, &n) && ns2.len() <= 63 {
+                        prop_assert_ne!(host_name(&ns2, &n2), h.clone());
+                    }
+                }
+                let longer = format!("{n}{}", "a".repeat(cut));
+                prop_assert_ne!(host_name(&ns, &longer), h.clone());
+                if cut < n.len() {
+                    let shorter = n[..n.len() - cut].trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
+                    if !shorter.is_empty() && shorter != n {
+                        prop_assert_ne!(host_name(&ns, shorter), h);
+                    }
+                }
+            }
+        }
     }
 }

@@ -480,3 +480,80 @@ async fn racing_claimers_never_share_a_slot() {
     let expected: usize = winners.iter().map(|w| w.lease_names().len()).sum();
     assert_eq!(count, expected);
 }
+
+/// The tenant events about pod `name` in `default` with `reason`, waiting up to 30 s for one.
+async fn eventually_event(tenant: &kube::Client, name: &str, reason: &str) -> String {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(tenant.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = events.list(&ListParams::default()).await.expect("events");
+        let found = list.items.into_iter().find(|e| {
+            e.involved_object.name.as_deref() == Some(name) && e.reason.as_deref() == Some(reason)
+        });
+        if let Some(event) = found {
+            return event.message.unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "no {reason} event for {name}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_objects_recording_another_tenant_object_are_left_alone() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let Clusters { intake, host, tenant, _stores } = clusters().await;
+    // Under the names tenant pod `default/p` and the copy of ConfigMap `default/settings` would
+    // get, objects labelled as tenant t's but recording other tenant objects.
+    let theirs = |name: &str, of: &str| {
+        json!({"metadata": {
+            "name": name,
+            "labels": {"carrel.dev/tenant": "t", "app.kubernetes.io/managed-by": "carrel-syncer"},
+            "annotations": {"carrel.dev/tenant-namespace": "other", "carrel.dev/tenant-name": of,
+                            "carrel.dev/tenant-uid": "someone-else"},
+        }})
+    };
+    let mut foreign_pod = theirs("p-x-default", "p");
+    foreign_pod["spec"] = json!({"containers": [{"name": "c", "image": "theirs"}]});
+    let host_pod_api: Api<Pod> = Api::namespaced(host.clone(), "carrel-t");
+    let foreign_pod: Pod = serde_json::from_value(foreign_pod).expect("pod");
+    let foreign_pod = host_pod_api.create(&PostParams::default(), &foreign_pod).await.expect("pod");
+    let mut foreign_map = theirs("settings-x-default", "settings");
+    foreign_map["data"] = json!({"k": "theirs"});
+    let host_maps: Api<ConfigMap> = Api::namespaced(host.clone(), "carrel-t");
+    let foreign_map: ConfigMap = serde_json::from_value(foreign_map).expect("cm");
+    host_maps.create(&PostParams::default(), &foreign_map).await.expect("cm");
+
+    let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
+    let pods: Api<Pod> = Api::namespaced(tenant.clone(), "default");
+    create(&pods, "p").await;
+    let why = eventually_event(&tenant, "p", "HostNameTaken").await;
+    assert!(why.contains("p-x-default"), "{why}");
+    let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
+    let settings: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"k": "ours"}}))
+            .expect("cm");
+    maps.create(&PostParams::default(), &settings).await.expect("cm");
+    let with_volume: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "q"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x", "volumeMounts": [{"name": "s", "mountPath": "/etc/s"}]}],
+            "volumes": [{"name": "s", "configMap": {"name": "settings"}}],
+        },
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &with_volume).await.expect("pod");
+    let why = eventually_event(&tenant, "q", "HostNameTaken").await;
+    assert!(why.contains("settings-x-default"), "{why}");
+
+    // Both are as they were, after a few resyncs.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pod = host_pod_api.get("p-x-default").await.expect("still there");
+    assert_eq!(pod.metadata.uid, foreign_pod.metadata.uid);
+    assert!(pod.metadata.deletion_timestamp.is_none());
+    let map = host_maps.get("settings-x-default").await.expect("still there");
+    assert_eq!(map.data.and_then(|d| d.get("k").cloned()).as_deref(), Some("theirs"));
+    assert_eq!(host_pods(&host).await, ["p-x-default"], "q waits: its copy's name is taken");
+    let _ = stop.send(true);
+    run.await.expect("the syncer stops");
+}

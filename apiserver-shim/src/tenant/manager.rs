@@ -2,9 +2,11 @@
 //!
 //! For each tenant it keeps a store directory (`<data>/tenants/<name>/store`), serves the
 //! tenant's API under `/tenants/<name>`, keeps a host namespace `carrel-<name>` holding a Secret
-//! `admin-kubeconfig`, and reports all that in the tenant's status. A finalizer holds a deleted
-//! tenant until its API is no longer served, its data is gone and its host namespace is deleted;
-//! a tenant whose TTL has passed is deleted. Everything is derived from the `Tenant` objects and
+//! `admin-kubeconfig`, and reports all that in the tenant's status. The host namespace records the
+//! tenant's name and UID ([`OWNER_UID`]) when the manager creates it; one that exists without this
+//! tenant's UID is not adopted (the tenant is not served and says why) and is never deleted. A
+//! finalizer holds a deleted tenant until its API is no longer served, its data is gone and the
+//! host namespace it owns is deleted; a tenant whose TTL has passed is deleted. Everything is derived from the `Tenant` objects and
 //! the data directory, so a restarted manager ([`Manager::resume`]) serves every tenant again.
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +29,7 @@ use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
 use crate::resource::{ResourceType, Subresource};
 use crate::server::Server;
 use crate::status::ApiError;
-use crate::tenant::types::{gpu_quota, parse_duration, TENANTS};
+use crate::tenant::types::{gpu_quota, parse_duration, MAX_TTL, MIN_TTL, TENANTS};
 use crate::tenant::Clusters;
 
 /// The finalizer that holds a deleted tenant until its cluster is torn down.
@@ -44,6 +46,14 @@ const ADMIN_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const KUBECONFIG_SECRET: &str = "admin-kubeconfig";
 /// The `Tenant` condition that reports whether the tenant's store accepts writes.
 pub const STORE_CONDITION: &str = "StoreHealthy";
+
+/// Annotation on a tenant's host namespace: the UID of the `Tenant` it was created for. Only
+/// that tenant uses it, and deleting only that tenant deletes it.
+pub const OWNER_UID: &str = "carrel.dev/tenant-uid";
+/// Label on a tenant's host namespace: the tenant's name.
+pub const OWNER_LABEL: &str = "carrel.dev/tenant";
+/// The `Ready` condition's reason while the host namespace belongs to something else.
+pub const NOT_OWNED: &str = "HostNamespaceNotOwned";
 
 /// What can go wrong while reconciling a tenant.
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +87,14 @@ pub enum ManagerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The tenant's host namespace exists and was not created for this tenant.
+    #[error("tenant {tenant}: host namespace {namespace} exists and does not record this tenant's UID: it belongs to something else")]
+    NotOwned {
+        /// The tenant.
+        tenant: String,
+        /// The host namespace.
+        namespace: String,
+    },
 }
 
 /// The name of a tenant's namespace in the host.
@@ -102,6 +120,8 @@ pub struct Manager {
     server_ca_pem: Option<String>,
     admissions: Mutex<HashMap<String, Arc<TenantAdmission>>>,
     hooks: OnceLock<Arc<dyn TenantHooks>>,
+    /// The time TTLs are measured against.
+    clock: fn() -> chrono::DateTime<chrono::Utc>,
 }
 
 impl Manager {
@@ -125,6 +145,7 @@ impl Manager {
             server_ca_pem,
             admissions: Mutex::default(),
             hooks: OnceLock::new(),
+            clock: chrono::Utc::now,
         }
     }
 
@@ -221,7 +242,7 @@ impl Manager {
             return self.tear_down(name, tenant);
         }
         if let Some(expiry) = expires_at(&tenant) {
-            if expiry <= chrono::Utc::now() {
+            if expiry <= (self.clock)() {
                 tracing::info!(tenant = %name, "the tenant's TTL has passed: deleting it");
                 self.host.delete(&self.target(), name, &DeleteParams::default())?;
                 return Ok(());
@@ -231,6 +252,17 @@ impl Manager {
         if tenant.pointer("/status/phase").is_none() {
             let why = "setting up the tenant's store, credentials and host namespace";
             tenant = self.set_status(name, &tenant, "Provisioning", "Provisioning", why)?;
+        }
+        match self.own_host_namespace(name, &tenant) {
+            Ok(()) => {}
+            Err(e @ ManagerError::NotOwned { .. }) => {
+                // Never served into a namespace that is not the tenant's.
+                self.unserve(name);
+                tracing::warn!(tenant = %name, error = %e, "not serving the tenant");
+                self.set_status(name, &tenant, "Failed", NOT_OWNED, &e.to_string())?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
         }
         if let Err(e) = self.serve(name) {
             self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string())?;
@@ -255,11 +287,16 @@ impl Manager {
     pub fn tick(&self) -> Result<(), ManagerError> {
         let list = self.host.list(&self.target(), &Default::default())?;
         let tenants = list["items"].as_array().map(Vec::as_slice).unwrap_or_default();
-        let now = chrono::Utc::now();
+        let now = (self.clock)();
         for tenant in tenants {
             let Some(name) = meta_str(tenant, "name") else { continue };
             if !is_deleting(tenant) && expires_at(tenant).is_some_and(|e| e <= now) {
                 self.reconcile(name)?;
+            } else if tenant.pointer("/status/conditions/0/reason") == Some(&json!(NOT_OWNED)) {
+                // Its host namespace may have gone since (one being deleted, say).
+                if let Err(e) = self.reconcile(name) {
+                    tracing::debug!(tenant = %name, error = %e, "the host namespace is still not the tenant's");
+                }
             }
         }
         self.refresh_store_conditions(tenants);
@@ -375,14 +412,35 @@ impl Manager {
         Ok(())
     }
 
+    /// Create the tenant's host namespace, recording the tenant's name and UID on it, or find it
+    /// created for this tenant; [`ManagerError::NotOwned`] when it exists without this tenant's
+    /// UID (made by someone else, or for an earlier tenant of the same name and not yet gone).
+    fn own_host_namespace(&self, name: &str, tenant: &Value) -> Result<(), ManagerError> {
+        let namespace = host_namespace(name);
+        let uid = meta_str(tenant, "uid").unwrap_or_default();
+        let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
+        let body = json!({"metadata": {
+            "name": namespace,
+            "labels": {OWNER_LABEL: name},
+            "annotations": {OWNER_UID: uid},
+        }});
+        match self.host.create(&namespaces, body, &Write::by(MANAGER, false)) {
+            Ok(_) => Ok(()),
+            Err(ApiError { code: 409, .. }) => {
+                let existing = self.host.get(&namespaces, &namespace)?;
+                if owned_by(&existing, tenant) {
+                    Ok(())
+                } else {
+                    Err(ManagerError::NotOwned { tenant: name.to_owned(), namespace })
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keep the `admin-kubeconfig` Secret in the tenant's host namespace (which it owns).
     fn ensure_host_namespace(&self, name: &str) -> Result<(), ManagerError> {
         let namespace = host_namespace(name);
-        let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
-        let body = json!({"metadata": {"name": namespace, "labels": {"carrel.dev/tenant": name}}});
-        match self.host.create(&namespaces, body, &Write::by(MANAGER, false)) {
-            Ok(_) | Err(ApiError { code: 409, .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
         let secrets = Target { rt: self.rt("secrets"), namespace: Some(namespace) };
         let kubeconfig = self.tenant_kubeconfig(name)?;
         let secret = json!({
@@ -450,7 +508,7 @@ impl Manager {
             status["caBundle"] = json!(ca);
         }
         if let Some(expiry) = expires_at(tenant) {
-            status["expiresAt"] = json!(expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string());
+            status["expiresAt"] = json!(expiry.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         }
         if let Some(usage) = tenant.pointer("/status/gpuUsage") {
             status["gpuUsage"] = usage.clone();
@@ -491,11 +549,7 @@ impl Manager {
                 source,
             })?;
         }
-        let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
-        match self.host.delete(&namespaces, &host_namespace(name), &DeleteParams::default()) {
-            Ok(_) | Err(ApiError { code: 404, .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
+        self.delete_host_namespace(name, &tenant)?;
         let current = self.host.get(&self.target(), name)?;
         let mut updated = current;
         let kept: Vec<Value> =
@@ -507,6 +561,31 @@ impl Manager {
         }
         tracing::info!(tenant = %name, "tenant deleted");
         Ok(())
+    }
+
+    /// Delete the tenant's host namespace if it records this tenant's UID; one that does not is
+    /// someone else's and is left alone.
+    fn delete_host_namespace(&self, name: &str, tenant: &Value) -> Result<(), ManagerError> {
+        let namespace = host_namespace(name);
+        let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
+        let existing = match self.host.get(&namespaces, &namespace) {
+            Ok(ns) => ns,
+            Err(ApiError { code: 404, .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        if !owned_by(&existing, tenant) {
+            tracing::info!(tenant = %name, %namespace, "leaving the host namespace: not the tenant's");
+            return Ok(());
+        }
+        // The very namespace checked: not one made again under the name since.
+        let params = DeleteParams {
+            uid: meta_str(&existing, "uid").map(str::to_owned),
+            ..DeleteParams::default()
+        };
+        match self.host.delete(&namespaces, &namespace, &params) {
+            Ok(_) | Err(ApiError { code: 404 | 409, .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Write each of `tenants`' `status.gpuUsage` from the device claims in the host: slices
@@ -654,10 +733,19 @@ pub fn issuer(tenant: &str) -> String {
     format!("https://kubernetes.default.svc/tenants/{tenant}")
 }
 
-/// When a tenant expires: its creation time plus its TTL.
+/// Whether host namespace `namespace` was created for `tenant`: it records the tenant's UID.
+pub fn owned_by(namespace: &Value, tenant: &Value) -> bool {
+    let recorded = namespace.pointer("/metadata/annotations").and_then(|a| a.get(OWNER_UID));
+    let uid = meta_str(tenant, "uid");
+    uid.is_some_and(|uid| !uid.is_empty() && recorded.and_then(Value::as_str) == Some(uid))
+}
+
+/// When a tenant expires: its creation time plus its TTL. A TTL stored before TTLs were bounded
+/// counts as the nearest bound ([`MIN_TTL`], [`MAX_TTL`]), so the expiry is always a time RFC
+/// 3339 can write.
 pub fn expires_at(tenant: &Value) -> Option<chrono::DateTime<chrono::Utc>> {
     let ttl = tenant.pointer("/spec/ttl").and_then(Value::as_str)?;
-    let ttl = parse_duration(ttl).ok()?;
+    let ttl = parse_duration(ttl).ok()?.clamp(MIN_TTL, MAX_TTL);
     let created = meta_str(tenant, "creationTimestamp")?;
     let created = chrono::DateTime::parse_from_rfc3339(created).ok()?.with_timezone(&chrono::Utc);
     Some(created + chrono::Duration::from_std(ttl).ok()?)
@@ -886,9 +974,11 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn an_expired_tenant_is_deleted_and_a_restart_serves_the_rest_again() {
-        let f = fixture_in(tempfile::tempdir().unwrap());
-        create(&f, "short", json!({"ttl": "1ns"}));
+        let mut f = fixture_in(tempfile::tempdir().unwrap());
+        create(&f, "short", json!({"ttl": "1m"}));
         create(&f, "kept", json!({}));
+        // Two minutes on, the shortest TTL has passed.
+        f.manager.clock = || chrono::Utc::now() + chrono::Duration::minutes(2);
         f.manager.resume().unwrap();
         // The expired tenant is marked for deletion; the next reconcile tears it down.
         f.manager.reconcile("short").unwrap();
@@ -913,5 +1003,82 @@ mod tests {
             status_of(&f, "/tenants/kept/api/v1/namespaces/default/configmaps/c").await,
             200
         );
+    }
+
+    fn namespaces(f: &Fixture) -> Target<'static> {
+        Target { rt: f.manager.rt("namespaces"), namespace: None }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_host_namespace_the_tenant_did_not_create_is_neither_used_nor_deleted() {
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        // Made beforehand by someone else, one even with the tenant's label, one recording
+        // another tenant's UID.
+        let theirs = [
+            json!({"metadata": {"name": "carrel-x"}}),
+            json!({"metadata": {"name": "carrel-y", "labels": {OWNER_LABEL: "y"}}}),
+            json!({"metadata": {"name": "carrel-z", "annotations": {OWNER_UID: "not-z"}}}),
+        ];
+        for ns in theirs {
+            f.host.create(&namespaces(&f), ns, &Write::by("someone", false)).unwrap();
+        }
+        for name in ["x", "y", "z"] {
+            create(&f, name, json!({}));
+            f.manager.reconcile(name).unwrap();
+            let tenant = f.host.get(&f.manager.target(), name).unwrap();
+            assert_eq!(tenant["status"]["phase"], "Failed", "{tenant}");
+            assert_eq!(tenant["status"]["conditions"][0]["reason"], NOT_OWNED);
+            assert_eq!(tenant["status"]["conditions"][0]["status"], "False");
+            assert_eq!(status_of(&f, &format!("/tenants/{name}/api/v1/namespaces")).await, 404);
+            let secrets =
+                Target { rt: f.manager.rt("secrets"), namespace: Some(host_namespace(name)) };
+            assert_eq!(f.host.get(&secrets, KUBECONFIG_SECRET).unwrap_err().code, 404);
+
+            f.host.delete(&f.manager.target(), name, &DeleteParams::default()).unwrap();
+            f.manager.reconcile(name).unwrap();
+            assert_eq!(f.host.get(&f.manager.target(), name).unwrap_err().code, 404);
+            let ns = f.host.get(&namespaces(&f), &host_namespace(name)).unwrap();
+            assert!(!is_deleting(&ns), "{ns}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_host_namespace_records_its_tenant_and_goes_with_it_only() {
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        create(&f, "team-a", json!({}));
+        f.manager.reconcile("team-a").unwrap();
+        let tenant = f.host.get(&f.manager.target(), "team-a").unwrap();
+        let ns = f.host.get(&namespaces(&f), "carrel-team-a").unwrap();
+        assert_eq!(ns["metadata"]["annotations"][OWNER_UID], tenant["metadata"]["uid"]);
+        assert_eq!(ns["metadata"]["labels"][OWNER_LABEL], "team-a");
+        // Once the namespace is someone else's (made again under the name), deleting the tenant
+        // leaves it.
+        f.host.delete(&namespaces(&f), "carrel-team-a", &DeleteParams::default()).unwrap();
+        let again =
+            json!({"metadata": {"name": "carrel-team-a", "annotations": {OWNER_UID: "other"}}});
+        f.host.create(&namespaces(&f), again, &Write::by("someone", false)).unwrap();
+        f.host.delete(&f.manager.target(), "team-a", &DeleteParams::default()).unwrap();
+        f.manager.reconcile("team-a").unwrap();
+        assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code, 404);
+        let ns = f.host.get(&namespaces(&f), "carrel-team-a").unwrap();
+        assert_eq!(ns["metadata"]["annotations"][OWNER_UID], "other");
+    }
+
+    #[test]
+    fn expiry_is_always_rfc3339() {
+        for (ttl, seconds) in
+            [("1ns", 60), ("2562048h", 8760 * 3600), ("99999999h", 8760 * 3600), ("2h", 7200)]
+        {
+            let tenant = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"ttl": ttl}});
+            let expiry = expires_at(&tenant).unwrap();
+            let created = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap();
+            assert_eq!(
+                (expiry - created.with_timezone(&chrono::Utc)).num_seconds(),
+                seconds,
+                "{ttl}"
+            );
+            let text = expiry.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            assert!(chrono::DateTime::parse_from_rfc3339(&text).is_ok(), "{text}");
+        }
     }
 }

@@ -64,8 +64,9 @@ pub struct TenantSpec {
     /// hold at once.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_quota: BTreeMap<String, i64>,
-    /// How long the tenant lives after its creation, as a Go duration (`90m`, `2h`, `1h30m`);
-    /// it is deleted when that time has passed. Unset: no expiry.
+    /// How long the tenant lives after its creation, as a Go duration (`90m`, `2h`, `1h30m`)
+    /// between `1m` and `8760h` (365 days); it is deleted when that time has passed. Unset: no
+    /// expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<String>,
     /// The Pod Security Standard enforced on the tenant's pods: `baseline` (the default) or
@@ -118,6 +119,39 @@ impl k8s_openapi::ListableResource for Tenant {
 /// The longest tenant name: its host namespace `carrel-<name>` must be a DNS-1123 label.
 pub const MAX_NAME_LEN: usize = 63 - "carrel-".len();
 
+/// The shortest TTL a tenant may be given.
+pub const MIN_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// The longest TTL a tenant may be given: 365 days (`8760h`); a longer-lived tenant has none.
+pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(8760 * 3600);
+
+/// A tenant's TTL (`spec.ttl`) when it is a Go duration between [`MIN_TTL`] and [`MAX_TTL`];
+/// why not otherwise.
+pub fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
+    let ttl = parse_duration(text)?;
+    if ttl < MIN_TTL || ttl > MAX_TTL {
+        return Err(format!("\"{text}\": must be between 1m and 8760h (365 days)"));
+    }
+    Ok(ttl)
+}
+
+/// Tenant names refused whatever their host namespace would be: names of Kubernetes' and the
+/// host's own namespaces and of Carrel itself. Names starting `kube-` are refused too.
+pub const RESERVED_NAMES: &[&str] =
+    &["system", "host", "default", "kube-system", "kube-public", "kube-node-lease", "carrel"];
+
+/// Why `name` may not name a tenant, if it is reserved.
+pub fn reserved_name(name: &str) -> Option<String> {
+    if RESERVED_NAMES.contains(&name) {
+        return Some(format!("Invalid value: \"{name}\": is reserved for the host and Carrel"));
+    }
+    if name.starts_with("kube-") {
+        return Some(format!(
+            "Invalid value: \"{name}\": names starting \"kube-\" are reserved for Kubernetes"
+        ));
+    }
+    None
+}
+
 /// A Go duration (`90m`, `1h30m`, `1.5h`, `45s`): a sequence of decimal numbers, each with a
 /// unit among `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -162,7 +196,7 @@ pub fn gpu_quota(tenant: &Value) -> std::collections::BTreeMap<String, i64> {
 }
 
 /// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
-/// the `carrel-` host namespace prefix, a valid TTL, a known pod security level and non-negative
+/// the `carrel-` host namespace prefix, a name that is not reserved, a TTL within bounds, a known pod security level and non-negative
 /// GPU quotas for named profiles.
 pub fn validate(tenant: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
@@ -175,19 +209,12 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
             format!("Too long: may not be more than {MAX_NAME_LEN} bytes (the host namespace is carrel-<name>)"),
         ));
     }
+    if let Some(why) = reserved_name(name) {
+        causes.push(Cause::new("FieldValueInvalid", "metadata.name", why));
+    }
     if let Some(ttl) = tenant.pointer("/spec/ttl").and_then(Value::as_str) {
-        match parse_duration(ttl) {
-            Ok(d) if d.is_zero() => causes.push(Cause::new(
-                "FieldValueInvalid",
-                "spec.ttl",
-                format!("Invalid value: \"{ttl}\": must be positive"),
-            )),
-            Ok(_) => {}
-            Err(e) => causes.push(Cause::new(
-                "FieldValueInvalid",
-                "spec.ttl",
-                format!("Invalid value: {e}"),
-            )),
+        if let Err(e) = parse_ttl(ttl) {
+            causes.push(Cause::new("FieldValueInvalid", "spec.ttl", format!("Invalid value: {e}")));
         }
     }
     if let Some(level) = tenant.pointer("/spec/podSecurity").and_then(Value::as_str) {
@@ -270,5 +297,44 @@ mod tests {
         }
         let long = json!({"metadata": {"name": "a".repeat(57)}});
         assert_eq!(validate(&long)[0].reason, "FieldValueTooLong");
+    }
+
+    #[test]
+    fn ttls_are_bounded() {
+        assert_eq!(parse_ttl("1m").unwrap().as_secs(), 60);
+        assert_eq!(parse_ttl("8760h").unwrap().as_secs(), 8760 * 3600);
+        assert_eq!(parse_ttl("1h30m").unwrap().as_secs(), 5400);
+        for bad in ["1ns", "59s", "0s", "8760h1s", "2562048h", "99999999h", "1e400h", "x"] {
+            assert!(parse_ttl(bad).is_err(), "{bad:?} accepted");
+            let tenant = json!({"metadata": {"name": "t"}, "spec": {"ttl": bad}});
+            let causes = validate(&tenant);
+            assert_eq!(causes.len(), 1, "{bad}: {causes:?}");
+            assert_eq!(
+                (causes[0].reason, causes[0].field.as_str()),
+                ("FieldValueInvalid", "spec.ttl")
+            );
+        }
+    }
+
+    #[test]
+    fn reserved_names_are_refused() {
+        for name in [
+            "system",
+            "host",
+            "default",
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            "carrel",
+            "kube-x",
+        ] {
+            let causes = validate(&json!({"metadata": {"name": name}}));
+            assert_eq!(causes.len(), 1, "{name}: {causes:?}");
+            assert_eq!(causes[0].field, "metadata.name");
+            assert!(causes[0].message.contains("reserved"), "{}", causes[0].message);
+        }
+        for name in ["team-a", "systems", "my-kube-x", "carrel-x", "x"] {
+            assert!(validate(&json!({"metadata": {"name": name}})).is_empty(), "{name} refused");
+        }
     }
 }

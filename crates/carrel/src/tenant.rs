@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, PostParams};
 
-use carrel_apiserver::tenant::manager::{host_namespace, KUBECONFIG_SECRET};
+use carrel_apiserver::tenant::manager::{host_namespace, owned_by, KUBECONFIG_SECRET};
 use carrel_apiserver::tenant::types::{Tenant, TenantSpec};
 
 use crate::host::{self, explain};
@@ -62,7 +62,7 @@ pub struct Quota {
     /// GPU quota for a MIG profile, as PROFILE=COUNT (`--gpu 1g.18gb=2`); repeat for more.
     #[arg(long = "gpu", value_name = "PROFILE=COUNT")]
     pub gpu: Vec<String>,
-    /// Delete the tenant after this long (a Go duration: 90m, 2h, 1h30m).
+    /// Delete the tenant after this long (a Go duration between 1m and 8760h: 90m, 2h, 1h30m).
     #[arg(long)]
     pub ttl: Option<String>,
     /// The Pod Security Standard enforced on the tenant's pods.
@@ -204,9 +204,20 @@ pub async fn delete(client: &kube::Client, name: &str, wait: bool) -> anyhow::Re
     }
 }
 
-/// A tenant's admin kubeconfig, from the Secret in its host namespace.
+/// A tenant's admin kubeconfig, from the Secret in its host namespace, which must be the one the
+/// tenant manager created for this tenant (a namespace made by someone else may hold anything).
 pub async fn kubeconfig(client: &kube::Client, name: &str) -> anyhow::Result<String> {
-    tenants(client).get(name).await.map_err(explain)?;
+    let tenant = tenants(client).get(name).await.map_err(explain)?;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let namespace = namespaces.get_opt(&host_namespace(name)).await.map_err(explain)?;
+    if let Some(namespace) = namespace {
+        if !owned_by(&serde_json::to_value(&namespace)?, &serde_json::to_value(&tenant)?) {
+            bail!(
+                "host namespace {} was not created for tenant {name}: not reading a kubeconfig from it",
+                host_namespace(name)
+            );
+        }
+    }
     let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), &host_namespace(name));
     let secret = secrets.get(KUBECONFIG_SECRET).await.map_err(|e| match e {
         kube::Error::Api(status) if status.code == 404 => {

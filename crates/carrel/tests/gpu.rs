@@ -192,7 +192,7 @@ fn gpu_pods_get_their_own_slices_within_quota() {
         let names = String::from_utf8_lossy(&out.stdout).into_owned();
         (names == "pod/a1-x-default\n", names)
     });
-    let leases = ok(up.kubectl(&host, &["get", "leases", "-n", "carrel-system", "-o", "name"]));
+    let leases = ok(up.kubectl(&host, &["get", "leases", "-n", "carrel", "-o", "name"]));
     assert_eq!(leases.lines().count(), 2, "{leases}");
 
     // A host pod deleted under its tenant shows as Failed with the reason.
@@ -322,7 +322,7 @@ fn killing_carrel_up_loses_no_pod_and_duplicates_nothing() {
         ]
     );
     // Every claim Lease belongs to a live pod.
-    let leases = json(up.kubectl(&host, &["get", "leases", "-n", "carrel-system", "-o", "json"]));
+    let leases = json(up.kubectl(&host, &["get", "leases", "-n", "carrel", "-o", "json"]));
     for lease in leases["items"].as_array().expect("items") {
         let pod = lease["metadata"]["labels"]["gpu.carrel.dev/host-pod"].as_str().expect("holder");
         assert!(names.contains(&format!("pod/{pod}").as_str()), "orphaned claim of {pod}");
@@ -805,4 +805,131 @@ fn pod_tokens_are_renewed_before_they_expire_and_removed_once_unused() {
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         (err.contains("NotFound"), err)
     });
+}
+
+#[test]
+fn no_tenant_takes_carrels_namespace_or_a_host_namespace_made_by_someone_else() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let host = up.host_kubeconfig();
+    let a = create(&up, "team-a", &["--gpu", "1g.18gb=1"]);
+    ok(apply(&up, &a, &gpu_pod("a1", "nvidia.com/mig-1g.18gb", 1)));
+    wait_phase(&up, &a, "a1", "Running");
+    let leases = || ok(up.kubectl(&host, &["get", "leases", "-n", "carrel", "-o", "name"]));
+    let before = leases();
+    assert!(!before.trim().is_empty(), "team-a's claim");
+
+    // Reserved names are refused, by the CLI and by the host API (422 Invalid).
+    for name in ["system", "carrel", "host", "default", "kube-system", "kube-node-lease", "kube-x"]
+    {
+        let err = fails(up.carrel(&["tenant", "create", name]));
+        assert!(err.contains("reserved"), "{name}: {err}");
+    }
+    let file = up.home.path().join("system.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: carrel.dev/v1alpha1\nkind: Tenant\nmetadata:\n  name: system\n",
+    )
+    .unwrap();
+    let err = fails(up.kubectl(&host, &["create", "-f", &file.to_string_lossy()]));
+    assert!(err.contains("is invalid") && err.contains("reserved"), "{err}");
+    let tenants = ok(up.kubectl(&host, &["get", "tenants", "-o", "name"]));
+    assert_eq!(tenants.trim(), "tenant.carrel.dev/team-a");
+    // Carrel's namespace and the other tenant's claims are untouched.
+    ok(up.kubectl(&host, &["get", "namespace", "carrel"]));
+    assert_eq!(leases(), before);
+    assert_eq!(phase(&up, &a, "a1"), "Running");
+
+    // A host namespace `carrel-x` made by someone else is neither adopted nor deleted.
+    ok(up.kubectl(&host, &["create", "namespace", "carrel-x"]));
+    ok(up.kubectl(
+        &host,
+        &["create", "configmap", "theirs", "-n", "carrel-x", "--from-literal=k=v"],
+    ));
+    let err = fails(up.carrel(&["tenant", "create", "x", "--wait"]));
+    assert!(err.contains("does not record this tenant's UID"), "{err}");
+    let reason = ok(up
+        .kubectl(&host, &["get", "tenants", "x", "-o", "jsonpath={.status.conditions[0].reason}"]));
+    assert_eq!(reason, "HostNamespaceNotOwned");
+    let err = fails(up.carrel(&["tenant", "kubeconfig", "x"]));
+    assert!(err.contains("was not created for tenant x"), "{err}");
+    ok(up.carrel(&["tenant", "delete", "x", "--wait"]));
+    let kept = ok(up.kubectl(
+        &host,
+        &["get", "configmap", "theirs", "-n", "carrel-x", "-o", "jsonpath={.data.k}"],
+    ));
+    assert_eq!(kept, "v");
+    let ns = json(up.kubectl(&host, &["get", "namespace", "carrel-x", "-o", "json"]));
+    assert!(ns["metadata"]["deletionTimestamp"].is_null(), "{ns}");
+    assert_eq!(leases(), before);
+    assert_eq!(phase(&up, &a, "a1"), "Running");
+}
+
+#[test]
+fn tenant_objects_that_once_shared_a_host_name_map_apart() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let host = up.host_kubeconfig();
+    let t = create(&up, "team-a", &[]);
+    // Pod `a-x` in `b` and pod `a` in `x-b` both read `a-x-x-b`; so did their accounts' token
+    // Secrets.
+    for (namespace, name) in [("b", "a-x"), ("x-b", "a")] {
+        ok(up.kubectl(&t, &["create", "namespace", namespace]));
+        ok(up.kubectl(&t, &["create", "serviceaccount", name, "-n", namespace]));
+        let pod = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\nspec:\n  serviceAccountName: {name}\n  containers:\n  - name: main\n    image: x\n"
+        );
+        ok(apply(&up, &t, &pod));
+    }
+    for (namespace, name) in [("b", "a-x"), ("x-b", "a")] {
+        eventually(&format!("pod {namespace}/{name} Running"), WAIT, || {
+            let p = String::from_utf8_lossy(
+                &up.kubectl(
+                    &t,
+                    &["get", "pod", name, "-n", namespace, "-o", "jsonpath={.status.phase}"],
+                )
+                .stdout,
+            )
+            .into_owned();
+            (p == "Running", p)
+        });
+    }
+    let pods = json(up.kubectl(&host, &["get", "pods", "-n", "carrel-team-a", "-o", "json"]));
+    let pods = pods["items"].as_array().expect("items").clone();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    let secrets = json(up.kubectl(&host, &["get", "secrets", "-n", "carrel-team-a", "-o", "json"]));
+    let mut tokens = BTreeSet::new();
+    for secret in secrets["items"].as_array().expect("items") {
+        let a = &secret["metadata"]["annotations"];
+        if let Some(account) = a["carrel.dev/tenant-service-account"].as_str() {
+            let namespace = a["carrel.dev/tenant-namespace"].as_str().unwrap_or_default();
+            let name = secret["metadata"]["name"].as_str().unwrap_or_default();
+            tokens.insert((namespace.to_owned(), account.to_owned(), name.to_owned()));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for pod in &pods {
+        let a = &pod["metadata"]["annotations"];
+        let (namespace, name) = (
+            a["carrel.dev/tenant-namespace"].as_str().unwrap_or_default(),
+            a["carrel.dev/tenant-name"].as_str().unwrap_or_default(),
+        );
+        seen.insert((namespace.to_owned(), name.to_owned()));
+        // Each mounts its own account's token.
+        let volume = pod["spec"]["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == "carrel-tenant-token")
+            .expect("a token volume");
+        let secret = volume["secret"]["secretName"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            tokens.contains(&(namespace.to_owned(), name.to_owned(), secret.clone())),
+            "{namespace}/{name} mounts {secret}; tokens: {tokens:?}"
+        );
+    }
+    let want: BTreeSet<(String, String)> =
+        [("b", "a-x"), ("x-b", "a")].iter().map(|(n, p)| (n.to_string(), p.to_string())).collect();
+    assert_eq!(seen, want);
+    assert_eq!(tokens.len(), 2, "{tokens:?}");
 }

@@ -18,8 +18,10 @@ use crate::catalogue::{GpuModel, Shape};
 use crate::inventory::{Fleet, Holder, Instance};
 use crate::layout::Placement;
 
-/// The host namespace that holds every claim.
-pub const CLAIM_NAMESPACE: &str = "carrel-system";
+/// The host namespace of Carrel's own objects, which holds every claim. A tenant's host
+/// namespace is `carrel-<tenant>` for a non-empty tenant name, which can never be `carrel`, so no
+/// tenant can be given (or delete) this namespace.
+pub const CLAIM_NAMESPACE: &str = "carrel";
 /// Label on every claim Lease.
 pub const LABEL_CLAIM: &str = "gpu.carrel.dev/claim";
 /// Label: the node of the claimed device.
