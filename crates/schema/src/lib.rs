@@ -29,6 +29,8 @@ mod prune;
 mod regex_go;
 mod validate;
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 pub use error::{go_quote, FieldError, Reason};
@@ -40,6 +42,48 @@ use node::Node;
 #[derive(Debug)]
 pub struct Schema {
     root: Node,
+}
+
+/// What a schema makes the server hold once compiled, counted from its JSON before it is
+/// compiled: the schema nodes (each a compiled [`Schema`] node) and the distinct `pattern`s (each
+/// a compiled regular expression; copies of a pattern share one).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Footprint {
+    /// Schema nodes (JSONSchemaProps objects), the root included.
+    pub nodes: usize,
+    /// The distinct `pattern`s.
+    pub patterns: HashSet<String>,
+}
+
+impl Footprint {
+    /// Counts the nodes and patterns of a schema's JSON and adds them to this footprint.
+    pub fn add(&mut self, schema: &Value) {
+        let mut stack = vec![schema];
+        while let Some(node) = stack.pop() {
+            let Value::Object(map) = node else { continue };
+            self.nodes += 1;
+            if let Some(Value::String(pattern)) = map.get("pattern") {
+                if !self.patterns.contains(pattern) {
+                    self.patterns.insert(pattern.clone());
+                }
+            }
+            for (keyword, value) in map {
+                match (keyword.as_str(), value) {
+                    ("properties", Value::Object(props)) => stack.extend(props.values()),
+                    ("allOf" | "anyOf" | "oneOf", Value::Array(items)) => stack.extend(items),
+                    ("items" | "not" | "additionalProperties", v) if v.is_object() => stack.push(v),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The footprint of one schema's JSON.
+    pub fn of(schema: &Value) -> Footprint {
+        let mut footprint = Footprint::default();
+        footprint.add(schema);
+        footprint
+    }
 }
 
 impl Schema {
@@ -151,6 +195,20 @@ impl Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprints_count_nodes_and_distinct_patterns() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "a": {"type": "string", "pattern": "^a$"},
+            "b": {"type": "array", "items": {"type": "string", "pattern": "^a$"}},
+            "c": {"type": "object", "additionalProperties": {"type": "string", "pattern": "^c$"}},
+            "d": {"anyOf": [{"type": "integer"}, {"type": "string"}], "not": {}},
+            "e": {"type": "object", "additionalProperties": true},
+        }});
+        let footprint = Footprint::of(&schema);
+        assert_eq!(footprint.nodes, 11);
+        assert_eq!(footprint.patterns.len(), 2);
+    }
 
     #[test]
     fn schema_is_shareable_across_threads() {
