@@ -324,4 +324,51 @@ mod tests {
         let doc = b"base: &b {x: 1}\none: *b\ntwo: *b\n";
         assert_eq!(yaml(doc, "x").expect("valid")["two"]["x"], 1);
     }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn pathological_yaml_bodies_are_answered_with_a_bad_request_status() {
+        use std::sync::Arc;
+
+        use axum::body::Body;
+        use axum::http::Request;
+        use tower::ServiceExt;
+
+        let dir = tempfile::tempdir().expect("dir");
+        let store =
+            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
+                .expect("store");
+        let api = Arc::new(crate::Api::new(Arc::new(store)).expect("api"));
+        let router = crate::server::router(Arc::new(crate::Server::new(api, "")));
+        let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
+            let request = Request::builder()
+                .method(method)
+                .uri(path)
+                .header("content-type", content_type)
+                .body(Body::from(body))
+                .expect("request");
+            router.clone().oneshot(request)
+        };
+        let collection = "/api/v1/namespaces/default/configmaps";
+        let mut nested = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: ".to_vec();
+        nested.extend(std::iter::repeat_n(b'[', 100_000));
+        for (method, path, content_type) in [
+            ("POST", collection.to_string(), "application/yaml"),
+            ("PATCH", format!("{collection}/a?fieldManager=t"), "application/apply-patch+yaml"),
+        ] {
+            let answer = send(method, &path, content_type, nested.clone()).await.expect("answer");
+            assert_eq!(answer.status().as_u16(), 400, "{method}");
+            let body = axum::body::to_bytes(answer.into_body(), usize::MAX).await.expect("body");
+            let status: Value = serde_json::from_slice(&body).expect("a Status");
+            assert_eq!(status["kind"], "Status");
+            assert_eq!(status["reason"], "BadRequest");
+            assert!(
+                status["message"].as_str().unwrap_or_default().contains("nests deeper"),
+                "{status}"
+            );
+        }
+        let plain = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {x: '1'}\n";
+        let created =
+            send("POST", collection, "application/yaml", plain.to_vec()).await.expect("answer");
+        assert_eq!(created.status().as_u16(), 201);
+    }
 }
