@@ -626,7 +626,7 @@ fn matches_re(
     This(this): This<Arc<String>>,
     re: Arc<String>,
 ) -> Result<bool, ExecutionError> {
-    match crate::regex_go::compile(&re) {
+    match crate::regex_go::compile_new(&re) {
         Ok(r) => Ok(r.is_match(&this)),
         Err(e) => Err(ftx.error(e)),
     }

@@ -211,6 +211,20 @@ mod tests {
     }
 
     #[test]
+    fn patterns_from_objects_leave_nothing_shared_behind() {
+        let schema = serde_json::json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"a": {"type": "string", "maxLength": 10, "pattern": "^[a-z]+$"},
+                           "b": {"type": "string", "maxLength": 20}},
+            "x-kubernetes-validations": [{"rule": "self.a.matches(self.b)"}]}}});
+        let schema = Schema::parse(&schema, "").unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(regex_go::is_shared("^[a-z]+$"), "the schema's own pattern is shared");
+        let object = serde_json::json!({"spec": {"a": "abc", "b": "^from-data-1$"}});
+        assert_eq!(schema.validate(&object, None).len(), 1);
+        assert!(!regex_go::is_shared("^from-data-1$"));
+    }
+
+    #[test]
     fn schema_is_shareable_across_threads() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<Schema>();

@@ -24,8 +24,7 @@ pub(crate) const DFA_SIZE_LIMIT: usize = 256 << 10;
 /// another version, definition or tenant) is the same `Regex`, and it is freed with its last
 /// user.
 pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, String> {
-    static SHARED: OnceLock<Mutex<HashMap<String, Weak<Regex>>>> = OnceLock::new();
-    let shared = SHARED.get_or_init(Default::default);
+    let shared = shared();
     if let Some(found) =
         shared.lock().unwrap_or_else(|e| e.into_inner()).get(pattern).and_then(Weak::upgrade)
     {
@@ -41,7 +40,20 @@ pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, String> {
     Ok(compiled)
 }
 
-fn compile_new(pattern: &str) -> Result<Regex, String> {
+fn shared() -> &'static Mutex<HashMap<String, Weak<Regex>>> {
+    static SHARED: OnceLock<Mutex<HashMap<String, Weak<Regex>>>> = OnceLock::new();
+    SHARED.get_or_init(Default::default)
+}
+
+/// Whether the shared patterns have an entry for `pattern`.
+#[cfg(test)]
+pub(crate) fn is_shared(pattern: &str) -> bool {
+    shared().lock().unwrap_or_else(|e| e.into_inner()).contains_key(pattern)
+}
+
+/// Compiles a Go regular expression for one use (CEL's `matches()`, whose pattern may come from
+/// the object): not shared, so that patterns from data leave nothing behind.
+pub(crate) fn compile_new(pattern: &str) -> Result<Regex, String> {
     let translated = translate(pattern);
     RegexBuilder::new(&translated)
         .size_limit(SIZE_LIMIT)
