@@ -275,3 +275,26 @@ fn an_unchanged_definition_is_not_compiled_again() {
     drop((before, after));
     assert!(weak.upgrade().is_none(), "a deleted definition's compiled schema is freed");
 }
+
+#[test]
+fn an_unchanged_schema_is_not_held_to_the_cost_estimates_again() {
+    // A definition stored before the estimates (or under other ones), with a rule they refuse.
+    let expensive = json!({"type": "object", "properties": {"names": {
+        "type": "array", "items": {"type": "string"},
+        "x-kubernetes-validations": [{"rule": "self.all(x, x.matches('^[a-z]+$'))"}]}}});
+    let stored = definition("old.example.com", "olds", "Old", expensive);
+    let registry = crate::resource::Registry::default();
+    assert_eq!(super::validate(&stored, None, &registry).expect_err("new").code, 422);
+    // An update that leaves the schema as it was passes; one that changes it is checked.
+    let mut relabelled = stored.clone();
+    relabelled["metadata"]["labels"] = json!({"team": "a"});
+    super::validate(&relabelled, Some(&stored), &registry).expect("unchanged schema");
+    let mut changed = stored.clone();
+    changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["extra"] = json!({"type": "string"});
+    assert_eq!(super::validate(&changed, Some(&stored), &registry).expect_err("changed").code, 422);
+    // Stored, it is still served.
+    let mut established = stored.clone();
+    established["status"] = super::status_of(&stored, None, &[]).expect("status");
+    assert_eq!(super::types_of(&established).len(), 1);
+}

@@ -417,7 +417,8 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
             .cloned()
             .unwrap_or(Value::Null);
-        let Ok(schema) = carrel_schema::Schema::parse(&openapi, "") else {
+        // Accepted when it was written: a later change of the cost estimates does not stop it.
+        let Ok(schema) = carrel_schema::Schema::parse_accepted(&openapi, "") else {
             tracing::warn!(definition = ?crd.metadata.name, version = %version.name, "stored definition has a schema that does not parse; its version is not served");
             continue;
         };

@@ -94,7 +94,14 @@ impl Schema {
     /// with every reason, e.g.
     /// `spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields`.
     pub fn parse(schema: &Value, path: &str) -> Result<Schema, Vec<FieldError>> {
-        parse::parse(schema, path).map(|root| Schema { root })
+        parse::parse(schema, path, true).map(|root| Schema { root })
+    }
+
+    /// [`Schema::parse`] for a schema accepted before: its CEL rules' estimated costs are not
+    /// held against it (kube-apiserver does not re-check the costs of an unchanged schema), so
+    /// a stored definition stays served when the estimate changes.
+    pub fn parse_accepted(schema: &Value, path: &str) -> Result<Schema, Vec<FieldError>> {
+        parse::parse(schema, path, false).map(|root| Schema { root })
     }
 
     /// Removes the fields the schema does not specify, except under

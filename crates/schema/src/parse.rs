@@ -14,8 +14,9 @@ use crate::regex_go;
 use crate::validate::{embedded_walk, FPath, OpenApi};
 
 /// Parses and checks a schema; `path` is the field path of the schema
-/// (`spec.versions[0].schema.openAPIV3Schema`).
-pub(crate) fn parse(value: &Value, path: &str) -> Result<Node, Vec<FieldError>> {
+/// (`spec.versions[0].schema.openAPIV3Schema`). `limit_costs`: refuse rules over the static
+/// estimated cost limits.
+pub(crate) fn parse(value: &Value, path: &str, limit_costs: bool) -> Result<Node, Vec<FieldError>> {
     let mut decode = Vec::new();
     let mut root = build(value, path, &mut decode);
 
@@ -46,7 +47,7 @@ pub(crate) fn parse(value: &Value, path: &str) -> Result<Node, Vec<FieldError>> 
     errors.extend(defaults);
     errors.extend(api);
     if errors.is_empty() {
-        compile_all_rules(&mut root, path, &mut errors);
+        compile_all_rules(&mut root, path, limit_costs, &mut errors);
     }
     mark_rules(&mut root);
     if errors.is_empty() {
@@ -1056,6 +1057,8 @@ fn api_checks(s: &Node, path: &str, ctx: &ApiCtx, is_root: bool, errs: &mut Vec<
 #[derive(Default)]
 struct Costs {
     total: u64,
+    /// Whether rules over the limits are refused.
+    limit: bool,
     /// Each rule's path and estimated cost (times how often it runs).
     rules: Vec<(String, u64)>,
 }
@@ -1065,10 +1068,10 @@ struct Costs {
 /// runs in the largest object: the product of the sizes of the lists and maps above it) exceeds
 /// `StaticEstimatedCostLimit` is refused at its `rule`, and so is a schema whose rules together
 /// exceed `StaticEstimatedCRDCostLimit`.
-fn compile_all_rules(root: &mut Node, path: &str, errs: &mut Vec<FieldError>) {
-    let mut costs = Costs::default();
+fn compile_all_rules(root: &mut Node, path: &str, limit_costs: bool, errs: &mut Vec<FieldError>) {
+    let mut costs = Costs { limit: limit_costs, ..Costs::default() };
     compile_rules(root, path, None, 1, &mut costs, errs);
-    if costs.total > cel::STATIC_ESTIMATED_CRD_COST_LIMIT {
+    if limit_costs && costs.total > cel::STATIC_ESTIMATED_CRD_COST_LIMIT {
         // The most expensive rules first, as kube-apiserver names them.
         costs.rules.sort_by_key(|rule| std::cmp::Reverse(rule.1));
         for (rule, _) in costs.rules.iter().take(4) {
@@ -1106,7 +1109,7 @@ fn compile_rules(
             Ok(Some(compiled)) => {
                 let cost = cel::estimated_cost(&r.rule, s).saturating_mul(cardinality);
                 let at = child(&rp, "rule");
-                if cost > cel::STATIC_ESTIMATED_COST_LIMIT {
+                if costs.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
                     errs.push(FieldError::forbidden(
                         &at,
                         cel::cost_error_message(
