@@ -1121,6 +1121,23 @@ fn compile_rules(
                 }
                 costs.total = costs.total.saturating_add(cost);
                 costs.rules.push((at, cost));
+                // A message expression runs once per failure, so its cost is not multiplied.
+                if !r.message_expression.trim().is_empty() {
+                    let cost = cel::estimated_cost(&r.message_expression, s);
+                    let at = child(&rp, "messageExpression");
+                    if costs.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
+                        errs.push(FieldError::forbidden(
+                            &at,
+                            cel::cost_error_message(
+                                "estimated messageExpression cost",
+                                cost,
+                                cel::STATIC_ESTIMATED_COST_LIMIT,
+                            ),
+                        ));
+                    }
+                    costs.total = costs.total.saturating_add(cost);
+                    costs.rules.push((at, cost));
+                }
                 s.rules.push(compiled);
             }
             Ok(None) => {}

@@ -406,6 +406,20 @@ fn rules_estimated_over_the_static_cost_limits_are_refused_when_the_schema_is_wr
     );
     // It alone also passes the limit for the entire schema, which is said too.
     assert_eq!(all.len(), 3, "{all:?}");
+    // A message expression is estimated too, on its own path.
+    let errs = refused(
+        json!({"a": {"type": "array", "items": {"type": "integer"}}}),
+        json!([{"rule": "self.a.size() < 10",
+                "messageExpression": "self.a.all(x, self.a.all(y, x != y)) ? 'unique' : 'not'"}]),
+    );
+    assert!(
+        messages(&errs)[0].starts_with(
+            "s.properties[spec].x-kubernetes-validations[0].messageExpression: Forbidden: \
+             estimated messageExpression cost exceeds budget by factor of more than 100x"
+        ),
+        "{:?}",
+        messages(&errs)
+    );
     // A string function over unbounded strings in a list.
     let errs = refused(
         json!({"names": {"type": "array", "maxItems": 100, "items": {"type": "string"}}}),
