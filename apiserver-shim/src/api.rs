@@ -148,6 +148,8 @@ pub struct Api {
     /// Held across a definition's name check and its write, so that two definitions written at
     /// once cannot both take one name.
     definitions_lock: std::sync::Mutex<()>,
+    /// The compiled types of the stored definitions, compiled once per change of each.
+    compiled: crd::Compiled,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -182,6 +184,7 @@ impl Api {
             admission: Default::default(),
             admission_lock: Default::default(),
             definitions_lock: Default::default(),
+            compiled: Default::default(),
         };
         let namespaces = api.rt("", "namespaces");
         for ns in SYSTEM_NAMESPACES {
@@ -256,10 +259,7 @@ impl Api {
             .store
             .list(&prefix_for(definitions, None), &StoreListOptions::default())
             .map_err(internal)?;
-        let mut custom = Vec::new();
-        for object in &page.items {
-            custom.extend(crd::types_of(&decode(object)?));
-        }
+        let custom = self.compiled.types(&page.items, decode)?;
         *served = Arc::new(self.base.with_extra(&custom));
         Ok(())
     }
@@ -606,6 +606,8 @@ impl Api {
         let _definitions = is_definitions(rt).then(|| self.lock_definitions());
         if is_definitions(rt) {
             let others = self.definitions_except(&name)?;
+            crd::limits::check_room(&object, &others)?;
+            self.compiled.intern_names(&object)?;
             object["status"] = crd::status_of(&object, None, &others)?;
         }
         managed::record_update(rt, None, &mut object, &write.owner);
@@ -649,7 +651,7 @@ impl Api {
         }
         defaults::validate(rt, object)?;
         if is_definitions(rt) {
-            crd::validate(object, old)?;
+            crd::validate(object, old, &self.base)?;
         }
         Ok(())
     }
@@ -893,6 +895,8 @@ impl Api {
                 Part::Status => crd::check_status(&new)?,
                 _ => {
                     let others = self.definitions_except(name)?;
+                    crd::limits::check_room(&new, &others)?;
+                    self.compiled.intern_names(&new)?;
                     new["status"] = crd::status_of(&new, Some(&old), &others)?;
                     if is_deleting(&new) {
                         crd::mark_terminating(&mut new);

@@ -9,6 +9,7 @@ pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod crd;
+pub mod decode;
 pub mod defaults;
 pub mod discovery;
 pub mod event_ttl;

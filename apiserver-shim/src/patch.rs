@@ -196,9 +196,7 @@ fn server_side_apply(
             "server-side apply to the scale subresource is not supported; patch or update /scale",
         ));
     }
-    let mut config: Value = serde_yaml::from_slice(raw).map_err(|e| {
-        ApiError::bad_request(format!("the apply configuration is not valid YAML or JSON: {e}"))
-    })?;
+    let mut config: Value = crate::decode::yaml(raw, "the apply configuration")?;
     if !config.is_object() {
         return Err(ApiError::bad_request("the apply configuration must be an object"));
     }

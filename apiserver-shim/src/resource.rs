@@ -75,23 +75,67 @@ impl std::ops::Deref for CustomRef {
 
 /// A name with the lifetime of the process. Custom resources' names are interned once each (a
 /// set that grows with the distinct names ever defined, not with definitions' updates), so that
-/// they sit in [`ResourceType`] beside the built-in types' static names.
+/// they sit in [`ResourceType`] beside the built-in types' static names. What a cluster may add
+/// to the set is bounded by [`crate::crd::limits::MAX_INTERNED_BYTES`] (see [`intern_cost`]).
 pub fn intern(name: &str) -> &'static str {
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    intern_new(name).0
+}
+
+/// [`intern`], and whether the name was new: it takes [`interned_size`] more bytes for good.
+pub fn intern_new(name: &str) -> (&'static str, bool) {
+    let mut names = names().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(found) = names.get(name) {
-        return found;
+        return (found, false);
     }
     let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
     names.insert(leaked);
-    leaked
+    (leaked, true)
+}
+
+fn names() -> &'static Mutex<HashSet<&'static str>> {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    NAMES.get_or_init(Default::default)
+}
+
+fn lists() -> &'static Mutex<HashSet<&'static [&'static str]>> {
+    static LISTS: OnceLock<Mutex<HashSet<&'static [&'static str]>>> = OnceLock::new();
+    LISTS.get_or_init(Default::default)
+}
+
+/// What interning a name or a list of names keeps for good: its bytes and the set's entry.
+pub fn interned_size(len: usize) -> usize {
+    len + 2 * std::mem::size_of::<&str>()
+}
+
+/// The bytes interning `names` and `lists` would add to the process for good: the names and
+/// lists not interned yet.
+pub fn intern_cost(names_: &[&str], lists_: &[&[String]]) -> usize {
+    let known = names().lock().unwrap_or_else(|e| e.into_inner());
+    let mut cost = 0;
+    let mut counted = HashSet::new();
+    for name in
+        names_.iter().copied().chain(lists_.iter().flat_map(|l| l.iter().map(String::as_str)))
+    {
+        if !known.contains(name) && counted.insert(name) {
+            cost += interned_size(name.len());
+        }
+    }
+    drop(known);
+    let known = lists().lock().unwrap_or_else(|e| e.into_inner());
+    for list in lists_ {
+        let found =
+            known.iter().any(|l| l.len() == list.len() && l.iter().zip(*list).all(|(a, b)| a == b));
+        if !found {
+            cost += interned_size(list.len() * std::mem::size_of::<&str>());
+        }
+    }
+    cost
 }
 
 /// A list of names with the lifetime of the process, interned as [`intern`] does.
 pub fn intern_list(names: &[String]) -> &'static [&'static str] {
-    static LISTS: OnceLock<Mutex<HashSet<&'static [&'static str]>>> = OnceLock::new();
     let interned: Vec<&'static str> = names.iter().map(|n| intern(n)).collect();
-    let mut lists = LISTS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut lists = lists().lock().unwrap_or_else(|e| e.into_inner());
     if let Some(found) = lists.get(interned.as_slice()) {
         return found;
     }

@@ -690,9 +690,9 @@ fn decode_body_checked(headers: &HeaderMap, body: &[u8]) -> ApiResult<(Value, Ve
     match media.as_str() {
         "application/json" | "" => strict_json::parse(body)
             .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}"))),
-        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
-            .map(|v| (v, Vec::new()))
-            .map_err(|e| ApiError::bad_request(format!("the request body is not valid YAML: {e}"))),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => {
+            crate::decode::yaml(body, "the request body").map(|v| (v, Vec::new()))
+        }
         crate::protobuf::MEDIA_TYPE => {
             crate::protobuf::decode_request(body).map(|v| (v, Vec::new()))
         }

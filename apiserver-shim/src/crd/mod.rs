@@ -13,10 +13,13 @@
 //! storage version of the moment.
 
 mod columns;
+pub mod limits;
 mod validate;
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
 use serde_json::{json, Value};
@@ -26,7 +29,7 @@ use crate::resource::{intern, intern_list, CustomRef, ResourceType, Subresource,
 use crate::status::{ApiError, ApiResult};
 
 pub use columns::{cells, Column};
-pub use validate::validate;
+pub use validate::{validate, API_APPROVED_ANNOTATION, RESERVED_GROUP};
 
 /// The API group of CustomResourceDefinitions.
 pub const GROUP: &str = "apiextensions.k8s.io";
@@ -305,6 +308,90 @@ pub fn status_of(object: &Value, old: Option<&Value>, others: &[Value]) -> ApiRe
     }))
 }
 
+/// The compiled types of one cluster's stored definitions, kept between reloads of the registry:
+/// a definition is compiled again only when it changed (its store revision) and dropped, with
+/// its schemas, when it is gone. It also counts the names the cluster's definitions interned.
+#[derive(Debug, Default)]
+pub struct Compiled {
+    /// By store key: the revision compiled and its types.
+    types: Mutex<HashMap<String, (carrel_store::Revision, Vec<ResourceType>)>>,
+    /// The bytes of names this cluster's definitions added to the interned set.
+    interned: AtomicUsize,
+}
+
+impl Compiled {
+    /// The types of `stored` (every stored definition of the cluster), compiling only those
+    /// new or changed since the last call.
+    pub fn types(
+        &self,
+        stored: &[carrel_store::Object],
+        decode: impl Fn(&carrel_store::Object) -> ApiResult<Value>,
+    ) -> ApiResult<Vec<ResourceType>> {
+        let mut cache = self.types.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = HashMap::with_capacity(stored.len());
+        let mut all = Vec::new();
+        for object in stored {
+            let types = match cache.remove(&object.key) {
+                Some((revision, types)) if revision == object.mod_revision => types,
+                _ => types_of(&decode(object)?),
+            };
+            all.extend(types.iter().cloned());
+            next.insert(object.key.clone(), (object.mod_revision, types));
+        }
+        // What is not in `next` (deleted definitions, old revisions) is dropped here.
+        *cache = next;
+        Ok(all)
+    }
+
+    /// Intern the names `definition` will be served under, charging those new to the process
+    /// to this cluster: 403 once the cluster has added [`limits::MAX_INTERNED_BYTES`].
+    pub fn intern_names(&self, definition: &Value) -> ApiResult<()> {
+        use crate::resource::{intern, intern_cost};
+        let crd = parse(definition)?;
+        let (spec, names) = (&crd.spec, &crd.spec.names);
+        let singular = names
+            .singular
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| names.kind.to_ascii_lowercase());
+        let list_kind = names
+            .list_kind
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("{}List", names.kind));
+        let mut plain: Vec<&str> =
+            vec![&spec.group, &names.kind, &names.plural, &singular, &list_kind];
+        plain.extend(spec.versions.iter().map(|v| v.name.as_str()));
+        let empty = Vec::new();
+        let lists: [&[String]; 2] = [
+            names.short_names.as_ref().unwrap_or(&empty),
+            names.categories.as_ref().unwrap_or(&empty),
+        ];
+        let cost = intern_cost(&plain, &lists);
+        let charged = self.interned.load(AtomicOrdering::Acquire);
+        if charged + cost > limits::MAX_INTERNED_BYTES {
+            return Err(ApiError::forbidden(
+                GROUP,
+                "customresourcedefinitions",
+                crd.metadata.name.as_deref().unwrap_or_default(),
+                &format!(
+                    "exceeded quota: the cluster's CustomResourceDefinitions have defined {charged} \
+                     bytes of distinct names, the limit is {}",
+                    limits::MAX_INTERNED_BYTES
+                ),
+            ));
+        }
+        for name in plain {
+            intern(name);
+        }
+        for list in lists {
+            crate::resource::intern_list(list);
+        }
+        self.interned.fetch_add(cost, AtomicOrdering::AcqRel);
+        Ok(())
+    }
+}
+
 /// The resource types a stored definition serves: one per served version, once established.
 pub fn types_of(object: &Value) -> Vec<ResourceType> {
     if !is_established(object) {
@@ -330,7 +417,8 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             .and_then(|v| v.pointer("/schema/openAPIV3Schema"))
             .cloned()
             .unwrap_or(Value::Null);
-        let Ok(schema) = carrel_schema::Schema::parse(&openapi, "") else {
+        // Accepted when it was written: a later change of the cost estimates does not stop it.
+        let Ok(schema) = carrel_schema::Schema::parse_accepted(&openapi, "") else {
             tracing::warn!(definition = ?crd.metadata.name, version = %version.name, "stored definition has a schema that does not parse; its version is not served");
             continue;
         };
@@ -620,3 +708,6 @@ mod tests {
 
 #[cfg(test)]
 mod api_tests;
+
+#[cfg(test)]
+pub(crate) mod limit_tests;

@@ -6,9 +6,16 @@ use std::collections::HashSet;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
 use serde_json::Value;
 
-use super::{columns, parse, GROUP};
+use super::{columns, limits, parse, GROUP};
 use crate::names::{dns1035_label, dns1123_subdomain};
+use crate::resource::Registry;
 use crate::status::{ApiError, ApiResult, Cause};
+
+/// The annotation a definition in a protected group (`*.k8s.io`, `*.kubernetes.io`) must carry.
+pub const API_APPROVED_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+/// The group of Carrel's own types (`tenants.carrel.dev`): no definition may take it.
+pub const RESERVED_GROUP: &str = crate::tenant::types::GROUP;
 
 /// Problems with a definition, collected as causes.
 #[derive(Default)]
@@ -63,8 +70,9 @@ impl Problems {
 }
 
 /// Check a definition (and, for an update, what it may not change of `old`): 422 with every
-/// problem found, or 400 when it does not decode as a definition at all.
-pub fn validate(object: &Value, old: Option<&Value>) -> ApiResult<()> {
+/// problem found, or 400 when it does not decode as a definition at all. `built_in` holds the
+/// types the server serves itself, which no definition may redefine.
+pub fn validate(object: &Value, old: Option<&Value>, built_in: &Registry) -> ApiResult<()> {
     let crd = parse(object)?;
     let mut p = Problems::default();
     let spec = &crd.spec;
@@ -79,6 +87,22 @@ pub fn validate(object: &Value, old: Option<&Value>) -> ApiResult<()> {
         if !spec.group.contains('.') {
             p.invalid("spec.group", &spec.group, "should be a domain with at least one dot");
         }
+    }
+    protected_group(&mut p, &crd, old.and_then(|o| parse(o).ok()).as_ref());
+    if spec.group == RESERVED_GROUP {
+        p.forbidden("spec.group", &format!("the group {RESERVED_GROUP} is reserved for Carrel"));
+    }
+    if let Some(served) =
+        built_in.all().iter().find(|t| t.group == spec.group && t.plural == spec.names.plural)
+    {
+        p.forbidden(
+            "spec.names.plural",
+            &format!(
+                "\"{}\" in group \"{}\" is a resource this server serves itself; a \
+                 CustomResourceDefinition may not redefine it",
+                served.plural, served.group
+            ),
+        );
     }
     if name != format!("{}.{}", spec.names.plural, spec.group) {
         p.invalid("metadata.name", &name, "must be spec.names.plural+\".\"+spec.group");
@@ -110,7 +134,7 @@ pub fn validate(object: &Value, old: Option<&Value>) -> ApiResult<()> {
             other => p.unsupported("spec.conversion.strategy", other, &["None", "Webhook"]),
         }
     }
-    versions(&mut p, object, spec);
+    versions(&mut p, object, old, spec);
 
     if let Some(old) = old {
         if let Ok(old) = parse(old) {
@@ -130,6 +154,86 @@ pub fn validate(object: &Value, old: Option<&Value>) -> ApiResult<()> {
     } else {
         Err(ApiError::invalid(GROUP, "CustomResourceDefinition", &name, p.0))
     }
+}
+
+/// A definition in a group of the Kubernetes project (`k8s.io`, `kubernetes.io` and their
+/// subdomains) must say where its API was approved, as kube-apiserver requires
+/// (`validateAPIApproval`): a URL, or a reason starting with `unapproved`. An update that leaves
+/// the annotation's state as it was is not held to it.
+fn protected_group(
+    p: &mut Problems,
+    crd: &ext::CustomResourceDefinition,
+    old: Option<&ext::CustomResourceDefinition>,
+) {
+    let group = crd.spec.group.as_str();
+    let protected = group == "k8s.io"
+        || group.ends_with(".k8s.io")
+        || group == "kubernetes.io"
+        || group.ends_with(".kubernetes.io");
+    if !protected {
+        return;
+    }
+    #[derive(PartialEq)]
+    enum Approval {
+        Invalid,
+        Approved,
+        Bypassed,
+        Missing,
+    }
+    let state = |crd: &ext::CustomResourceDefinition| {
+        let annotation = crd
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(API_APPROVED_ANNOTATION))
+            .cloned()
+            .unwrap_or_default();
+        let state = if annotation.is_empty() {
+            Approval::Missing
+        } else if annotation.starts_with("unapproved") {
+            Approval::Bypassed
+        } else if is_absolute_url(&annotation) {
+            Approval::Approved
+        } else {
+            Approval::Invalid
+        };
+        (state, annotation)
+    };
+    let (new_state, annotation) = state(crd);
+    if old.is_some_and(|old| state(old).0 == new_state) {
+        return;
+    }
+    let field = format!("metadata.annotations[{API_APPROVED_ANNOTATION}]");
+    match new_state {
+        Approval::Approved | Approval::Bypassed => {}
+        Approval::Missing => p.required(
+            field,
+            &format!(
+                "protected groups must have approval annotation \"{API_APPROVED_ANNOTATION}\", \
+                 see https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        ),
+        Approval::Invalid => p.invalid(
+            field,
+            &annotation,
+            &format!(
+                "protected groups must have approval annotation \"{API_APPROVED_ANNOTATION}\" \
+                 with either a URL or a reason starting with \"unapproved\", see \
+                 https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        ),
+    }
+}
+
+/// Whether `s` parses as Go's `url.ParseRequestURI` with a scheme and a host:
+/// `https://github.com/kubernetes/kubernetes/pull/1`.
+fn is_absolute_url(s: &str) -> bool {
+    let Some((scheme, rest)) = s.split_once("://") else { return false };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    scheme_ok && !host.is_empty() && !s.contains(char::is_whitespace)
 }
 
 fn names(p: &mut Problems, names: &ext::CustomResourceDefinitionNames) {
@@ -165,7 +269,20 @@ fn names(p: &mut Problems, names: &ext::CustomResourceDefinitionNames) {
     }
 }
 
-fn versions(p: &mut Problems, object: &Value, spec: &ext::CustomResourceDefinitionSpec) {
+fn versions(
+    p: &mut Problems,
+    object: &Value,
+    old: Option<&Value>,
+    spec: &ext::CustomResourceDefinitionSpec,
+) {
+    // The schemas of the definition replaced, by version name.
+    let old_schemas: std::collections::HashMap<&str, &Value> = old
+        .and_then(|o| o.pointer("/spec/versions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| Some((v.get("name")?.as_str()?, v.pointer("/schema/openAPIV3Schema")?)))
+        .collect();
     if spec.versions.is_empty() {
         p.required("spec.versions", "must have exactly one version marked as storage version");
         return;
@@ -181,6 +298,10 @@ fn versions(p: &mut Problems, object: &Value, spec: &ext::CustomResourceDefiniti
     if !spec.versions.iter().any(|v| v.served) {
         p.invalid("spec.versions", "", "must have at least one version marked as served");
     }
+    // What the schemas would make the server hold, counted before any is compiled.
+    let too_large = limits::check_schemas(&limits::footprint(object));
+    let compile = too_large.is_empty();
+    p.0.extend(too_large);
     let mut seen = HashSet::new();
     let raw = object.pointer("/spec/versions").and_then(Value::as_array);
     for (i, version) in spec.versions.iter().enumerate() {
@@ -197,9 +318,18 @@ fn versions(p: &mut Problems, object: &Value, spec: &ext::CustomResourceDefiniti
             raw.and_then(|vs| vs.get(i)).and_then(|v| v.pointer("/schema/openAPIV3Schema"));
         match schema {
             None => p.required(format!("{at}.schema.openAPIV3Schema"), "schemas are required"),
+            Some(_) if !compile => {}
             Some(schema) => {
                 let path = format!("{at}.schema.openAPIV3Schema");
-                if let Err(errors) = carrel_schema::Schema::parse(schema, &path) {
+                // As kube-apiserver, an update that leaves a version's schema as it was does not
+                // hold its rules' estimated costs against it.
+                let unchanged = old_schemas.get(version.name.as_str()) == Some(&schema);
+                let parsed = if unchanged {
+                    carrel_schema::Schema::parse_accepted(schema, &path)
+                } else {
+                    carrel_schema::Schema::parse(schema, &path)
+                };
+                if let Err(errors) = parsed {
                     p.0.extend(errors.into_iter().map(super::cause));
                 }
             }

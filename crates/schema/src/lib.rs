@@ -29,6 +29,8 @@ mod prune;
 mod regex_go;
 mod validate;
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 pub use error::{go_quote, FieldError, Reason};
@@ -42,6 +44,48 @@ pub struct Schema {
     root: Node,
 }
 
+/// What a schema makes the server hold once compiled, counted from its JSON before it is
+/// compiled: the schema nodes (each a compiled [`Schema`] node) and the distinct `pattern`s (each
+/// a compiled regular expression; copies of a pattern share one).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Footprint {
+    /// Schema nodes (JSONSchemaProps objects), the root included.
+    pub nodes: usize,
+    /// The distinct `pattern`s.
+    pub patterns: HashSet<String>,
+}
+
+impl Footprint {
+    /// Counts the nodes and patterns of a schema's JSON and adds them to this footprint.
+    pub fn add(&mut self, schema: &Value) {
+        let mut stack = vec![schema];
+        while let Some(node) = stack.pop() {
+            let Value::Object(map) = node else { continue };
+            self.nodes += 1;
+            if let Some(Value::String(pattern)) = map.get("pattern") {
+                if !self.patterns.contains(pattern) {
+                    self.patterns.insert(pattern.clone());
+                }
+            }
+            for (keyword, value) in map {
+                match (keyword.as_str(), value) {
+                    ("properties", Value::Object(props)) => stack.extend(props.values()),
+                    ("allOf" | "anyOf" | "oneOf", Value::Array(items)) => stack.extend(items),
+                    ("items" | "not" | "additionalProperties", v) if v.is_object() => stack.push(v),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The footprint of one schema's JSON.
+    pub fn of(schema: &Value) -> Footprint {
+        let mut footprint = Footprint::default();
+        footprint.add(schema);
+        footprint
+    }
+}
+
 impl Schema {
     /// Parses and checks a CRD version's `openAPIV3Schema`.
     ///
@@ -50,7 +94,14 @@ impl Schema {
     /// with every reason, e.g.
     /// `spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields`.
     pub fn parse(schema: &Value, path: &str) -> Result<Schema, Vec<FieldError>> {
-        parse::parse(schema, path).map(|root| Schema { root })
+        parse::parse(schema, path, true).map(|root| Schema { root })
+    }
+
+    /// [`Schema::parse`] for a schema accepted before: its CEL rules' estimated costs are not
+    /// held against it (kube-apiserver does not re-check the costs of an unchanged schema), so
+    /// a stored definition stays served when the estimate changes.
+    pub fn parse_accepted(schema: &Value, path: &str) -> Result<Schema, Vec<FieldError>> {
+        parse::parse(schema, path, false).map(|root| Schema { root })
     }
 
     /// Removes the fields the schema does not specify, except under
@@ -151,6 +202,34 @@ impl Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footprints_count_nodes_and_distinct_patterns() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "a": {"type": "string", "pattern": "^a$"},
+            "b": {"type": "array", "items": {"type": "string", "pattern": "^a$"}},
+            "c": {"type": "object", "additionalProperties": {"type": "string", "pattern": "^c$"}},
+            "d": {"anyOf": [{"type": "integer"}, {"type": "string"}], "not": {}},
+            "e": {"type": "object", "additionalProperties": true},
+        }});
+        let footprint = Footprint::of(&schema);
+        assert_eq!(footprint.nodes, 11);
+        assert_eq!(footprint.patterns.len(), 2);
+    }
+
+    #[test]
+    fn patterns_from_objects_leave_nothing_shared_behind() {
+        let schema = serde_json::json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"a": {"type": "string", "maxLength": 10, "pattern": "^[a-z]+$"},
+                           "b": {"type": "string", "maxLength": 20}},
+            "x-kubernetes-validations": [{"rule": "self.a.matches(self.b)"}]}}});
+        let schema = Schema::parse(&schema, "").unwrap_or_else(|e| panic!("{e:?}"));
+        assert!(regex_go::is_shared("^[a-z]+$"), "the schema's own pattern is shared");
+        let object = serde_json::json!({"spec": {"a": "abc", "b": "^from-data-1$"}});
+        assert_eq!(schema.validate(&object, None).len(), 1);
+        assert!(!regex_go::is_shared("^from-data-1$"));
+    }
 
     #[test]
     fn schema_is_shareable_across_threads() {

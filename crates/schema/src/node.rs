@@ -1,6 +1,7 @@
 //! The parsed schema tree, and the read-only view of it the crate exposes.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use regex::Regex;
 use serde_json::Value;
@@ -59,7 +60,7 @@ pub(crate) struct Node {
     pub(crate) max_length: Option<i64>,
     pub(crate) min_length: Option<i64>,
     pub(crate) pattern: Option<String>,
-    pub(crate) pattern_regex: Option<Regex>,
+    pub(crate) pattern_regex: Option<Arc<Regex>>,
     pub(crate) pattern_error: Option<String>,
     pub(crate) max_items: Option<i64>,
     pub(crate) min_items: Option<i64>,

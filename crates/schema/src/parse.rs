@@ -14,8 +14,9 @@ use crate::regex_go;
 use crate::validate::{embedded_walk, FPath, OpenApi};
 
 /// Parses and checks a schema; `path` is the field path of the schema
-/// (`spec.versions[0].schema.openAPIV3Schema`).
-pub(crate) fn parse(value: &Value, path: &str) -> Result<Node, Vec<FieldError>> {
+/// (`spec.versions[0].schema.openAPIV3Schema`). `limit_costs`: refuse rules over the static
+/// estimated cost limits.
+pub(crate) fn parse(value: &Value, path: &str, limit_costs: bool) -> Result<Node, Vec<FieldError>> {
     let mut decode = Vec::new();
     let mut root = build(value, path, &mut decode);
 
@@ -46,7 +47,7 @@ pub(crate) fn parse(value: &Value, path: &str) -> Result<Node, Vec<FieldError>> 
     errors.extend(defaults);
     errors.extend(api);
     if errors.is_empty() {
-        compile_rules(&mut root, path, None, &mut errors);
+        compile_all_rules(&mut root, path, limit_costs, &mut errors);
     }
     mark_rules(&mut root);
     if errors.is_empty() {
@@ -1052,19 +1053,93 @@ fn api_checks(s: &Node, path: &str, ctx: &ApiCtx, is_root: bool, errs: &mut Vec<
 // ---------------------------------------------------------------------------------------------
 // CEL
 
-/// Compiles every node's rules. `uncorrelatable` is the path of the highest list (not of type
-/// map) above the node: transition rules cannot compare old and new values under it.
+/// The estimated costs of a schema's rules, summed as kube-apiserver sums them.
+#[derive(Default)]
+struct Costs {
+    total: u64,
+    /// Whether rules over the limits are refused.
+    limit: bool,
+    /// Each rule's path and estimated cost (times how often it runs).
+    rules: Vec<(String, u64)>,
+}
+
+/// Compiles every node's rules and estimates their cost, as kube-apiserver does when a
+/// definition is written: a rule whose estimated cost (one evaluation's, times how many times it
+/// runs in the largest object: the product of the sizes of the lists and maps above it) exceeds
+/// `StaticEstimatedCostLimit` is refused at its `rule`, and so is a schema whose rules together
+/// exceed `StaticEstimatedCRDCostLimit`.
+fn compile_all_rules(root: &mut Node, path: &str, limit_costs: bool, errs: &mut Vec<FieldError>) {
+    let mut costs = Costs { limit: limit_costs, ..Costs::default() };
+    compile_rules(root, path, None, 1, &mut costs, errs);
+    if limit_costs && costs.total > cel::STATIC_ESTIMATED_CRD_COST_LIMIT {
+        // The most expensive rules first, as kube-apiserver names them.
+        costs.rules.sort_by_key(|rule| std::cmp::Reverse(rule.1));
+        for (rule, _) in costs.rules.iter().take(4) {
+            errs.push(FieldError::forbidden(
+                rule,
+                "contributed to estimated rule cost total exceeding cost limit for entire OpenAPIv3 schema",
+            ));
+        }
+        errs.push(FieldError::forbidden(
+            path,
+            cel::cost_error_message(
+                "x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 schema",
+                costs.total,
+                cel::STATIC_ESTIMATED_CRD_COST_LIMIT,
+            ),
+        ));
+    }
+}
+
+/// Compiles the rules of `s` and below. `uncorrelatable` is the path of the highest list (not of
+/// type map) above the node: transition rules cannot compare old and new values under it.
+/// `cardinality` is how many values of `s` the largest object can hold.
 fn compile_rules(
     s: &mut Node,
     path: &str,
     uncorrelatable: Option<&str>,
+    cardinality: u64,
+    costs: &mut Costs,
     errs: &mut Vec<FieldError>,
 ) {
     let raw = std::mem::take(&mut s.raw_rules);
     for (i, r) in raw.iter().enumerate() {
         let rp = index(&child(path, "x-kubernetes-validations"), i);
         match cel::compile_rule(r, s, &rp, uncorrelatable) {
-            Ok(Some(compiled)) => s.rules.push(compiled),
+            Ok(Some(compiled)) => {
+                let cost = cel::estimated_cost(&r.rule, s).saturating_mul(cardinality);
+                let at = child(&rp, "rule");
+                if costs.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
+                    errs.push(FieldError::forbidden(
+                        &at,
+                        cel::cost_error_message(
+                            "estimated rule cost",
+                            cost,
+                            cel::STATIC_ESTIMATED_COST_LIMIT,
+                        ),
+                    ));
+                }
+                costs.total = costs.total.saturating_add(cost);
+                costs.rules.push((at, cost));
+                // A message expression runs once per failure, so its cost is not multiplied.
+                if !r.message_expression.trim().is_empty() {
+                    let cost = cel::estimated_cost(&r.message_expression, s);
+                    let at = child(&rp, "messageExpression");
+                    if costs.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
+                        errs.push(FieldError::forbidden(
+                            &at,
+                            cel::cost_error_message(
+                                "estimated messageExpression cost",
+                                cost,
+                                cel::STATIC_ESTIMATED_COST_LIMIT,
+                            ),
+                        ));
+                    }
+                    costs.total = costs.total.saturating_add(cost);
+                    costs.rules.push((at, cost));
+                }
+                s.rules.push(compiled);
+            }
             Ok(None) => {}
             Err(mut e) => errs.append(&mut e),
         }
@@ -1075,14 +1150,18 @@ fn compile_rules(
     } else {
         Some(uncorrelatable.map(str::to_string).unwrap_or_else(|| path.to_string()))
     };
+    let elements = cardinality.saturating_mul(cel::max_elements(s));
     if let Some(items) = s.items.as_deref_mut() {
-        compile_rules(items, &child(path, "items"), items_uncorrelatable.as_deref(), errs);
+        let p = child(path, "items");
+        compile_rules(items, &p, items_uncorrelatable.as_deref(), elements, costs, errs);
     }
     for (k, p) in s.properties.iter_mut() {
-        compile_rules(p, &key(&child(path, "properties"), k), uncorrelatable, errs);
+        let at = key(&child(path, "properties"), k);
+        compile_rules(p, &at, uncorrelatable, cardinality, costs, errs);
     }
     if let Some(Additional::Schema(a)) = s.additional.as_mut() {
-        compile_rules(a, &child(path, "additionalProperties"), uncorrelatable, errs);
+        let p = child(path, "additionalProperties");
+        compile_rules(a, &p, uncorrelatable, elements, costs, errs);
     }
 }
 

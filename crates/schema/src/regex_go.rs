@@ -5,23 +5,71 @@
 //! `[0-9A-Za-z_]`, `\s` is `[\t\n\f\r ]`, `\b` an ASCII word boundary) and whose character
 //! classes do not nest. [`compile`] rewrites those before compiling.
 
-use regex::Regex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use regex::{Regex, RegexBuilder};
+
+/// The most a compiled pattern's program may take (the `regex` crate's default is 10 MiB). Go's
+/// RE2 refuses repetitions above 1000; this bounds what one `pattern` can make the server hold.
+pub(crate) const SIZE_LIMIT: usize = 1 << 20;
+
+/// The most a pattern's lazy DFA cache may grow to, per thread using it (default 2 MiB).
+pub(crate) const DFA_SIZE_LIMIT: usize = 256 << 10;
 
 /// Compiles a Go regular expression. The error is worded as Go's `regexp.Compile` words it
 /// (`error parsing regexp: …`).
-pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
+///
+/// Compiled patterns are shared: a pattern compiled while another copy of it is alive (in
+/// another version, definition or tenant) is the same `Regex`, and it is freed with its last
+/// user.
+pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, String> {
+    let shared = shared();
+    if let Some(found) =
+        shared.lock().unwrap_or_else(|e| e.into_inner()).get(pattern).and_then(Weak::upgrade)
+    {
+        return Ok(found);
+    }
+    let compiled = Arc::new(compile_new(pattern)?);
+    let mut map = shared.lock().unwrap_or_else(|e| e.into_inner());
+    // Forget the patterns no longer used, so the map stays as large as what is alive.
+    if map.len() >= 1024 && map.len().is_power_of_two() {
+        map.retain(|_, weak| weak.strong_count() > 0);
+    }
+    map.insert(pattern.to_owned(), Arc::downgrade(&compiled));
+    Ok(compiled)
+}
+
+fn shared() -> &'static Mutex<HashMap<String, Weak<Regex>>> {
+    static SHARED: OnceLock<Mutex<HashMap<String, Weak<Regex>>>> = OnceLock::new();
+    SHARED.get_or_init(Default::default)
+}
+
+/// Whether the shared patterns have an entry for `pattern`.
+#[cfg(test)]
+pub(crate) fn is_shared(pattern: &str) -> bool {
+    shared().lock().unwrap_or_else(|e| e.into_inner()).contains_key(pattern)
+}
+
+/// Compiles a Go regular expression for one use (CEL's `matches()`, whose pattern may come from
+/// the object): not shared, so that patterns from data leave nothing behind.
+pub(crate) fn compile_new(pattern: &str) -> Result<Regex, String> {
     let translated = translate(pattern);
-    Regex::new(&translated).map_err(|e| {
-        let text = e.to_string();
-        let reason = text
-            .lines()
-            .rev()
-            .find_map(|l| l.trim().strip_prefix("error: "))
-            .unwrap_or(text.as_str())
-            .trim()
-            .to_string();
-        format!("error parsing regexp: {reason}: `{pattern}`")
-    })
+    RegexBuilder::new(&translated)
+        .size_limit(SIZE_LIMIT)
+        .dfa_size_limit(DFA_SIZE_LIMIT)
+        .build()
+        .map_err(|e| {
+            let text = e.to_string();
+            let reason = text
+                .lines()
+                .rev()
+                .find_map(|l| l.trim().strip_prefix("error: "))
+                .unwrap_or(text.as_str())
+                .trim()
+                .to_string();
+            format!("error parsing regexp: {reason}: `{pattern}`")
+        })
 }
 
 fn translate(pattern: &str) -> String {
@@ -138,6 +186,24 @@ mod tests {
         assert!(re.is_match("]a"));
         let re = compile(r"^[[:alpha:]]+$").unwrap_or_else(|e| panic!("{e}"));
         assert!(re.is_match("abc"));
+    }
+
+    #[test]
+    fn copies_of_a_pattern_share_one_regex_until_the_last_goes() {
+        let a = compile("^shared-[a-z]+$").unwrap_or_else(|e| panic!("{e}"));
+        let b = compile("^shared-[a-z]+$").unwrap_or_else(|e| panic!("{e}"));
+        assert!(Arc::ptr_eq(&a, &b));
+        let weak = Arc::downgrade(&a);
+        drop((a, b));
+        assert!(weak.upgrade().is_none(), "the last user frees it");
+    }
+
+    #[test]
+    fn huge_programs_are_refused() {
+        // Unicode classes repeated a thousand times, three deep: far past the size limit.
+        let err = compile(r"^((\pL{1000}){1000}){1000}$").err().unwrap_or_default();
+        assert!(err.starts_with("error parsing regexp: "), "{err}");
+        assert!(err.contains("size limit"), "{err}");
     }
 
     #[test]

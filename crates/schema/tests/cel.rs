@@ -358,8 +358,13 @@ fn string_extensions() {
 
 #[test]
 fn rules_too_costly_for_their_input_are_refused_without_running() {
+    // Every list is bounded, so the rule's estimated cost is within kube-apiserver's static
+    // limit when the schema is written (an unbounded `a` is refused then); what the rule is
+    // given at run time can still be too much for one call.
     let s = spec_schema(
-        json!({"a": {"type": "array", "items": {"type": "integer"}}}),
+        json!({"a": {"type": "array", "maxItems": 20, "items": {"type": "integer"}},
+               "b": {"type": "array", "maxItems": 20,
+                     "items": {"type": "array", "maxItems": 20, "items": {"type": "integer"}}}}),
         json!([
             {"rule": "self.a.all(x, self.a.all(y, self.a.all(z, x + y + z > 0)))"},
             {"rule": "self.a.all(x, x > 0)", "message": "positive"},
@@ -367,14 +372,94 @@ fn rules_too_costly_for_their_input_are_refused_without_running() {
     );
     let small: Vec<i64> = (1..=20).collect();
     assert!(run(&s, json!({"a": small})).is_empty());
-    // 500 items: the nested rule would take 125 million steps; the flat one runs.
-    let mut large: Vec<i64> = (1..=500).collect();
-    large[499] = -1;
+    // 420 values: the nested rule would take 74 million steps; the flat one runs.
+    let mut a: Vec<i64> = (1..=20).collect();
+    a[19] = -1;
+    let b = vec![vec![1; 20]; 20];
     assert_eq!(
-        run(&s, json!({"a": large})),
+        run(&s, json!({"a": a, "b": b})),
         vec![
             r#"spec: Invalid value: "object": call cost exceeds limit for rule: self.a.all(x, self.a.all(y, self.a.all(z, x + y + z > 0)))"#,
             r#"spec: Invalid value: "object": positive"#,
         ]
     );
+}
+
+#[test]
+fn rules_estimated_over_the_static_cost_limits_are_refused_when_the_schema_is_written() {
+    let refused = |props: Value, rules: Value| {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": props, "x-kubernetes-validations": rules}}});
+        carrel_schema::Schema::parse(&schema, "s").err().unwrap_or_default()
+    };
+    // An unbounded list walked three deep: kube-apiserver's words, on the rule.
+    let errs = refused(
+        json!({"a": {"type": "array", "items": {"type": "integer"}}}),
+        json!([{"rule": "self.a.all(x, self.a.all(y, x + y > 0))"}]),
+    );
+    let all = messages(&errs);
+    assert_eq!(
+        all[0],
+        "s.properties[spec].x-kubernetes-validations[0].rule: Forbidden: estimated rule cost \
+         exceeds budget by factor of more than 100x (try simplifying the rule, or adding \
+         maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    );
+    // It alone also passes the limit for the entire schema, which is said too.
+    assert_eq!(all.len(), 3, "{all:?}");
+    // A message expression is estimated too, on its own path.
+    let errs = refused(
+        json!({"a": {"type": "array", "items": {"type": "integer"}}}),
+        json!([{"rule": "self.a.size() < 10",
+                "messageExpression": "self.a.all(x, self.a.all(y, x != y)) ? 'unique' : 'not'"}]),
+    );
+    assert!(
+        messages(&errs)[0].starts_with(
+            "s.properties[spec].x-kubernetes-validations[0].messageExpression: Forbidden: \
+             estimated messageExpression cost exceeds budget by factor of more than 100x"
+        ),
+        "{:?}",
+        messages(&errs)
+    );
+    // A string function over unbounded strings in a list.
+    let errs = refused(
+        json!({"names": {"type": "array", "maxItems": 100, "items": {"type": "string"}}}),
+        json!([{"rule": "self.names.all(n, n.matches('^a'))"}]),
+    );
+    assert!(
+        messages(&errs)[0].contains("estimated rule cost exceeds budget"),
+        "{:?}",
+        messages(&errs)
+    );
+    // Each rule is cheap, but a rule on the items of a list of lists runs for every item: the
+    // rules together pass the limit for the entire schema.
+    let item_rules: Vec<Value> =
+        (0..30).map(|i| json!({"rule": format!("self.size() > {i}")})).collect();
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        "grid": {"type": "array", "maxItems": 1000, "items": {"type": "array", "maxItems": 1000,
+            "items": {"type": "string", "maxLength": 100, "x-kubernetes-validations": item_rules}}}}}}});
+    let errs = carrel_schema::Schema::parse(&schema, "s").err().unwrap_or_default();
+    let all = messages(&errs);
+    assert!(
+        all.last().is_some_and(|m| {
+            m.starts_with(
+            "s: Forbidden: x-kubernetes-validations estimated rule cost total for entire OpenAPIv3 \
+             schema exceeds budget by factor of "
+        )
+        }),
+        "{all:?}"
+    );
+    assert!(
+        all.iter().any(|m| m.ends_with(
+            "Forbidden: contributed to estimated rule cost total exceeding cost limit for entire \
+         OpenAPIv3 schema"
+        )),
+        "{all:?}"
+    );
+    // Bounded, as controller-gen users write them, rules pass.
+    let ok = json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"names": {"type": "array", "maxItems": 64,
+            "items": {"type": "string", "maxLength": 253}}},
+        "x-kubernetes-validations": [{"rule": "self.names.all(n, n.matches('^[a-z.-]+$'))"},
+                                     {"rule": "self.names.size() > 0"}]}}});
+    assert!(carrel_schema::Schema::parse(&ok, "s").is_ok());
 }
