@@ -16,6 +16,7 @@ pub mod fieldpath;
 pub mod fields;
 pub mod intake;
 pub mod kubeconfig;
+pub mod listener;
 pub mod managed;
 pub mod names;
 pub mod object;
