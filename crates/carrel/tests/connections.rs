@@ -90,10 +90,15 @@ fn twenty_thousand_idle_connections_leave_other_clients_served() {
     let addr = address(&up);
 
     let rt = runtime();
-    // From ten client addresses, far more than the 1,024 each one may hold.
-    let held = rt.block_on(idle_connections(addr, count, 2..12));
+    // From two client addresses, far more than the 1,024 each one may hold.
+    let opening = Instant::now();
+    let held = rt.block_on(idle_connections(addr, count, 2..4));
     assert_eq!(held.len(), count);
     let server_files = open_files(up.pid());
+    say(&format!(
+        "{count} connections opened in {:?}; the server has {server_files} files open",
+        opening.elapsed()
+    ));
 
     // Another client (from 127.0.0.1) is served, on the host and in a tenant.
     let list = ok(up.carrel(&["tenant", "list"]));
@@ -104,7 +109,7 @@ fn twenty_thousand_idle_connections_leave_other_clients_served() {
 
     // The server held no more than its per-client limit from each address, not one descriptor
     // per idle connection.
-    assert!(server_files < 10 * 1024 + 1_000, "{server_files} files open for {count} connections");
+    assert!(server_files < 2 * 1024 + 1_000, "{server_files} files open for {count} connections");
     drop(held);
     // Its log says the limit was reached a few times, not once per refused connection.
     let (lines, most_repeated) = log_volume(&log);
@@ -147,7 +152,7 @@ fn idle_connections_cannot_take_the_stores_descriptors() {
     // Writes go on, on one kept-alive connection opened before the flood: 200 ConfigMaps.
     let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"w-"},"data":{"k":"v"}}"#;
     let mut curl = Command::new("curl");
-    curl.args(["-s", "-o", "/dev/null", "-w", "%{http_code}\n", "--rate", "20/s"])
+    curl.args(["-s", "-w", "%{http_code}\n", "--rate", "20/s"])
         .arg("--cacert")
         .arg(&ca)
         .arg("--cert")
@@ -156,7 +161,7 @@ fn idle_connections_cannot_take_the_stores_descriptors() {
         .arg(&key)
         .args(["-H", "Content-Type: application/json", "-d", body]);
     for _ in 0..200 {
-        curl.arg(&endpoint);
+        curl.args(["-o", "/dev/null"]).arg(&endpoint);
     }
     let writer = curl.stdout(std::process::Stdio::piped()).spawn().expect("curl");
     // Let the writer connect before the flood.
