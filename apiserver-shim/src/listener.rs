@@ -992,7 +992,7 @@ mod tests {
         let addr = plain_server(Limits::default()).await;
         let dir = tempfile::tempdir().unwrap();
         let body = dir.path().join("body");
-        std::fs::write(&body, vec![b'x'; 1024 * 1024]).unwrap();
+        std::fs::write(&body, vec![b'x'; 2 * 1024 * 1024]).unwrap();
         let url = format!("http://{addr}/refuse");
         let data = format!("@{}", body.display());
         let out = tokio::task::spawn_blocking(move || {
