@@ -733,6 +733,20 @@ impl Drop for InFlight {
 #[error("the request body did not arrive within {0:?}")]
 pub struct BodyTimeout(Duration);
 
+impl BodyTimeout {
+    /// The body timeout among `error` and its sources, if it is one.
+    pub fn find<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a BodyTimeout> {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            if let Some(timeout) = error.downcast_ref::<BodyTimeout>() {
+                return Some(timeout);
+            }
+            next = error.source();
+        }
+        None
+    }
+}
+
 /// A request body, read until a deadline; shared between the handler and the connection, which
 /// reads what the handler left before answering.
 #[derive(Debug)]
@@ -1067,6 +1081,33 @@ mod tests {
         assert!(read.is_ok(), "the idle connection was closed after the stream");
         let answer = String::from_utf8_lossy(&answer);
         assert!(answer.contains("\r\n14\n\r\n"), "every line arrived: {answer}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_body_that_does_not_arrive_in_time_is_answered_504() {
+        use carrel_store::{Options, SledStore};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), Options::create()).unwrap();
+        let api = Arc::new(crate::Api::new(Arc::new(store)).unwrap());
+        let router = crate::router(Arc::new(crate::Server::new(api, "")));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits { body_read_timeout: Duration::from_millis(300), ..Limits::default() };
+        tokio::spawn(serve(listener, None, router, limits, std::future::pending()));
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // A head announcing 1,000 bytes of body, and 10 of them.
+        let head = "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nhost: x\r\n\
+                    content-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"kind\":1";
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(20), tcp.read(&mut answer)).await;
+        let n = read.expect("an answer before the client gives up").unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 504 "), "{answer}");
+        let status = status_body(&answer);
+        assert_eq!(status["reason"], "Timeout");
+        assert!(status["message"].as_str().unwrap().contains("did not arrive within"), "{status}");
     }
 
     #[test]

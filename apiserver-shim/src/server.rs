@@ -703,7 +703,10 @@ async fn blocking<T: Send + 'static>(
 }
 
 async fn read_body(body: Body) -> ApiResult<Bytes> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+        if let Some(timeout) = crate::listener::BodyTimeout::find(&e) {
+            return ApiError::timeout(timeout.to_string());
+        }
         ApiError::too_large(format!(
             "the request body is larger than the limit of {MAX_BODY_BYTES} bytes"
         ))
