@@ -131,6 +131,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open connections from one client IP address; 0 for none (1,024).
     pub max_connections_per_ip: usize,
+    /// Addresses the per-address limit does not apply to (the total does): where a process's
+    /// own in-process clients connect from. None by default.
+    pub per_ip_exempt: Vec<IpAddr>,
     /// Descriptors client connections may not take.
     pub fd_reserve: FdReserve,
 }
@@ -148,6 +151,7 @@ impl Default for Limits {
             max_header_bytes: 1024 * 1024,
             max_connections: 0,
             max_connections_per_ip: 1024,
+            per_ip_exempt: Vec::new(),
             fd_reserve: FdReserve::default(),
         }
     }
@@ -398,7 +402,11 @@ pub async fn serve(
             },
         };
         let total = limits.connection_limit(nofile);
-        let slot = match gate.admit(peer.ip(), total, limits.max_connections_per_ip) {
+        let per_ip = match limits.per_ip_exempt.contains(&peer.ip()) {
+            true => 0,
+            false => limits.max_connections_per_ip,
+        };
+        let slot = match gate.admit(peer.ip(), total, per_ip) {
             Ok(slot) => slot,
             Err(refused) => {
                 // Closed at once: the descriptor goes back before the next accept.
@@ -1031,6 +1039,8 @@ mod tests {
             idle_timeout: Duration::from_millis(300),
             header_read_timeout: Duration::from_secs(30),
             max_connections_per_ip: 2,
+            // Not the address the test connects from.
+            per_ip_exempt: vec!["127.0.0.2".parse().unwrap()],
             ..Limits::default()
         };
         let addr = plain_server(limits).await;
@@ -1051,6 +1061,26 @@ mod tests {
         let answer =
             exchange(addr, b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await;
         assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_exempt_address_is_held_only_to_the_total() {
+        use tokio::io::AsyncWriteExt as _;
+        let limits = Limits {
+            max_connections_per_ip: 1,
+            per_ip_exempt: vec!["127.0.0.1".parse().unwrap()],
+            ..Limits::default()
+        };
+        let addr = plain_server(limits).await;
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+            open.push(tcp);
+        }
+        let answer =
+            exchange(addr, b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await;
+        assert!(answer.starts_with("HTTP/1.1 200 "), "the fourth from 127.0.0.1: {answer}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,7 @@
 //! `carrel up`: the host API and the tenant manager in one process, on one TLS listener.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -182,6 +182,12 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // Client connections may not take the descriptors the stores need: those of the process,
     // and those of the host store and of every tenant's store served.
     let mut limits = args.listener.limits();
+    // The syncers and node agents run here hold about ten connections per tenant from the
+    // loopback address: the per-address limit is for other clients (the total still counts
+    // them).
+    if !args.no_syncers || args.sim_nodes > 0 {
+        limits.per_ip_exempt = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
+    }
     let stores = clusters.clone();
     limits.fd_reserve =
         FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.count());
