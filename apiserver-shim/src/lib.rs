@@ -18,6 +18,7 @@ pub mod fields;
 pub mod health;
 pub mod intake;
 pub mod kubeconfig;
+pub mod listener;
 pub mod managed;
 pub mod names;
 pub mod object;

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use clap::Parser;
 
 use carrel_apiserver::access::Security;
 use carrel_apiserver::kubeconfig;
-use carrel_apiserver::tls::{self, Certificates};
+use carrel_apiserver::listener::{self, ListenerFlags};
+use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{router, Api, Server};
 use carrel_store::{Options, SledStore};
 
@@ -40,6 +40,8 @@ struct Args {
     /// Serve plain HTTP instead of TLS (for local experiments only).
     #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
     insecure_http: bool,
+    #[command(flatten)]
+    listener: ListenerFlags,
 }
 
 #[tokio::main]
@@ -68,14 +70,8 @@ async fn main() -> anyhow::Result<()> {
     if args.insecure_http {
         tracing::warn!(%url, "serving plain HTTP");
         announce(&url);
-        // Watch events are small writes; without TCP_NODELAY Nagle's algorithm holds them back.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "setting TCP_NODELAY failed");
-            }
-        });
         let app = router(Arc::new(Server::new(api, &args.base_path)));
-        axum::serve(listener, app).with_graceful_shutdown(shutdown).await.context("serving")?;
+        listener::serve(listener, None, app, args.listener.limits(), shutdown).await;
         return Ok(());
     }
     let certs = match (&args.tls_cert_file, &args.tls_private_key_file) {
@@ -109,7 +105,7 @@ async fn main() -> anyhow::Result<()> {
     let app = router(Arc::new(server));
     tracing::info!(%url, "serving");
     announce(&url);
-    tls::serve(listener, config, app, shutdown).await;
+    listener::serve(listener, Some(config), app, args.listener.limits(), shutdown).await;
     Ok(())
 }
 

@@ -146,7 +146,9 @@ pub fn router(server: Arc<Server>) -> Router {
 }
 
 /// The axum router for every cluster of a listener: `/tenants/<name>/…` goes to that tenant's
-/// API (404 when there is no such tenant), everything else to the host API.
+/// API (when there is no such tenant, 404 only for host users who may read tenants; 401 for
+/// anyone else, as a tenant answers those without its credentials), everything else to the host
+/// API.
 pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
     Router::new().fallback(dispatch_cluster).with_state(clusters)
 }
@@ -154,12 +156,54 @@ pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
 async fn dispatch_cluster(State(clusters): State<Arc<Clusters>>, request: Request) -> Response {
     match clusters.route(request.uri().path()) {
         Some(server) => dispatch(State(server), request).await,
-        None => {
-            let path = request.uri().path();
-            let rest = path.strip_prefix(crate::tenant::clusters::TENANTS_PREFIX).unwrap_or(path);
-            let name = rest.split('/').next().unwrap_or_default();
-            ApiError::not_found(crate::tenant::types::GROUP, "tenants", name).into_response()
+        None => unknown_tenant(&clusters, request).await,
+    }
+}
+
+/// A request under `/tenants/<name>/` for a tenant that is not served. It is answered as a
+/// served tenant would answer whoever lacks its credentials (401; public paths as the host
+/// answers them), so that a tenant's existence is not told to anyone: only a host user who may
+/// read the tenant learns it is not there (404).
+async fn unknown_tenant(clusters: &Clusters, mut request: Request) -> Response {
+    let path = request.uri().path();
+    let rest = path.strip_prefix(crate::tenant::clusters::TENANTS_PREFIX).unwrap_or(path);
+    let (name, relative) = rest.split_once('/').unwrap_or((rest, ""));
+    let (name, relative) = (name.to_owned(), format!("/{relative}"));
+    let not_found = ApiError::not_found(crate::tenant::types::GROUP, "tenants", &name);
+    let host = clusters.host();
+    let Some(security) = &host.security else { return not_found.into_response() };
+    let headers = request.headers();
+    let has_credentials = headers.contains_key(header::AUTHORIZATION)
+        || request.extensions().get::<PeerCertificates>().is_some_and(|p| !p.is_empty());
+    if !has_credentials && access::is_public(&relative) {
+        let target = match request.uri().query() {
+            Some(query) => format!("{relative}?{query}"),
+            None => relative,
+        };
+        if let Ok(uri) = target.parse() {
+            *request.uri_mut() = uri;
+            return dispatch(State(host.clone()), request).await;
         }
+    }
+    let peer = request.extensions().get::<PeerCertificates>().cloned();
+    let tenant_path = format!("/apis/{}/tenants/{name}", crate::tenant::types::GROUP);
+    let caller = match identify(&host.api, security, headers, peer, &tenant_path, "").await {
+        Ok(caller) => caller,
+        Err(_) => return ApiError::unauthorized().into_response(),
+    };
+    let attributes = Attributes {
+        user: caller.user.clone(),
+        verb: "get".into(),
+        resource_request: true,
+        api_group: crate::tenant::types::GROUP.into(),
+        api_version: crate::tenant::types::VERSION.into(),
+        resource: "tenants".into(),
+        name,
+        ..Attributes::default()
+    };
+    match caller.authorize(attributes) {
+        Ok(()) => not_found.into_response(),
+        Err(_) => ApiError::unauthorized().into_response(),
     }
 }
 
@@ -667,7 +711,10 @@ async fn blocking<T: Send + 'static>(
 }
 
 async fn read_body(body: Body) -> ApiResult<Bytes> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+        if let Some(timeout) = crate::listener::BodyTimeout::find(&e) {
+            return ApiError::timeout(timeout.to_string());
+        }
         ApiError::too_large(format!(
             "the request body is larger than the limit of {MAX_BODY_BYTES} bytes"
         ))

@@ -4,13 +4,9 @@
 use std::sync::Arc;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 /// What can go wrong setting up TLS.
 #[derive(Debug, thiserror::Error)]
@@ -157,58 +153,16 @@ impl Certificates {
     }
 }
 
-/// Serve `router` over TLS on `listener` until `shutdown` resolves. Each connection speaks the
-/// protocol ALPN chose; connections in progress are dropped at shutdown.
+/// Serve `router` over TLS on `listener` until `shutdown` resolves, with the default
+/// [`Limits`](crate::listener::Limits). Each connection speaks the protocol ALPN chose;
+/// connections in progress are dropped at shutdown.
 pub async fn serve(
     listener: TcpListener,
     config: Arc<rustls::ServerConfig>,
     router: Router,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let acceptor = TlsAcceptor::from(config);
-    tokio::pin!(shutdown);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = &mut shutdown => return,
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed");
-                    continue;
-                }
-            },
-        };
-        // Watch events are small writes; without this Nagle's algorithm holds them back.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(%peer, error = %e, "setting TCP_NODELAY failed");
-        }
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        tokio::spawn(async move {
-            let tls = match acceptor.accept(tcp).await {
-                Ok(tls) => tls,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            // Every request on the connection carries the client's certificate chain.
-            let chain: Vec<CertificateDer<'static>> = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .map(|c| c.iter().map(|d| d.clone().into_owned()).collect())
-                .unwrap_or_default();
-            let peer_certificates = crate::access::PeerCertificates::new(chain);
-            let service =
-                TowerToHyperService::new(router.layer(axum::Extension(peer_certificates)));
-            let builder = auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await
-            {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
+    crate::listener::serve(listener, Some(config), router, Default::default(), shutdown).await
 }
 
 #[cfg(test)]

@@ -42,6 +42,11 @@ impl Clusters {
         self.tenants.write().unwrap_or_else(|e| e.into_inner()).remove(name)
     }
 
+    /// How many tenants are served.
+    pub fn count(&self) -> usize {
+        self.tenants.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// The names of the tenants served.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> =

@@ -1,7 +1,7 @@
 //! `carrel up`: the host API and the tenant manager in one process, on one TLS listener.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +13,11 @@ use carrel_apiserver::api::{Target, Write};
 use carrel_apiserver::auth::token::Signer;
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::kubeconfig;
+use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
 use carrel_apiserver::server::clusters_router;
 use carrel_apiserver::tenant::manager::Manager;
 use carrel_apiserver::tenant::Clusters;
-use carrel_apiserver::tls::{self, Certificates};
+use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{Api, Server};
 use carrel_node_agent::{run_scheduler, Agent, AgentConfig, PodMap};
 use carrel_store::{Options, SledStore};
@@ -29,6 +30,14 @@ const INTAKE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The issuer of the host API's service-account tokens.
 const HOST_ISSUER: &str = "https://kubernetes.default.svc";
+
+/// Descriptors kept for the process whatever client connections want: its own files and the
+/// connections of its in-process clients (syncers, node agents) to its own API.
+const FD_RESERVE_BASE: u64 = 512;
+
+/// Descriptors kept for each store served (its log, checkpoint files and blobs) and the
+/// syncer of its tenant.
+const FD_RESERVE_PER_STORE: u64 = 24;
 
 /// `carrel up` options.
 #[derive(Debug, clap::Args)]
@@ -61,6 +70,8 @@ pub struct Args {
     /// started apart, as against a real host cluster. No sync window then.
     #[arg(long, conflicts_with = "sync_window")]
     no_syncers: bool,
+    #[command(flatten)]
+    listener: ListenerFlags,
 }
 
 /// The name of simulated node `i`.
@@ -168,7 +179,20 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
 
     let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
     announce(&endpoint, &kubeconfig_path, clusters.names().len(), args.sim_nodes, &args.sim_gpus);
-    tls::serve(listener, config, clusters_router(clusters), shutdown_signal()).await;
+    // Client connections may not take the descriptors the stores need: those of the process,
+    // and those of the host store and of every tenant's store served.
+    let mut limits = args.listener.limits();
+    // The syncers and node agents run here hold about ten connections per tenant from the
+    // loopback address: the per-address limit is for other clients (the total still counts
+    // them).
+    if !args.no_syncers || args.sim_nodes > 0 {
+        limits.per_ip_exempt = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
+    }
+    let stores = clusters.clone();
+    limits.fd_reserve =
+        FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.count());
+    let router = clusters_router(clusters);
+    listener::serve(listener, Some(config), router, limits, shutdown_signal()).await;
     let _ = stop_tx.send(true);
     syncers.stop_all();
     let _ = manager_task.await;

@@ -37,18 +37,29 @@ impl Up {
     }
 
     fn start_with(data: &Path, files: Option<u32>, args: &[&str]) -> Up {
-        let mut command = match files {
+        Up::start_full(data, files.map(|n| format!("-Sn {n}")), args, None)
+    }
+
+    /// Start `carrel up` with its log (stderr) written to `log`, under `ulimit <ulimit>` when
+    /// given (`-n 1024` sets both the soft and the hard open-file limit, which it cannot raise).
+    pub fn start_logged(data: &Path, ulimit: Option<&str>, args: &[&str], log: &Path) -> Up {
+        Up::start_full(data, ulimit.map(str::to_owned), args, Some(log))
+    }
+
+    fn start_full(data: &Path, ulimit: Option<String>, args: &[&str], log: Option<&Path>) -> Up {
+        let mut command = match ulimit {
             None => Command::new(CARREL),
-            Some(files) => {
+            Some(ulimit) => {
                 let mut sh = Command::new("sh");
-                sh.args(["-c", &format!("ulimit -Sn {files} && exec \"$0\" \"$@\""), CARREL]);
+                sh.args(["-c", &format!("ulimit {ulimit} && exec \"$0\" \"$@\""), CARREL]);
                 sh
             }
         };
         let home = tempfile::tempdir().expect("home");
         // Its log, for a failing test to show: CARREL_TEST_LOG=<dir> keeps one file per run.
-        let log = match std::env::var_os("CARREL_TEST_LOG") {
-            Some(dir) => {
+        let log = match (log, std::env::var_os("CARREL_TEST_LOG")) {
+            (Some(path), _) => Stdio::from(std::fs::File::create(path).expect("the log file")),
+            (None, Some(dir)) => {
                 let path = Path::new(&dir).join(format!("carrel-up-{}.log", std::process::id()));
                 std::fs::OpenOptions::new()
                     .create(true)
@@ -57,7 +68,7 @@ impl Up {
                     .map(Stdio::from)
                     .unwrap_or_else(|_| Stdio::null())
             }
-            None => Stdio::null(),
+            (None, None) => Stdio::null(),
         };
         let mut child = command
             .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -77,6 +88,11 @@ impl Up {
         }
         std::thread::spawn(move || lines.for_each(drop));
         Up { child, data: data.to_owned(), home }
+    }
+
+    /// The process id of `carrel up`.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The host kubeconfig `carrel up` wrote.

@@ -1,0 +1,197 @@
+//! Idle connections cannot take the server down: connections beyond the limits are closed, the
+//! stores keep the descriptors they need, and other clients are served meanwhile.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use carrel_e2e::ok;
+use common::{create, Up};
+
+/// The address `carrel up` listens on, from its host kubeconfig.
+fn address(up: &Up) -> SocketAddr {
+    let text = std::fs::read_to_string(up.host_kubeconfig()).unwrap();
+    let server = text.lines().find_map(|l| l.trim().strip_prefix("server: https://")).unwrap();
+    server.trim_end_matches('/').parse().unwrap()
+}
+
+/// Open `count` TCP connections to `to`, from the loopback addresses 127.0.0.`first`… in turn
+/// (each a "client"), and hold them without a byte sent. Connections the server closed stay
+/// counted here: they were opened.
+async fn idle_connections(
+    to: SocketAddr,
+    count: usize,
+    sources: std::ops::Range<u8>,
+) -> Vec<tokio::net::TcpStream> {
+    let sources: Vec<u8> = sources.collect();
+    let mut held = Vec::with_capacity(count);
+    let mut pending = Vec::new();
+    for i in 0..count {
+        let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, sources[i % sources.len()]));
+        pending.push(async move {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(source, 0))?;
+            socket.connect(to).await
+        });
+        if pending.len() == 256 || i + 1 == count {
+            for connected in futures::future::join_all(pending.drain(..)).await {
+                held.push(connected.expect("an idle connection"));
+            }
+        }
+    }
+    held
+}
+
+/// The number of descriptors process `pid` has open.
+fn open_files(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// How many lines `log` has, and how many times its most repeated message occurs.
+fn log_volume(log: &Path) -> (usize, usize) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut counts = std::collections::HashMap::new();
+    for line in text.lines() {
+        // The message without its timestamp and fields (`name=value` after it).
+        let message = line.split_once(' ').map_or(line, |(_, rest)| rest);
+        let before_fields = message.split('=').next().unwrap_or_default();
+        let message = before_fields.rsplit_once(' ').map_or(before_fields, |(m, _)| m);
+        *counts.entry(message).or_insert(0usize) += 1;
+    }
+    (text.lines().count(), counts.values().copied().max().unwrap_or(0))
+}
+
+#[allow(clippy::print_stderr)]
+fn say(line: &str) {
+    eprintln!("{line}");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn twenty_thousand_idle_connections_leave_other_clients_served() {
+    // The test holds the client ends: it needs a descriptor for each.
+    let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap();
+    let wanted = 20_000usize;
+    let count = wanted.min(usize::try_from(limit).unwrap().saturating_sub(300));
+    if count < wanted {
+        // Said, so that a run on a machine with a lower limit shows what it tested.
+        say(&format!("the open-file limit here is {limit}: opening {count} idle connections"));
+    }
+    let data = tempfile::tempdir().unwrap();
+    let log = data.path().join("carrel.log");
+    let up = Up::start_logged(data.path(), None, &["--sim-nodes", "1"], &log);
+    let tenant = create(&up, "team-a", &[]);
+    let addr = address(&up);
+
+    let rt = runtime();
+    // From two client addresses, far more than the 1,024 each one may hold.
+    let opening = Instant::now();
+    let held = rt.block_on(idle_connections(addr, count, 2..4));
+    assert_eq!(held.len(), count);
+    let server_files = open_files(up.pid());
+    say(&format!(
+        "{count} connections opened in {:?}; the server has {server_files} files open",
+        opening.elapsed()
+    ));
+
+    // Another client (from 127.0.0.1) is served, on the host and in a tenant.
+    let list = ok(up.carrel(&["tenant", "list"]));
+    assert!(list.contains("team-a"), "{list}");
+    ok(up.kubectl(&tenant, &["create", "configmap", "during-the-flood"]));
+    let got = ok(up.kubectl(&tenant, &["get", "configmap", "during-the-flood", "-o", "name"]));
+    assert_eq!(got.trim(), "configmap/during-the-flood");
+
+    // The server held no more than its per-client limit from each address, not one descriptor
+    // per idle connection.
+    assert!(server_files < 2 * 1024 + 1_000, "{server_files} files open for {count} connections");
+    drop(held);
+    // Its log says the limit was reached a few times, not once per refused connection.
+    let (lines, most_repeated) = log_volume(&log);
+    assert!(lines < 200, "{lines} log lines:\n{}", std::fs::read_to_string(&log).unwrap());
+    assert!(most_repeated < 50, "one message {most_repeated} times");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("connection limit reached"), "{text}");
+    up.stop();
+}
+
+/// The tenant kubeconfig's credentials as PEM files for curl: (CA, certificate, key).
+fn pem_files(kubeconfig: &Path, dir: &Path) -> [std::path::PathBuf; 3] {
+    use base64::Engine as _;
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let field = |name: &str| {
+        let value = text.lines().find_map(|l| l.trim().strip_prefix(name)).unwrap();
+        base64::engine::general_purpose::STANDARD.decode(value.trim()).unwrap()
+    };
+    let names = ["ca.pem", "cert.pem", "key.pem"];
+    let fields = ["certificate-authority-data: ", "client-certificate-data: ", "client-key-data: "];
+    let mut paths = names.map(|n| dir.join(n));
+    for (path, name) in paths.iter_mut().zip(fields) {
+        std::fs::write(&*path, field(name)).unwrap();
+    }
+    paths
+}
+
+#[test]
+fn idle_connections_cannot_take_the_stores_descriptors() {
+    // Both limits at 1,024: carrel up cannot raise them, and a few hundred connections would
+    // take every descriptor but for the stores' reserve.
+    let data = tempfile::tempdir().unwrap();
+    let log = data.path().join("carrel.log");
+    let up = Up::start_logged(data.path(), Some("-n 1024"), &["--sim-nodes", "1"], &log);
+    let tenant = create(&up, "team-a", &[]);
+    let addr = address(&up);
+    let endpoint = format!("https://{addr}/tenants/team-a/api/v1/namespaces/default/configmaps");
+    let [ca, cert, key] = pem_files(&tenant, up.home.path());
+
+    // Writes go on, on one kept-alive connection opened before the flood: 200 ConfigMaps.
+    let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"w-"},"data":{"k":"v"}}"#;
+    let mut curl = Command::new("curl");
+    curl.args(["-s", "-w", "%{http_code}\n", "--rate", "20/s"])
+        .arg("--cacert")
+        .arg(&ca)
+        .arg("--cert")
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .args(["-H", "Content-Type: application/json", "-d", body]);
+    for _ in 0..200 {
+        curl.args(["-o", "/dev/null"]).arg(&endpoint);
+    }
+    let writer = curl.stdout(std::process::Stdio::piped()).spawn().expect("curl");
+    // Let the writer connect before the flood.
+    std::thread::sleep(Duration::from_millis(500));
+
+    // Flood: 3,000 connections from 30 addresses at a time, renewed every 2 s for 10 s, so the
+    // server stays at its limit however its timeouts close them.
+    let rt = runtime();
+    let mut peak = 0;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        let held = rt.block_on(idle_connections(addr, 3_000, 2..32));
+        std::thread::sleep(Duration::from_secs(2));
+        peak = peak.max(open_files(up.pid()));
+        drop(held);
+    }
+    // The stores' reserve stayed free while the server was at its connection limit.
+    assert!(peak > 0 && peak <= 1024 - 200, "{peak} files open against a limit of 1,024");
+
+    let out = writer.wait_with_output().unwrap();
+    let codes = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(codes.lines().count(), 200, "{codes}");
+    assert!(codes.lines().all(|c| c == "201"), "writes during the flood: {codes}");
+
+    // Once the flood is gone, a new tenant and writes to the existing one succeed.
+    std::thread::sleep(Duration::from_secs(1));
+    let created = create(&up, "team-b", &[]);
+    ok(up.kubectl(&created, &["create", "configmap", "after"]));
+    ok(up.kubectl(&tenant, &["create", "configmap", "after"]));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("Too many open files"), "{text}");
+    up.stop();
+}
