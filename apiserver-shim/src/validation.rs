@@ -907,6 +907,13 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, e: &mut Errors) {
         }
         e.invalid_each(&name_path, name, names::env_var_name(name));
     }
+    for (i, from) in items(c, "envFrom").iter().enumerate() {
+        let prefix = text(from, "prefix");
+        if !prefix.is_empty() {
+            let prefix_path = format!("{path}.envFrom[{i}].prefix");
+            e.invalid_each(&prefix_path, prefix, names::env_var_name(prefix));
+        }
+    }
     let mut mount_points = HashSet::new();
     for (i, mount) in items(c, "volumeMounts").iter().enumerate() {
         let mpath = format!("{path}.volumeMounts[{i}]");
@@ -2619,6 +2626,22 @@ mod tests {
                 "Too long: may not be more than 262144 bytes".into()
             )]
         );
+    }
+
+    #[test]
+    fn env_from_prefixes_are_environment_variable_names() {
+        let p = pod(json!({"containers": [{"name": "web", "image": "nginx", "envFrom": [
+            {"prefix": "A=B", "configMapRef": {"name": "c"}},
+            {"prefix": "OK_", "configMapRef": {"name": "c"}},
+        ]}]}));
+        let causes = causes_of(create("", "pods", p));
+        assert_cause(
+            &causes,
+            "spec.containers[0].envFrom[0].prefix",
+            "FieldValueInvalid",
+            "Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='",
+        );
+        assert_eq!(causes.len(), 1, "{causes:?}");
     }
 
     #[test]
