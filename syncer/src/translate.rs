@@ -292,8 +292,7 @@ fn is_gpu_resource(name: &str) -> bool {
 /// copy (so values follow the tenant's object), ahead of the container's own `env` (which wins,
 /// as over `envFrom`). A key the tenant adds later, such as `LD_PRELOAD`, reaches no container.
 /// Every container gets [`VISIBLE_DEVICES`] last. Tenant tolerations reach the host as far as
-/// `allowed_tolerations` covers them ([`tenant_tolerations`]); a pod with claims gets the GPU
-/// tolerations Carrel needs. Only an allow-list of tenant annotations
+/// `allowed_tolerations` covers them ([`tenant_tolerations`]). Only an allow-list of tenant annotations
 /// ([`host_annotation_allowed`]) is kept.
 pub fn host_pod(
     tenant: &str,
@@ -339,19 +338,10 @@ pub fn host_pod(
         "hostname".into(),
         spec.get("hostname").cloned().unwrap_or_else(|| json!(hostname_of(name))),
     );
-    let mut tolerations = tenant_tolerations(pod, allowed_tolerations);
-    if !claims.is_empty() {
-        // What Carrel itself needs on GPU nodes, as `ExtendedResourceToleration` would add it.
-        let mut resources: BTreeSet<String> =
-            carrel_gpu::requests::gpu_requests(pod).unwrap_or_default().into_keys().collect();
-        resources.insert(carrel_gpu::requests::WHOLE_GPU.to_owned());
-        for resource in resources {
-            let own = json!({"key": resource, "operator": "Exists", "effect": "NoSchedule"});
-            if !tolerations.contains(&own) {
-                tolerations.push(own);
-            }
-        }
-    }
+    // The GPU tolerations Carrel itself needs are counted where it places a pod (the allocator,
+    // `gpu_pod_needs`); the host pod is bound by `nodeName`, which the kubelet admits whatever
+    // the node's NoSchedule taints.
+    let tolerations = tenant_tolerations(pod, allowed_tolerations);
     if tolerations.is_empty() {
         host_spec.remove("tolerations");
     } else {
@@ -1101,16 +1091,8 @@ mod tests {
         assert_eq!(tenant_tolerations(&p, &allowed), [p["spec"]["tolerations"][2].clone()]);
         assert!(tenant_tolerations(&p, &[]).is_empty());
         let h = host_pod("t", "carrel-t", &p, &[claim()], None, &EnvSources::default(), &allowed);
-        assert_eq!(
-            h["spec"]["tolerations"],
-            json!([
-                p["spec"]["tolerations"][2],
-                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                {"key": "nvidia.com/mig-1g.18gb", "operator": "Exists", "effect": "NoSchedule"},
-            ])
-        );
-        // Without claims the host's scheduler places the pod: no GPU tolerations, and none of
-        // the tenant's that the admin did not allow.
+        assert_eq!(h["spec"]["tolerations"], json!([p["spec"]["tolerations"][2]]));
+        // None of the tenant's that the admin did not allow.
         let h = host_pod("t", "carrel-t", &p, &[], None, &EnvSources::default(), &[]);
         assert!(h["spec"].get("tolerations").is_none(), "{h}");
     }

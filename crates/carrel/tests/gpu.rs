@@ -119,7 +119,12 @@ fn gpu_pods_get_their_own_slices_within_quota() {
     assert_eq!(hp["spec"]["nodeName"], "carrel-sim-0");
     assert!(!hp["spec"].to_string().contains("nvidia.com"), "{}", hp["spec"]);
     assert_eq!(hp["spec"]["automountServiceAccountToken"], false);
-    assert!(!hp.to_string().contains("NVIDIA_"), "{hp}");
+    // No NVIDIA_* variable but the one NVIDIA documents for CDI-only selection.
+    assert_eq!(
+        hp["spec"]["containers"][0]["env"],
+        serde_json::json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
+        "{hp}"
+    );
 
     // The next pod over quota is refused, naming profile, usage and quota.
     let err = fails(apply(&up, &a, &gpu_pod("a3", "nvidia.com/mig-1g.18gb", 1)));
