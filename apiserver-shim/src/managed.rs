@@ -28,7 +28,7 @@ const MAX_UPDATE_MANAGERS: usize = 10;
 pub const ANCIENT_CHANGES: &str = "ancient-changes";
 
 /// The longest field manager name kube-apiserver accepts.
-const MAX_MANAGER_LEN: usize = 128;
+pub(crate) const MAX_MANAGER_LEN: usize = 128;
 
 /// Metadata fields no manager owns: the server sets them.
 const SERVER_METADATA: &[&str] = &[

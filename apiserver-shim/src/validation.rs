@@ -537,7 +537,44 @@ fn object_meta(rt: &ResourceType, object: &Value, e: &mut Errors) {
     annotations(meta.get("annotations"), "metadata.annotations", e);
     owner_references(items(meta, "ownerReferences"), e);
     finalizers(items(meta, "finalizers"), e);
+    managed_fields(items(meta, "managedFields"), e);
 }
+
+/// `ValidateManagedFields`: the operation, the fields type, the manager (`ValidateFieldManager`:
+/// at most 128 bytes, printable) and the subresource (at most 256 bytes) of each entry.
+fn managed_fields(entries: &[Value], e: &mut Errors) {
+    for (i, entry) in entries.iter().enumerate() {
+        let path = format!("metadata.managedFields[{i}]");
+        let operation = text(entry, "operation");
+        if !matches!(operation, "Apply" | "Update") {
+            e.invalid(
+                &format!("{path}.operation"),
+                &quote(operation),
+                "must be `Apply` or `Update`",
+            );
+        }
+        let fields_type = text(entry, "fieldsType");
+        if !fields_type.is_empty() && fields_type != "FieldsV1" {
+            e.invalid(&format!("{path}.fieldsType"), &quote(fields_type), "must be `FieldsV1`");
+        }
+        let manager = text(entry, "manager");
+        if manager.len() > crate::managed::MAX_MANAGER_LEN {
+            e.too_long(&format!("{path}.manager"), crate::managed::MAX_MANAGER_LEN);
+        } else if let Some(c) = manager.chars().find(|c| c.is_control()) {
+            e.invalid(
+                &format!("{path}.manager"),
+                &quote(manager),
+                &format!("invalid character U+{:04X}", u32::from(c)),
+            );
+        }
+        if text(entry, "subresource").len() > MAX_SUBRESOURCE_NAME_LEN {
+            e.too_long(&format!("{path}.subresource"), MAX_SUBRESOURCE_NAME_LEN);
+        }
+    }
+}
+
+/// `MaxSubresourceNameLength`.
+const MAX_SUBRESOURCE_NAME_LEN: usize = 256;
 
 /// `ValidateLabels`: qualified-name keys, label values; the path is the map's.
 fn labels(map: Option<&Value>, path: &str, e: &mut Errors) {
@@ -869,6 +906,13 @@ fn container(c: &Value, path: &str, volumes: &HashSet<&str>, e: &mut Errors) {
             e.required(&name_path, "");
         }
         e.invalid_each(&name_path, name, names::env_var_name(name));
+    }
+    for (i, from) in items(c, "envFrom").iter().enumerate() {
+        let prefix = text(from, "prefix");
+        if !prefix.is_empty() {
+            let prefix_path = format!("{path}.envFrom[{i}].prefix");
+            e.invalid_each(&prefix_path, prefix, names::env_var_name(prefix));
+        }
     }
     let mut mount_points = HashSet::new();
     for (i, mount) in items(c, "volumeMounts").iter().enumerate() {
@@ -2582,6 +2626,76 @@ mod tests {
                 "Too long: may not be more than 262144 bytes".into()
             )]
         );
+    }
+
+    #[test]
+    fn env_from_prefixes_are_environment_variable_names() {
+        let p = pod(json!({"containers": [{"name": "web", "image": "nginx", "envFrom": [
+            {"prefix": "A=B", "configMapRef": {"name": "c"}},
+            {"prefix": "OK_", "configMapRef": {"name": "c"}},
+        ]}]}));
+        let causes = causes_of(create("", "pods", p));
+        assert_cause(
+            &causes,
+            "spec.containers[0].envFrom[0].prefix",
+            "FieldValueInvalid",
+            "Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '='",
+        );
+        assert_eq!(causes.len(), 1, "{causes:?}");
+    }
+
+    #[test]
+    fn managed_fields_are_validated_as_kube_apiserver_does() {
+        let entry = |manager: &str, operation: &str| {
+            json!({"manager": manager, "operation": operation, "apiVersion": "v1",
+                   "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}})
+        };
+        let cm = |entries: Value| json!({"metadata": {"name": "c", "namespace": "default", "managedFields": entries}, "data": {"a": "b"}});
+        let huge = "m".repeat(1 << 20);
+        let causes = causes_of(create("", "configmaps", cm(json!([entry(&huge, "Update")]))));
+        assert_eq!(
+            causes,
+            vec![(
+                "metadata.managedFields[0].manager".into(),
+                "FieldValueTooLong",
+                "Too long: may not be more than 128 bytes".into()
+            )]
+        );
+        let mut odd = entry("kubectl", "Delete");
+        odd["fieldsType"] = json!("FieldsV2");
+        odd["subresource"] = json!("s".repeat(257));
+        let causes = causes_of(create(
+            "",
+            "configmaps",
+            cm(json!([entry("ok", "Apply"), odd, entry("bell\u{7}", "Update")])),
+        ));
+        assert_eq!(
+            causes,
+            vec![
+                (
+                    "metadata.managedFields[1].operation".into(),
+                    "FieldValueInvalid",
+                    "Invalid value: \"Delete\": must be `Apply` or `Update`".into()
+                ),
+                (
+                    "metadata.managedFields[1].fieldsType".into(),
+                    "FieldValueInvalid",
+                    "Invalid value: \"FieldsV2\": must be `FieldsV1`".into()
+                ),
+                (
+                    "metadata.managedFields[1].subresource".into(),
+                    "FieldValueTooLong",
+                    "Too long: may not be more than 256 bytes".into()
+                ),
+                (
+                    "metadata.managedFields[2].manager".into(),
+                    "FieldValueInvalid",
+                    "Invalid value: \"bell\\a\": invalid character U+0007".into()
+                ),
+            ]
+        );
+        let limit = "m".repeat(128);
+        create("", "configmaps", cm(json!([entry(&limit, "Update")]))).expect("128 bytes is fine");
     }
 
     #[test]

@@ -112,6 +112,8 @@ struct Inner {
     tenant: String,
     host_namespace: String,
     quota: RwLock<BTreeMap<String, i64>>,
+    /// The tolerations the tenant's admin allows its pods to carry to the host.
+    allowed_tolerations: RwLock<Vec<carrel_gpu::fit::Toleration>>,
     tenant_ca_pem: Option<String>,
     resync: Duration,
     tenant_client: kube::Client,
@@ -297,6 +299,7 @@ impl Syncer {
                 tenant: config.tenant,
                 host_namespace: config.host_namespace,
                 quota: RwLock::new(config.gpu_quota),
+                allowed_tolerations: RwLock::default(),
                 tenant_ca_pem: config.tenant_ca_pem,
                 resync: config.resync,
                 tenant_client: tenant,
@@ -327,6 +330,16 @@ impl Syncer {
     pub fn set_quota(&self, quota: BTreeMap<String, i64>) {
         *self.inner.quota.write().unwrap_or_else(|e| e.into_inner()) = quota;
         self.inner.quota_changed.notify_one();
+    }
+
+    /// Let tenant pods carry to the host the tolerations `allowed` covers (the tenant's
+    /// `spec.allowedTolerations`); until this is called, none. Host pods made from now on follow.
+    pub fn set_allowed_tolerations(&self, allowed: Vec<carrel_gpu::fit::Toleration>) {
+        *self.inner.allowed_tolerations.write().unwrap_or_else(|e| e.into_inner()) = allowed;
+    }
+
+    fn allowed_tolerations(&self) -> Vec<carrel_gpu::fit::Toleration> {
+        self.inner.allowed_tolerations.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Call `f` with a tenant pod's namespace and name once a reconcile has taken it up: made its
@@ -878,6 +891,17 @@ impl Syncer {
         host_name: &str,
     ) -> Result<Option<Duration>, SyncError> {
         let (namespace, name) = namespace_and_name(tenant);
+        let unsynced = translate::unsynced_references(tenant);
+        if !unsynced.is_empty() {
+            // The tenant API refuses these; a pod stored before that rule gets no host pod that
+            // would name the host's objects.
+            let why = format!(
+                "{}: not carried to the host cluster, which would resolve them in its own namespace",
+                unsynced.join(", ")
+            );
+            self.fail_tenant_pod(tenant, &why).await?;
+            return Ok(None);
+        }
         let request = match self.pod_request(tenant) {
             Ok(r) => r,
             Err(why) => {
@@ -893,7 +917,7 @@ impl Syncer {
                 pod: name.to_owned(),
             };
             let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
-            let needs = match gpu_pod_needs(tenant) {
+            let needs = match gpu_pod_needs(tenant, &self.allowed_tolerations()) {
                 Ok(n) => n,
                 Err(why) => {
                     self.unschedulable(tenant, &why).await?;
@@ -923,8 +947,16 @@ impl Syncer {
                 return Ok(Some(Duration::from_millis(20)));
             }
         }
-        if let Err(e) = self.copy_references(tenant).await {
-            return self.host_name_taken(tenant, e).await;
+        let env_sources = match self.copy_references(tenant).await {
+            Ok(sources) => sources,
+            Err(e) => return self.host_name_taken(tenant, e).await,
+        };
+        let missing = translate::missing_env_sources(tenant, &env_sources);
+        if !missing.is_empty() {
+            // As the kubelet would, the pod waits for the sources of its `envFrom`.
+            let why = format!("waiting for envFrom {} to exist", missing.join(", "));
+            self.unschedulable(tenant, &why).await?;
+            return Ok(Some(Duration::from_secs(2)));
         }
         let token = match self.token_secret(tenant).await {
             Ok(token) => token,
@@ -936,6 +968,8 @@ impl Syncer {
             tenant,
             &held,
             token.as_deref(),
+            &env_sources,
+            &self.allowed_tolerations(),
         );
         let pod: Pod = serde_json::from_value(host)
             .map_err(|source| SyncError::Decode { kind: "Pod", source })?;
@@ -977,46 +1011,42 @@ impl Syncer {
             );
             self.tenant_event(tenant, "Warning", "FieldsNotSynced", &why).await?;
         }
-        let volumes = translate::unsynced_volumes(tenant);
-        if !volumes.is_empty() {
-            let why = format!(
-                "{}: not synced; the host pod asks the host cluster for the same source by name",
-                volumes.join(", ")
-            );
-            self.tenant_event(tenant, "Warning", "VolumesNotSynced", &why).await?;
-        }
         tracing::debug!(tenant = %self.inner.tenant, pod = %format!("{namespace}/{name}"), host = %host_name, "host pod created");
         Ok(None)
     }
 
-    /// Copy the ConfigMaps and Secrets the pod references to the host (created or replaced).
-    async fn copy_references(&self, pod: &Value) -> Result<(), SyncError> {
+    /// Copy the ConfigMaps and Secrets the pod references to the host (created or replaced);
+    /// the keys each holds, for the pod's `envFrom`.
+    async fn copy_references(&self, pod: &Value) -> Result<translate::EnvSources, SyncError> {
         let (namespace, _) = namespace_and_name(pod);
         let refs = translate::references(pod);
+        let mut sources = translate::EnvSources::default();
         for name in &refs.config_maps {
-            self.copy_one::<ConfigMap>(namespace, name).await?;
+            if let Some(object) = self.copy_one::<ConfigMap>(namespace, name).await? {
+                sources.insert(&object);
+            }
         }
         for name in &refs.secrets {
-            self.copy_one::<Secret>(namespace, name).await?;
+            if let Some(object) = self.copy_one::<Secret>(namespace, name).await? {
+                sources.insert(&object);
+            }
         }
-        Ok(())
+        Ok(sources)
     }
 
-    /// Copy one tenant object to the host, if it exists.
-    async fn copy_one<K>(&self, namespace: &str, name: &str) -> Result<(), SyncError>
+    /// Copy one tenant object to the host, if it exists; the tenant object.
+    async fn copy_one<K>(&self, namespace: &str, name: &str) -> Result<Option<Value>, SyncError>
     where
         K: Copied,
     {
         let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-        if let Some(object) = api.get_opt(name).await? {
-            let copy = translate::host_copy(
-                &self.inner.tenant,
-                &self.inner.host_namespace,
-                &to_value(&object)?,
-            );
-            self.put_host::<K>(copy).await?;
-        }
-        Ok(())
+        let Some(object) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let object = to_value(&object)?;
+        let copy = translate::host_copy(&self.inner.tenant, &self.inner.host_namespace, &object);
+        self.put_host::<K>(copy).await?;
+        Ok(Some(object))
     }
 
     async fn put_host<K>(&self, object: Value) -> Result<(), SyncError>
@@ -1562,14 +1592,22 @@ impl Syncer {
     }
 }
 
-/// Where a GPU pod may run, read from its spec. As Kubernetes' `ExtendedResourceToleration`
+/// Where a GPU pod may run, read from its spec (its tolerations as far as the tenant's admin
+/// allows them). As Kubernetes' `ExtendedResourceToleration`
 /// admission plugin would, it tolerates `NoSchedule` taints named after the GPU resources it asks
 /// for, and `nvidia.com/gpu`, the taint GPU nodes commonly carry, since every slice is part of a
 /// GPU.
-fn gpu_pod_needs(pod: &Value) -> Result<carrel_gpu::fit::PodNeeds, String> {
+fn gpu_pod_needs(
+    pod: &Value,
+    allowed: &[carrel_gpu::fit::Toleration],
+) -> Result<carrel_gpu::fit::PodNeeds, String> {
     use carrel_gpu::fit::{PodNeeds, Toleration};
-    let spec = pod.get("spec").unwrap_or(&Value::Null);
-    let mut needs = PodNeeds::of_spec(spec).map_err(|e| e.to_string())?;
+    // Only the tolerations the tenant's admin allows count, as on the host pod.
+    let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
+    if let Some(o) = spec.as_object_mut() {
+        o.insert("tolerations".into(), Value::Array(translate::tenant_tolerations(pod, allowed)));
+    }
+    let mut needs = PodNeeds::of_spec(&spec).map_err(|e| e.to_string())?;
     let mut resources: BTreeSet<String> = gpu_requests(pod)?.into_keys().collect();
     resources.insert(WHOLE_GPU.to_owned());
     for resource in resources {

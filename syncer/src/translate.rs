@@ -5,6 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
+use carrel_gpu::fit::Toleration;
+use carrel_gpu::pod_refs::{self, Reference, Referent};
+use carrel_gpu::runtime_env::steers_runtime;
 use carrel_gpu::Claim;
 
 use crate::names;
@@ -12,8 +15,8 @@ use crate::names;
 /// Where a tenant pod's service-account token is mounted, as the kubelet mounts it.
 pub const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// The ConfigMaps and Secrets a pod reads (volumes, projected sources, env, envFrom and image
-/// pull secrets), by tenant name.
+/// The ConfigMaps and Secrets a pod reads (every volume reference of [`pod_refs`], env, envFrom
+/// and image pull secrets), by tenant name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct References {
     /// ConfigMap names.
@@ -41,12 +44,11 @@ pub fn references(pod: &Value) -> References {
             };
         }
     };
-    for v in spec["volumes"].as_array().into_iter().flatten() {
-        add("cm", v.pointer("/configMap/name").and_then(Value::as_str));
-        add("secret", v.pointer("/secret/secretName").and_then(Value::as_str));
-        for s in v.pointer("/projected/sources").and_then(Value::as_array).into_iter().flatten() {
-            add("cm", s.pointer("/configMap/name").and_then(Value::as_str));
-            add("secret", s.pointer("/secret/name").and_then(Value::as_str));
+    for found in pod_refs::volume_references(spec) {
+        match found.reference.referent {
+            Referent::ConfigMap => add("cm", Some(found.name)),
+            Referent::Secret => add("secret", Some(found.name)),
+            Referent::Unsynced(_) => {}
         }
     }
     for c in containers_of(spec) {
@@ -89,6 +91,145 @@ pub fn host_copy(tenant: &str, host_namespace: &str, object: &Value) -> Value {
     copy
 }
 
+/// The tolerations of tenant pod `pod` that may reach the host: those one of `allowed` (the
+/// tenant's `spec.allowedTolerations`) covers. A toleration of everything (`operator: Exists`
+/// without a key) or of a host taint meant for others reaches the host only when the admin
+/// allowed it.
+pub fn tenant_tolerations(pod: &Value, allowed: &[Toleration]) -> Vec<Value> {
+    pod.pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            serde_json::from_value::<Toleration>((*t).clone())
+                .is_ok_and(|t| allowed.iter().any(|a| a.covers(&t)))
+        })
+        .cloned()
+        .collect()
+}
+
+/// What every host container gets, as NVIDIA documents for CDI-only device selection: no device
+/// is chosen by environment (an image's own `ENV NVIDIA_VISIBLE_DEVICES=all` is overridden,
+/// since a pod's `env` wins over the image's), and the claimed MIG devices reach the container
+/// only through the CDI annotation (whose spec edits set the variable to the device itself).
+pub const VISIBLE_DEVICES: (&str, &str) = ("NVIDIA_VISIBLE_DEVICES", "void");
+
+/// The keys the ConfigMaps and Secrets a pod's `envFrom` reads hold when its host pod is made;
+/// a source not in here does not exist.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvSources {
+    /// ConfigMap name → its `data` keys.
+    pub config_maps: BTreeMap<String, BTreeSet<String>>,
+    /// Secret name → its `data` (and `stringData`) keys.
+    pub secrets: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl EnvSources {
+    /// Record tenant object `object` (a ConfigMap or Secret) under `name`.
+    pub fn insert(&mut self, object: &Value) {
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        // As the kubelet reads them: a ConfigMap's `data`, a Secret's `data`.
+        let keys: BTreeSet<String> = ["data", "stringData"]
+            .iter()
+            .filter_map(|f| object.get(*f).and_then(Value::as_object))
+            .flat_map(|m| m.keys().cloned())
+            .collect();
+        let map =
+            if object["kind"] == "Secret" { &mut self.secrets } else { &mut self.config_maps };
+        map.insert(name.to_owned(), keys);
+    }
+
+    fn of(&self, from: &Value) -> Option<EnvFrom<'_>> {
+        let (kind, pointer) = if from.get("configMapRef").is_some() {
+            ("configMapKeyRef", "/configMapRef")
+        } else {
+            ("secretKeyRef", "/secretRef")
+        };
+        let source = from.pointer(pointer)?;
+        let name = source["name"].as_str().unwrap_or("");
+        let keys = if kind == "configMapKeyRef" { &self.config_maps } else { &self.secrets };
+        Some(EnvFrom {
+            kind,
+            name: name.to_owned(),
+            optional: source.get("optional").cloned(),
+            prefix: from["prefix"].as_str().unwrap_or("").to_owned(),
+            keys: keys.get(name),
+        })
+    }
+}
+
+/// One `envFrom` entry, read.
+struct EnvFrom<'a> {
+    /// `configMapKeyRef` or `secretKeyRef`.
+    kind: &'static str,
+    name: String,
+    optional: Option<Value>,
+    prefix: String,
+    keys: Option<&'a BTreeSet<String>>,
+}
+
+/// Whether `name` is an environment variable name a container may be given: valid (printable
+/// ASCII other than `=`, as kube-apiserver's relaxed rule and the kubelet want) and allowed.
+fn allowed_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.chars().all(|c| (' '..='~').contains(&c) && c != '=')
+        && !steers_runtime(name)
+}
+
+/// Container `c`'s `envFrom` as explicit `env` entries (see [`host_pod`]).
+fn expand_env_from(c: &mut Value, namespace: &str, sources: &EnvSources) {
+    let Some(Value::Array(from)) = c.as_object_mut().and_then(|o| o.remove("envFrom")) else {
+        return;
+    };
+    let mut env = Vec::new();
+    for entry in &from {
+        let Some(source) = sources.of(entry) else { continue };
+        for key in source.keys.into_iter().flatten() {
+            let name = format!("{}{key}", source.prefix);
+            if !allowed_env_name(&name) {
+                continue;
+            }
+            let mut reference =
+                json!({"name": names::host_name(namespace, &source.name), "key": key});
+            if let Some(optional) = &source.optional {
+                reference["optional"] = optional.clone();
+            }
+            env.push(json!({"name": name, "valueFrom": {source.kind: reference}}));
+        }
+    }
+    if let Some(Value::Array(own)) = c.get_mut("env").map(Value::take) {
+        env.extend(own);
+    }
+    if !env.is_empty() {
+        c["env"] = Value::Array(env);
+    } else if let Some(o) = c.as_object_mut() {
+        o.remove("env");
+    }
+}
+
+/// The `envFrom` sources of `pod` that must exist (not `optional`) and do not, as
+/// `ConfigMap "cfg"`: the host pod waits for them, as the kubelet would wait.
+pub fn missing_env_sources(pod: &Value, sources: &EnvSources) -> Vec<String> {
+    let mut missing = Vec::new();
+    for c in ["containers", "initContainers"]
+        .iter()
+        .filter_map(|f| pod["spec"].get(*f).and_then(Value::as_array))
+        .flatten()
+    {
+        for entry in c["envFrom"].as_array().into_iter().flatten() {
+            let Some(source) = sources.of(entry) else { continue };
+            if source.keys.is_none() && source.optional != Some(Value::Bool(true)) {
+                let kind = if source.kind == "secretKeyRef" { "Secret" } else { "ConfigMap" };
+                let text = format!("{kind} {:?}", source.name);
+                if !missing.contains(&text) {
+                    missing.push(text);
+                }
+            }
+        }
+    }
+    missing
+}
+
 /// Downward API files show the workload its tenant pod's name, namespace and UID, not the host
 /// pod's: those fields are read from the annotations that record them on the host pod.
 fn tenant_downward_items(items: Option<&mut Value>) {
@@ -106,6 +247,15 @@ fn tenant_downward_items(items: Option<&mut Value>) {
     }
 }
 
+/// Every ConfigMap and Secret reference of `source` (a volume or a projected source) named as
+/// the host copy of the tenant's object. What the syncer does not carry is refused before it
+/// gets here (the tenant API's admission, [`unsynced_references`]).
+fn rename_references(source: &mut Value, table: &[Reference], namespace: &str) {
+    for r in table.iter().filter(|r| !matches!(r.referent, Referent::Unsynced(_))) {
+        rename(source, &format!("/{}{}", r.source, r.pointer), namespace);
+    }
+}
+
 fn rename(value: &mut Value, pointer: &str, namespace: &str) {
     if let Some(slot) = value.pointer_mut(pointer) {
         if let Some(name) = slot.as_str().filter(|n| !n.is_empty()) {
@@ -114,15 +264,18 @@ fn rename(value: &mut Value, pointer: &str, namespace: &str) {
     }
 }
 
-/// Tenant annotations that never reach a host pod: device injection (`cdi.k8s.io/…`) and
-/// Carrel's own records are the syncer's to write; the last applied configuration is only
-/// kubectl's.
-const RESERVED_ANNOTATIONS: &[&str] = &[
-    "cdi.k8s.io/",
-    "carrel.dev/",
-    "gpu.carrel.dev/",
-    "kubectl.kubernetes.io/last-applied-configuration",
-];
+/// Whether a tenant pod annotation may reach its host pod. Container runtimes, the kubelet and
+/// host add-ons read annotations (`io.kubernetes.cri-o.Devices`, `io.containerd.*`,
+/// `cdi.k8s.io/*`, AppArmor and seccomp keys, `nvidia.com/*`, mesh injection…), so only an
+/// allow-list passes: plain words (`description`: no prefix and no dots, since runtimes also
+/// read dotted keys such as `io.kubernetes.cri-o.Devices`), kubectl's `default-container`, and
+/// the simulated kubelet's `sim.carrel.dev/*`. Carrel's own annotations (tenant identity, CDI
+/// devices) are the syncer's to write.
+pub fn host_annotation_allowed(key: &str) -> bool {
+    !key.contains(['/', '.'])
+        || key == "kubectl.kubernetes.io/default-container"
+        || key.starts_with("sim.carrel.dev/")
+}
 
 fn is_gpu_resource(name: &str) -> bool {
     name.starts_with("nvidia.com/")
@@ -133,12 +286,22 @@ fn is_gpu_resource(name: &str) -> bool {
 /// [`names::host_pod`], its references renamed, no `nvidia.com/*` resources, no service-account
 /// token of the host (the tenant's comes from `token_secret`, mounted where the kubelet would
 /// mount one), bound to the claimed devices' node with the devices named for CDI injection.
+///
+/// `envFrom` never reaches the host: each one becomes explicit `env` entries, one per key its
+/// source holds now ([`EnvSources`]) that makes an allowed name, read by reference from the host
+/// copy (so values follow the tenant's object), ahead of the container's own `env` (which wins,
+/// as over `envFrom`). A key the tenant adds later, such as `LD_PRELOAD`, reaches no container.
+/// Every container gets [`VISIBLE_DEVICES`] last. Tenant tolerations reach the host as far as
+/// `allowed_tolerations` covers them ([`tenant_tolerations`]). Only an allow-list of tenant annotations
+/// ([`host_annotation_allowed`]) is kept.
 pub fn host_pod(
     tenant: &str,
     host_namespace: &str,
     pod: &Value,
     claims: &[Claim],
     token_secret: Option<&str>,
+    env_sources: &EnvSources,
+    allowed_tolerations: &[Toleration],
 ) -> Value {
     let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
     let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
@@ -175,20 +338,27 @@ pub fn host_pod(
         "hostname".into(),
         spec.get("hostname").cloned().unwrap_or_else(|| json!(hostname_of(name))),
     );
+    // The GPU tolerations Carrel itself needs are counted where it places a pod (the allocator,
+    // `gpu_pod_needs`); the host pod is bound by `nodeName`, which the kubelet admits whatever
+    // the node's NoSchedule taints.
+    let tolerations = tenant_tolerations(pod, allowed_tolerations);
+    if tolerations.is_empty() {
+        host_spec.remove("tolerations");
+    } else {
+        host_spec.insert("tolerations".into(), Value::Array(tolerations));
+    }
     host_spec.insert("automountServiceAccountToken".into(), json!(false));
     host_spec.insert("enableServiceLinks".into(), json!(false));
     let mut host_spec = Value::Object(host_spec);
 
     for v in host_spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
-        rename(v, "/configMap/name", namespace);
-        rename(v, "/secret/secretName", namespace);
+        rename_references(v, pod_refs::VOLUME_REFERENCES, namespace);
         tenant_downward_items(v.pointer_mut("/downwardAPI/items"));
         if let Some(sources) = v.pointer_mut("/projected/sources").and_then(Value::as_array_mut) {
             // The tenant's token comes through `token_secret`; a host token must never be asked for.
             sources.retain(|s| s.get("serviceAccountToken").is_none());
             for s in sources.iter_mut() {
-                rename(s, "/configMap/name", namespace);
-                rename(s, "/secret/name", namespace);
+                rename_references(s, pod_refs::PROJECTED_REFERENCES, namespace);
                 tenant_downward_items(s.pointer_mut("/downwardAPI/items"));
             }
         }
@@ -225,9 +395,11 @@ pub fn host_pod(
                     *e = json!({"name": env_name, "value": value});
                 }
             }
-            for e in c.get_mut("envFrom").and_then(Value::as_array_mut).into_iter().flatten() {
-                rename(e, "/configMapRef/name", namespace);
-                rename(e, "/secretRef/name", namespace);
+            expand_env_from(c, namespace, env_sources);
+            // Last, so that it is what the container gets; the claimed devices come by CDI.
+            let env = c.as_object_mut().map(|o| o.entry("env").or_insert_with(|| json!([])));
+            if let Some(Value::Array(env)) = env {
+                env.push(json!({"name": VISIBLE_DEVICES.0, "value": VISIBLE_DEVICES.1}));
             }
             if mount_token {
                 let mounts =
@@ -257,7 +429,7 @@ pub fn host_pod(
         .and_then(Value::as_object)
         .into_iter()
         .flatten()
-        .filter(|(k, _)| !RESERVED_ANNOTATIONS.iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| host_annotation_allowed(k))
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
         .collect();
     annotations.extend(names::host_annotations(namespace, name, uid));
@@ -321,21 +493,12 @@ pub fn hostname_of(name: &str) -> String {
     cut.trim_end_matches('-').to_owned()
 }
 
-/// The volumes of `pod` whose source the syncer does not carry to the host (persistent volume
-/// claims, ephemeral volumes and the like), as `volume "v" (persistentVolumeClaim)`: the host pod
-/// keeps them as written, so they name whatever the host cluster has under those names.
-pub fn unsynced_volumes(pod: &Value) -> Vec<String> {
-    const CARRIED: &[&str] =
-        &["name", "configMap", "secret", "projected", "emptyDir", "downwardAPI", "image"];
-    pod.pointer("/spec/volumes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| {
-            let kind = v.as_object()?.keys().find(|k| !CARRIED.contains(&k.as_str()))?;
-            Some(format!("volume {:?} ({kind})", v["name"].as_str().unwrap_or("")))
-        })
-        .collect()
+/// The references of `pod` the syncer cannot carry to the host ([`pod_refs`]: persistent volume
+/// claims, Endpoints, data sources, trust bundles, signers), as
+/// `spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim "data"`. The tenant
+/// API refuses such pods; the syncer makes no host pod for one (a pod stored before that rule).
+pub fn unsynced_references(pod: &Value) -> Vec<String> {
+    pod_refs::unsynced_references(&pod["spec"])
 }
 
 /// A host pod, and the tenant pod it stands for, each as (namespace, name, uid).
@@ -561,13 +724,138 @@ mod tests {
     }
 
     #[test]
-    fn volumes_the_host_cannot_have_are_named() {
+    fn references_the_host_cannot_have_are_named() {
         let p = json!({"spec": {"volumes": [
             {"name": "cfg", "configMap": {"name": "c"}},
             {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
             {"name": "scratch", "emptyDir": {}},
         ]}});
-        assert_eq!(unsynced_volumes(&p), ["volume \"data\" (persistentVolumeClaim)"]);
+        assert_eq!(
+            unsynced_references(&p),
+            ["spec.volumes[1].persistentVolumeClaim.claimName: PersistentVolumeClaim \"d\""]
+        );
+    }
+
+    /// Every ConfigMap and Secret reference of every volume source type names the tenant's host
+    /// copy, and the object is copied: `admin-kubeconfig` in a tenant pod is the tenant's own.
+    #[test]
+    fn every_volume_reference_names_the_tenants_copy() {
+        for (table, projected) in
+            [(pod_refs::VOLUME_REFERENCES, false), (pod_refs::PROJECTED_REFERENCES, true)]
+        {
+            for r in table.iter().filter(|r| !matches!(r.referent, Referent::Unsynced(_))) {
+                let segments: Vec<&str> = r.pointer.trim_start_matches('/').split('/').collect();
+                let mut source = json!({});
+                let mut at = &mut source;
+                for s in &segments[..segments.len() - 1] {
+                    at = &mut at[*s];
+                }
+                at[segments[segments.len() - 1]] = json!("admin-kubeconfig");
+                let volume = if projected {
+                    json!({"name": "v", "projected": {"sources": [{r.source: source}]}})
+                } else {
+                    json!({"name": "v", r.source: source})
+                };
+                let p = json!({"metadata": {"name": "p", "namespace": "ml"}, "spec": {
+                    "containers": [{"name": "c", "image": "x"}], "volumes": [volume]}});
+                let refs = references(&p);
+                let copied = match r.referent {
+                    Referent::ConfigMap => &refs.config_maps,
+                    _ => &refs.secrets,
+                };
+                assert_eq!(copied, &BTreeSet::from(["admin-kubeconfig".to_owned()]), "{r:?}");
+                let h = host_pod("t", "carrel-t", &p, &[], None, &EnvSources::default(), &[]);
+                let v = &h["spec"]["volumes"][0];
+                let at = if projected { &v["projected"]["sources"][0] } else { v };
+                let pointer = format!("/{}{}", r.source, r.pointer);
+                assert_eq!(
+                    at.pointer(&pointer),
+                    Some(&json!(names::host_name("ml", "admin-kubeconfig"))),
+                    "{r:?}: {h}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn env_from_becomes_explicit_allowed_entries() {
+        let p = json!({"metadata": {"name": "p", "namespace": "ml"}, "spec": {
+            "initContainers": [{"name": "side", "image": "x", "restartPolicy": "Always",
+                "envFrom": [{"configMapRef": {"name": "cfg"}}]}],
+            "containers": [{"name": "c", "image": "x",
+                "envFrom": [
+                    {"configMapRef": {"name": "cfg"}},
+                    {"prefix": "S_", "secretRef": {"name": "sec", "optional": true}},
+                    {"configMapRef": {"name": "gone", "optional": true}},
+                ],
+                "env": [{"name": "A", "value": "own"}]}],
+            "ephemeralContainers": [{"name": "debug", "image": "x", "env": [{"name": "LD_PRELOAD", "value": "x"}]}],
+        }});
+        let mut sources = EnvSources::default();
+        sources.insert(&json!({"kind": "ConfigMap", "metadata": {"name": "cfg"},
+            "data": {"A": "1", "LD_PRELOAD": "/x.so", "LD_AUDIT": "/a.so", "NVIDIA_VISIBLE_DEVICES": "all", "B": "2"}}));
+        sources
+            .insert(&json!({"kind": "Secret", "metadata": {"name": "sec"}, "data": {"K": "eA=="}}));
+        assert!(missing_env_sources(&p, &sources).is_empty());
+        let h = host_pod("t", "carrel-t", &p, &[], None, &sources, &[]);
+        let cfg = names::host_name("ml", "cfg");
+        let sec = names::host_name("ml", "sec");
+        let c = &h["spec"]["containers"][0];
+        assert!(c.get("envFrom").is_none(), "{c}");
+        assert_eq!(
+            c["env"],
+            json!([
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": cfg, "key": "A"}}},
+                {"name": "B", "valueFrom": {"configMapKeyRef": {"name": cfg, "key": "B"}}},
+                {"name": "S_K", "valueFrom": {"secretKeyRef": {"name": sec, "key": "K", "optional": true}}},
+                {"name": "A", "value": "own"},
+                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"},
+            ])
+        );
+        let side = &h["spec"]["initContainers"][0];
+        assert!(side.get("envFrom").is_none(), "{side}");
+        assert_eq!(side["env"].as_array().map(Vec::len), Some(3), "{side}");
+        assert_eq!(side["env"][2], json!({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}));
+        // Ephemeral containers never reach the host.
+        assert!(h["spec"].get("ephemeralContainers").is_none());
+        let text = h.to_string();
+        assert!(!text.contains("LD_") && !text.contains("\"all\""), "{text}");
+        // A source that must exist and does not holds the host pod back.
+        let mut q = p.clone();
+        q["spec"]["containers"][0]["envFrom"] =
+            json!([{"configMapRef": {"name": "later"}}, {"secretRef": {"name": "sec"}}]);
+        assert_eq!(missing_env_sources(&q, &sources), ["ConfigMap \"later\""]);
+    }
+
+    #[test]
+    fn only_allowed_annotations_reach_the_host() {
+        for key in [
+            "io.kubernetes.cri-o.Devices",
+            "io.kubernetes.cri-o.userns-mode",
+            "io.containerd.cri.runtime-handler",
+            "cdi.k8s.io/steal",
+            "container.apparmor.security.beta.kubernetes.io/c",
+            "seccomp.security.alpha.kubernetes.io/pod",
+            "nvidia.com/gpu.present",
+            "sidecar.istio.io/inject",
+            "carrel.dev/tenant-uid",
+            "kubectl.kubernetes.io/last-applied-configuration",
+        ] {
+            assert!(!host_annotation_allowed(key), "{key}");
+        }
+        for key in
+            ["description", "sim.carrel.dev/run-seconds", "kubectl.kubernetes.io/default-container"]
+        {
+            assert!(host_annotation_allowed(key), "{key}");
+        }
+        let mut p = tenant_pod();
+        p["metadata"]["annotations"]["io.kubernetes.cri-o.Devices"] = json!("/dev/nvidia0");
+        p["metadata"]["annotations"]["note"] = json!("kept");
+        let h = host_pod("t", "carrel-t", &p, &[claim()], None, &EnvSources::default(), &[]);
+        let a = h["metadata"]["annotations"].as_object().expect("annotations");
+        assert!(a.get("io.kubernetes.cri-o.Devices").is_none());
+        assert_eq!(a["note"], "kept");
+        assert_eq!(a["cdi.k8s.io/carrel-gpu"], "nvidia.com/gpu=MIG-abc");
     }
 
     #[test]
@@ -591,6 +879,8 @@ mod tests {
             &json!({"metadata": {"name": "p", "namespace": "d"}, "spec": p["spec"]}),
             &[],
             None,
+            &EnvSources::default(),
+            &[],
         );
         assert!(
             h["spec"].get("priorityClassName").is_none()
@@ -608,7 +898,15 @@ mod tests {
 
     #[test]
     fn the_host_pod_is_pinned_renamed_and_carries_no_host_token() {
-        let h = host_pod("t", "carrel-t", &tenant_pod(), &[claim()], Some("train-x-ml-token"));
+        let h = host_pod(
+            "t",
+            "carrel-t",
+            &tenant_pod(),
+            &[claim()],
+            Some("train-x-ml-token"),
+            &EnvSources::default(),
+            &[],
+        );
         assert_eq!(h["metadata"]["name"], "train-x-ml");
         assert_eq!(h["metadata"]["namespace"], "carrel-t");
         assert_eq!(h["metadata"]["labels"]["carrel.dev/tenant"], "t");
@@ -630,7 +928,8 @@ mod tests {
         assert_eq!(c["env"][0]["valueFrom"]["configMapKeyRef"]["name"], "cfg-x-ml");
         assert_eq!(c["env"][1], json!({"name": "POD", "value": "train"}));
         assert_eq!(c["env"][2]["valueFrom"]["fieldRef"]["fieldPath"], "status.podIP");
-        assert_eq!(c["envFrom"][0]["secretRef"]["name"], "creds-x-ml");
+        // envFrom never reaches the host (its expansion: `env_from_becomes_explicit_allowed_entries`).
+        assert!(c.get("envFrom").is_none(), "{c}");
         assert_eq!(c["volumeMounts"][0]["mountPath"], TOKEN_MOUNT);
         assert_eq!(spec["volumes"][0]["configMap"]["name"], "data-x-ml");
         assert_eq!(
@@ -657,7 +956,7 @@ mod tests {
             {"name": "info", "downwardAPI": {"items": items}},
             {"name": "p", "projected": {"sources": [{"downwardAPI": {"items": items}}]}},
         ]);
-        let h = host_pod("t", "carrel-t", &pod, &[], None);
+        let h = host_pod("t", "carrel-t", &pod, &[], None, &EnvSources::default(), &[]);
         let want = json!([
             {"path": "name", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-name']"}},
             {"path": "namespace", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-namespace']"}},
@@ -681,13 +980,14 @@ mod tests {
     fn without_claims_the_host_schedules_and_opting_out_of_the_token_is_kept() {
         let mut p = tenant_pod();
         p["spec"]["automountServiceAccountToken"] = json!(false);
-        let h = host_pod("t", "carrel-t", &p, &[], Some("s"));
+        let h = host_pod("t", "carrel-t", &p, &[], Some("s"), &EnvSources::default(), &[]);
         assert!(h["spec"].get("nodeName").is_none());
         assert!(h["spec"].as_object().expect("spec").values().all(|v| !v.is_null()), "{h}");
         assert!(h["metadata"]["annotations"].get("cdi.k8s.io/carrel-gpu").is_none());
         assert!(h["spec"]["containers"][0].get("volumeMounts").is_none());
         let bare = json!({"metadata": {"name": "b", "namespace": "d"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
-        let h = host_pod("t", "carrel-t", &bare, &[], Some("b-x-d-token"));
+        let h =
+            host_pod("t", "carrel-t", &bare, &[], Some("b-x-d-token"), &EnvSources::default(), &[]);
         assert_eq!(h["spec"]["volumes"][0]["secret"]["secretName"], "b-x-d-token", "{h}");
         assert!(h["spec"].get("initContainers").is_none(), "{h}");
     }
@@ -772,5 +1072,28 @@ mod tests {
             "back-off 10s restarting failed container=main pod=train_ml(t-uid)"
         );
         assert_eq!(status["restartCount"], 2);
+    }
+
+    #[test]
+    fn only_tolerations_the_admin_allows_reach_the_host() {
+        let mut p = tenant_pod();
+        p["spec"]["tolerations"] = json!([
+            {"operator": "Exists"},
+            {"key": "dedicated", "operator": "Equal", "value": "team-b", "effect": "NoSchedule"},
+            {"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule", "tolerationSeconds": 5},
+        ]);
+        let allowed = [Toleration {
+            key: "team".into(),
+            operator: "Equal".into(),
+            value: "a".into(),
+            effect: "NoSchedule".into(),
+        }];
+        assert_eq!(tenant_tolerations(&p, &allowed), [p["spec"]["tolerations"][2].clone()]);
+        assert!(tenant_tolerations(&p, &[]).is_empty());
+        let h = host_pod("t", "carrel-t", &p, &[claim()], None, &EnvSources::default(), &allowed);
+        assert_eq!(h["spec"]["tolerations"], json!([p["spec"]["tolerations"][2]]));
+        // None of the tenant's that the admin did not allow.
+        let h = host_pod("t", "carrel-t", &p, &[], None, &EnvSources::default(), &[]);
+        assert!(h["spec"].get("tolerations").is_none(), "{h}");
     }
 }

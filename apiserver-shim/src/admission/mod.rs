@@ -1,7 +1,10 @@
 //! Admission: what a cluster checks of a new object after validation and before it is stored.
 //!
 //! An [`Api`] may carry one [`Admission`]. Tenants get a [`TenantAdmission`]: the tenant's Pod
-//! Security Standard ([`podsecurity`]) and its GPU quota, counted from the tenant's own pods.
+//! Security Standard and Carrel's own rules ([`podsecurity`]: no `NVIDIA_*` or `LD_*` variable by
+//! any path, including the keys an `envFrom` source holds when the pod is created; no volume
+//! reference the syncer cannot carry to the host), and its GPU quota, counted from the tenant's
+//! own pods by Kubernetes' effective-request rules.
 //! Creates of a type the admission counts are serialised, so two pods created at once cannot both
 //! take the last slice of a quota.
 
@@ -82,7 +85,10 @@ impl Admission for TenantAdmission {
         }
         let policy = self.policy();
         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let violations = podsecurity::check(policy.level, pod);
+        let mut violations = podsecurity::check(policy.level, pod);
+        violations.extend(podsecurity::env_source_violations(pod, &|source| {
+            env_source_keys(api, pod, source)
+        }));
         if !violations.is_empty() {
             let why = podsecurity::forbidden_message(policy.level, &violations);
             return Err(ApiError::forbidden("", "pods", name, &why));
@@ -106,6 +112,34 @@ impl Admission for TenantAdmission {
         check_quota(&policy.gpu_quota, &wanted, &used)
             .map_err(|why| ApiError::forbidden("", "pods", name, &why))
     }
+}
+
+/// The keys ConfigMap or Secret `source` of `pod`'s namespace holds now; `None` if there is none.
+fn env_source_keys(
+    api: &Api,
+    pod: &Value,
+    (kind, name): podsecurity::EnvSource<'_>,
+) -> Option<Vec<String>> {
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str)?;
+    let plural = if kind == "Secret" { "secrets" } else { "configmaps" };
+    let registry = api.registry();
+    let rt = registry.get("", "v1", plural)?;
+    let object = match api.get(&Target { rt, namespace: Some(namespace.to_owned()) }, name) {
+        Ok(o) => o,
+        Err(e) => {
+            if e.code != 404 {
+                tracing::warn!(namespace, kind, name, error = %e.message, "reading an envFrom source");
+            }
+            return None;
+        }
+    };
+    Some(
+        ["data", "stringData"]
+            .iter()
+            .filter_map(|f| object.get(*f).and_then(Value::as_object))
+            .flat_map(|m| m.keys().cloned())
+            .collect(),
+    )
 }
 
 /// Whether a pod has finished (its slices are free again).
@@ -170,6 +204,90 @@ fn check_quota(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::Write;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// An API with a tenant's admission, through the create path a request takes.
+    fn tenant_api() -> (tempfile::TempDir, Api) {
+        let dir = tempfile::tempdir().expect("dir");
+        let store =
+            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
+                .expect("store");
+        let api = Api::new(Arc::new(store)).expect("api");
+        api.set_admission(Arc::new(TenantAdmission::new(TenantPolicy::default())));
+        (dir, api)
+    }
+
+    fn create(api: &Api, plural: &str, object: Value) -> ApiResult<Value> {
+        let registry = api.registry();
+        let rt = registry.get("", "v1", plural).expect("type");
+        api.create(
+            &Target { rt, namespace: Some("default".into()) },
+            object,
+            &Write::by("t", false),
+        )
+    }
+
+    fn env_from_pod(name: &str, from: Value) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"containers": [
+            {"name": "c", "image": "x", "envFrom": [from]}]}})
+    }
+
+    #[test]
+    fn a_pod_reading_a_forbidden_key_through_env_from_is_refused() {
+        let (_dir, api) = tenant_api();
+        create(
+            &api,
+            "configmaps",
+            json!({"metadata": {"name": "cfg"}, "data": {"LD_PRELOAD": "/x.so", "A": "1"}}),
+        )
+        .expect("configmap");
+        create(
+            &api,
+            "secrets",
+            json!({"metadata": {"name": "sec"}, "stringData": {"NVIDIA_VISIBLE_DEVICES": "all"}}),
+        )
+        .expect("secret");
+        create(&api, "configmaps", json!({"metadata": {"name": "clean"}, "data": {"A": "1"}}))
+            .expect("configmap");
+        let e = create(&api, "pods", env_from_pod("a", json!({"configMapRef": {"name": "cfg"}})))
+            .expect_err("refused");
+        assert_eq!((e.code, e.reason), (403, "Forbidden"));
+        assert_eq!(
+            e.message,
+            "pods \"a\" is forbidden: Carrel refuses environment variables that steer the GPU \
+             runtime or the dynamic loader (NVIDIA_*, LD_*): container \"c\" gets LD_PRELOAD \
+             from key \"LD_PRELOAD\" of ConfigMap \"cfg\" (envFrom)"
+        );
+        let e = create(&api, "pods", env_from_pod("b", json!({"secretRef": {"name": "sec"}})))
+            .expect_err("refused");
+        assert!(
+            e.message.contains(
+                "gets NVIDIA_VISIBLE_DEVICES from key \"NVIDIA_VISIBLE_DEVICES\" of Secret \"sec\""
+            ),
+            "{}",
+            e.message
+        );
+        let e = create(
+            &api,
+            "pods",
+            env_from_pod("c", json!({"prefix": "NVIDIA_", "configMapRef": {"name": "clean"}})),
+        )
+        .expect_err("refused");
+        assert!(e.message.contains("sets envFrom prefix \"NVIDIA_\""), "{}", e.message);
+        // A clean source, a harmless prefix and a source not there yet are fine.
+        create(&api, "pods", env_from_pod("d", json!({"configMapRef": {"name": "clean"}})))
+            .expect("clean");
+        create(
+            &api,
+            "pods",
+            env_from_pod("e", json!({"prefix": "APP_", "configMapRef": {"name": "cfg"}})),
+        )
+        .expect("prefixed");
+        create(&api, "pods", env_from_pod("f", json!({"configMapRef": {"name": "later"}})))
+            .expect("missing");
+    }
 
     #[test]
     fn quota_counts_usage_and_names_everything() {

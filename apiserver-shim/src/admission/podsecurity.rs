@@ -1,11 +1,14 @@
 //! The Pod Security Standards (`baseline` and `restricted`, latest version) as the PodSecurity
 //! admission plugin applies them, plus what Carrel refuses at every level: environment variables
-//! that steer the GPU runtime (`NVIDIA_*`, `LD_PRELOAD`).
+//! that steer the GPU runtime or the dynamic loader (`NVIDIA_*`, `LD_*`; see
+//! [`carrel_gpu::runtime_env`]), whether set in `env`, made by an `envFrom` prefix or read from
+//! an `envFrom` source, in any container (regular, init, sidecar, ephemeral).
 //!
 //! [`check`] returns the violations in the plugin's order and words; [`forbidden_message`] joins
 //! them as kube-apiserver does (`violates PodSecurity "baseline:latest": …`). This is the one place
 //! where a tenant's pod is checked before anything of it can reach the host.
 
+use carrel_gpu::runtime_env::{prefix_may_steer, steers_runtime};
 use serde_json::Value;
 
 /// A Pod Security Standard level.
@@ -429,20 +432,81 @@ pub fn check(level: Level, pod: &Value) -> Vec<Violation> {
         }
     }
 
-    // Carrel, at every level: nothing that steers the GPU runtime.
+    // Carrel, at every level: nothing that steers the GPU runtime or the dynamic loader, by any
+    // path a variable takes into a container (`env`, an `envFrom` prefix; the keys of `envFrom`
+    // sources are checked by [`env_source_violations`]).
     let mut steering = Vec::new();
     for c in &all {
         for env in c.spec["env"].as_array().into_iter().flatten() {
             let name = env["name"].as_str().unwrap_or("");
-            if name.starts_with("NVIDIA_") || name == "LD_PRELOAD" {
-                steering.push(format!("container {:?} sets {name}", c.name));
+            if steers_runtime(name) {
+                steering.push(format!("container {:?} sets {}", c.name, name.trim()));
+            }
+        }
+        for from in c.spec["envFrom"].as_array().into_iter().flatten() {
+            let prefix = from["prefix"].as_str().unwrap_or("");
+            if prefix_may_steer(prefix) {
+                steering.push(format!("container {:?} sets envFrom prefix {prefix:?}", c.name));
             }
         }
     }
     if !steering.is_empty() {
-        push("GPU runtime environment", steering.join(", "));
+        push(GPU_RUNTIME_ENVIRONMENT, steering.join(", "));
+    }
+    // Carrel, at every level: no reference the syncer cannot carry, since on the host it would
+    // name the host's object of that name.
+    let unsynced = carrel_gpu::pod_refs::unsynced_references(spec);
+    if !unsynced.is_empty() {
+        push(UNSYNCED_REFERENCES, unsynced.join(", "));
     }
     out
+}
+
+/// The name of Carrel's check on references the syncer cannot carry.
+const UNSYNCED_REFERENCES: &str = "unsynced references";
+
+/// The name of Carrel's own check on environment variables.
+const GPU_RUNTIME_ENVIRONMENT: &str = "GPU runtime environment";
+
+/// Where an `envFrom` reads from: `("ConfigMap", name)` or `("Secret", name)`.
+pub type EnvSource<'a> = (&'static str, &'a str);
+
+/// The violations of the keys the pod's `envFrom` sources hold now: `keys` gives the keys of a
+/// ConfigMap or Secret of the pod's namespace (`None` when it does not exist). A source that
+/// changes later is harmless: the syncer hands the host pod only the keys allowed.
+pub fn env_source_violations(
+    pod: &Value,
+    keys: &dyn Fn(EnvSource<'_>) -> Option<Vec<String>>,
+) -> Vec<Violation> {
+    let mut steering = Vec::new();
+    for c in containers(&pod["spec"]) {
+        for from in c.spec["envFrom"].as_array().into_iter().flatten() {
+            let prefix = from["prefix"].as_str().unwrap_or("");
+            let source = if let Some(name) = from.pointer("/configMapRef/name") {
+                ("ConfigMap", name.as_str().unwrap_or(""))
+            } else if let Some(name) = from.pointer("/secretRef/name") {
+                ("Secret", name.as_str().unwrap_or(""))
+            } else {
+                continue;
+            };
+            for key in keys(source).unwrap_or_default() {
+                let name = format!("{prefix}{key}");
+                if steers_runtime(&name) {
+                    steering.push(format!(
+                        "container {:?} gets {} from key {key:?} of {} {:?} (envFrom)",
+                        c.name,
+                        name.trim(),
+                        source.0,
+                        source.1
+                    ));
+                }
+            }
+        }
+    }
+    if steering.is_empty() {
+        return Vec::new();
+    }
+    vec![Violation { check: GPU_RUNTIME_ENVIRONMENT, detail: steering.join(", ") }]
 }
 
 fn volumes(spec: &Value) -> impl Iterator<Item = &Value> {
@@ -450,10 +514,11 @@ fn volumes(spec: &Value) -> impl Iterator<Item = &Value> {
 }
 
 /// The reason kube-apiserver gives: `violates PodSecurity "baseline:latest": a (…), b (…)`.
-/// Carrel's own rule is named after the standard's violations.
+/// Carrel's own rules are named after the standard's violations.
 pub fn forbidden_message(level: Level, violations: &[Violation]) -> String {
-    let (standard, carrel): (Vec<&Violation>, Vec<&Violation>) =
-        violations.iter().partition(|v| v.check != "GPU runtime environment");
+    let carrel = [GPU_RUNTIME_ENVIRONMENT, UNSYNCED_REFERENCES];
+    let standard: Vec<&Violation> =
+        violations.iter().filter(|v| !carrel.contains(&v.check)).collect();
     let mut parts = Vec::new();
     if !standard.is_empty() {
         let list: Vec<String> =
@@ -464,11 +529,20 @@ pub fn forbidden_message(level: Level, violations: &[Violation]) -> String {
             list.join(", ")
         ));
     }
-    for v in carrel {
-        parts.push(format!(
-            "Carrel refuses environment variables that steer the GPU runtime (NVIDIA_*, LD_PRELOAD): {}",
-            v.detail
-        ));
+    for v in violations {
+        match v.check {
+            GPU_RUNTIME_ENVIRONMENT => parts.push(format!(
+                "Carrel refuses environment variables that steer the GPU runtime or the dynamic \
+                 loader (NVIDIA_*, LD_*): {}",
+                v.detail
+            )),
+            UNSYNCED_REFERENCES => parts.push(format!(
+                "Carrel refuses references to objects it does not carry to the host cluster \
+                 (the host would resolve them in its own namespace): {}",
+                v.detail
+            )),
+            _ => {}
+        }
     }
     parts.join("; ")
 }
@@ -551,6 +625,174 @@ mod tests {
             let message = forbidden_message(level, &v);
             assert!(message.contains("container \"train\" sets NVIDIA_VISIBLE_DEVICES, container \"train\" sets LD_PRELOAD"), "{message}");
             assert!(!message.contains("violates PodSecurity"), "{message}");
+        }
+    }
+
+    #[test]
+    fn every_path_of_a_variable_into_a_container_is_checked() {
+        let with_env = |name: &str| {
+            let mut c = restricted_container("c");
+            c["env"] = json!([{"name": name, "value": "x"}]);
+            c
+        };
+        let with_prefix = |prefix: &str| {
+            let mut c = restricted_container("c");
+            c["envFrom"] = json!([{"prefix": prefix, "configMapRef": {"name": "cfg"}}]);
+            c
+        };
+        let mut sidecar = with_env("LD_AUDIT");
+        sidecar["restartPolicy"] = json!("Always");
+        // (where the container sits, the container, what the message names)
+        let table = [
+            ("containers", with_env("LD_LIBRARY_PATH"), "container \"c\" sets LD_LIBRARY_PATH"),
+            ("containers", with_env(" LD_PRELOAD"), "container \"c\" sets LD_PRELOAD"),
+            (
+                "containers",
+                with_env("NVIDIA_DRIVER_CAPABILITIES "),
+                "sets NVIDIA_DRIVER_CAPABILITIES",
+            ),
+            ("initContainers", with_env("LD_PRELOAD"), "container \"c\" sets LD_PRELOAD"),
+            ("initContainers", sidecar, "container \"c\" sets LD_AUDIT"),
+            (
+                "ephemeralContainers",
+                with_env("NVIDIA_VISIBLE_DEVICES"),
+                "sets NVIDIA_VISIBLE_DEVICES",
+            ),
+            (
+                "containers",
+                with_prefix("NVIDIA_"),
+                "container \"c\" sets envFrom prefix \"NVIDIA_\"",
+            ),
+            ("containers", with_prefix("LD_"), "sets envFrom prefix \"LD_\""),
+            ("containers", with_prefix("L"), "sets envFrom prefix \"L\""),
+            ("initContainers", with_prefix("NV"), "sets envFrom prefix \"NV\""),
+        ];
+        for (list, c, want) in table {
+            let mut spec = json!({"containers": [restricted_container("main")]});
+            if list == "containers" {
+                spec["containers"] = json!([c]);
+            } else {
+                spec[list] = json!([c]);
+            }
+            let p = pod(spec);
+            for level in [Level::Baseline, Level::Restricted] {
+                let v = check(level, &p);
+                assert_eq!(checks(level, &p), ["GPU runtime environment"], "{list}: {v:?}");
+                let message = forbidden_message(level, &v);
+                assert!(message.contains(want), "{message}");
+                assert!(message.contains("(NVIDIA_*, LD_*)"), "{message}");
+            }
+        }
+        // Allowed prefixes and names pass.
+        let mut c = with_prefix("APP_");
+        c["env"] = json!([{"name": "LDAP_URI", "value": "x"}, {"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]);
+        assert!(check(Level::Restricted, &pod(json!({"containers": [c]}))).is_empty());
+    }
+
+    #[test]
+    fn env_from_sources_are_checked_key_by_key() {
+        let p = pod(json!({"containers": [{"name": "c", "image": "x", "envFrom": [
+            {"configMapRef": {"name": "cfg"}},
+            {"prefix": "APP_", "secretRef": {"name": "creds"}},
+            {"secretRef": {"name": "env", "optional": true}},
+            {"configMapRef": {"name": "missing"}},
+        ]}]}));
+        let keys = |(kind, name): EnvSource<'_>| -> Option<Vec<String>> {
+            let keys: &[&str] = match (kind, name) {
+                ("ConfigMap", "cfg") => &["HOME", "LD_PRELOAD", "NVIDIA_VISIBLE_DEVICES"],
+                ("Secret", "creds") => &["LD_PRELOAD"],
+                ("Secret", "env") => &["LD_AUDIT"],
+                _ => return None,
+            };
+            Some(keys.iter().map(|k| (*k).to_owned()).collect())
+        };
+        let v = env_source_violations(&p, &keys);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].detail,
+            "container \"c\" gets LD_PRELOAD from key \"LD_PRELOAD\" of ConfigMap \"cfg\" (envFrom), \
+             container \"c\" gets NVIDIA_VISIBLE_DEVICES from key \"NVIDIA_VISIBLE_DEVICES\" of ConfigMap \"cfg\" (envFrom), \
+             container \"c\" gets LD_AUDIT from key \"LD_AUDIT\" of Secret \"env\" (envFrom)"
+        );
+        assert!(forbidden_message(Level::Baseline, &v).starts_with("Carrel refuses environment"));
+        let clean = |_: EnvSource<'_>| Some(vec!["HOME".to_owned()]);
+        assert!(env_source_violations(&p, &clean).is_empty());
+    }
+
+    #[test]
+    fn references_the_syncer_cannot_carry_are_refused() {
+        let p = pod(json!({
+            "containers": [{"name": "c", "image": "x"}],
+            "volumes": [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "chap", "iscsi": {"targetPortal": "t", "iqn": "i", "lun": 0, "secretRef": {"name": "admin-kubeconfig"}}},
+                {"name": "g", "glusterfs": {"endpoints": "gl", "path": "p"}},
+            ],
+        }));
+        let v = check(Level::Baseline, &p);
+        assert_eq!(checks(Level::Baseline, &p), ["unsynced references"]);
+        assert_eq!(
+            forbidden_message(Level::Baseline, &v),
+            "Carrel refuses references to objects it does not carry to the host cluster (the host \
+             would resolve them in its own namespace): \
+             spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim \"data\", \
+             spec.volumes[2].glusterfs.endpoints: Endpoints \"gl\""
+        );
+    }
+
+    /// Every volume source and projected source of the Kubernetes schema is classified: either
+    /// its references are listed or it has none.
+    #[test]
+    fn every_volume_source_of_the_schema_is_classified() {
+        use carrel_gpu::pod_refs::{
+            PROJECTED_REFERENCES, PROJECTED_SOURCES_WITHOUT_REFERENCES, VOLUME_REFERENCES,
+            VOLUME_SOURCES_WITHOUT_REFERENCES,
+        };
+        use k8s_openapi::api::core::v1::{Volume, VolumeProjection};
+        fn properties<T: schemars::JsonSchema>() -> Vec<String> {
+            let schema = serde_json::to_value(schemars::schema_for!(T)).expect("schema");
+            schema["properties"].as_object().expect("properties").keys().cloned().collect()
+        }
+        let classified = |refs: &[carrel_gpu::pod_refs::Reference], none: &[&str], field: &str| {
+            refs.iter().any(|r| r.source == field) || none.contains(&field)
+        };
+        let volume_sources: Vec<String> =
+            properties::<Volume>().into_iter().filter(|p| p != "name").collect();
+        assert!(volume_sources.len() > 25, "{volume_sources:?}");
+        for source in &volume_sources {
+            assert!(
+                classified(VOLUME_REFERENCES, VOLUME_SOURCES_WITHOUT_REFERENCES, source),
+                "volume source {source} is not in carrel_gpu::pod_refs"
+            );
+        }
+        for source in properties::<VolumeProjection>() {
+            assert!(
+                classified(PROJECTED_REFERENCES, PROJECTED_SOURCES_WITHOUT_REFERENCES, &source),
+                "projected source {source} is not in carrel_gpu::pod_refs"
+            );
+        }
+        // And each row names a real field: a pod using every one refers to its name.
+        for r in VOLUME_REFERENCES {
+            assert!(volume_sources.contains(&r.source.to_owned()), "{}", r.source);
+            let mut source = json!({});
+            let segments: Vec<&str> = r.pointer.trim_start_matches('/').split('/').collect();
+            let mut at = &mut source;
+            for s in &segments[..segments.len() - 1] {
+                at = &mut at[*s];
+            }
+            at[segments[segments.len() - 1]] = json!("named");
+            let p = pod(json!({"volumes": [{"name": "v", r.source: source}]}));
+            let found = carrel_gpu::pod_refs::volume_references(&p["spec"]);
+            assert_eq!(found.len(), 1, "{}{}", r.source, r.pointer);
+            assert_eq!(found[0].name, "named");
+            let refused = checks(Level::Baseline, &p).contains(&"unsynced references");
+            assert_eq!(
+                refused,
+                matches!(r.referent, carrel_gpu::pod_refs::Referent::Unsynced(_)),
+                "{}{}",
+                r.source,
+                r.pointer
+            );
         }
     }
 

@@ -226,6 +226,7 @@ static TABLE: &[(&str, &str, &str, ListAnnotations)] = &[
     (CORE, "PodAffinityTerm", "mismatchLabelKeys", ATOMIC),
     (CORE, "TopologySpreadConstraint", "matchLabelKeys", ATOMIC),
     (CORE, "PodStatus", "conditions", map(&["type"]).merge("type")),
+    (CARREL, "TenantSpec", "allowedTolerations", ATOMIC),
     (CARREL, "TenantStatus", "conditions", map(&["type"]).merge("type")),
     (CORE, "PodStatus", "podIPs", map(&["ip"]).merge("ip")),
     (CORE, "PodStatus", "hostIPs", ATOMIC.merge("ip")),

@@ -65,7 +65,7 @@ pub struct TenantSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_quota: BTreeMap<String, i64>,
     /// How long the tenant lives after its creation, as a Go duration (`90m`, `2h`, `1h30m`)
-    /// between `1m` and `8760h` (365 days); it is deleted when that time has passed. Unset: no
+    /// between `1s` and `8760h` (365 days); it is deleted when that time has passed. Unset: no
     /// expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl: Option<String>,
@@ -73,6 +73,30 @@ pub struct TenantSpec {
     /// `restricted`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_security: Option<String>,
+    /// The tolerations of host taints the tenant's pods may carry to the host: a pod toleration
+    /// reaches its host pod only when one of these covers it (tolerates every taint it
+    /// tolerates). Unset: none (the GPU tolerations Carrel needs are added by the syncer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tolerations: Vec<AllowedToleration>,
+}
+
+/// A pattern of tolerations an admin allows a tenant, written as a Kubernetes toleration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.carrel.v1alpha1.AllowedToleration")]
+pub struct AllowedToleration {
+    /// The taint key; empty (with `Exists`) means every key.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// `Equal` (the default) or `Exists`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub operator: String,
+    /// The value `Equal` allows.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty means every effect.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub effect: String,
 }
 
 /// What the tenant manager observed.
@@ -120,7 +144,7 @@ impl k8s_openapi::ListableResource for Tenant {
 pub const MAX_NAME_LEN: usize = 63 - "carrel-".len();
 
 /// The shortest TTL a tenant may be given.
-pub const MIN_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+pub const MIN_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 /// The longest TTL a tenant may be given: 365 days (`8760h`); a longer-lived tenant has none.
 pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(8760 * 3600);
 
@@ -129,7 +153,7 @@ pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(8760 * 3
 pub fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
     let ttl = parse_duration(text)?;
     if ttl < MIN_TTL || ttl > MAX_TTL {
-        return Err(format!("\"{text}\": must be between 1m and 8760h (365 days)"));
+        return Err(format!("\"{text}\": must be between 1s and 8760h (365 days)"));
     }
     Ok(ttl)
 }
@@ -195,6 +219,12 @@ pub fn gpu_quota(tenant: &Value) -> std::collections::BTreeMap<String, i64> {
         .collect()
 }
 
+/// The tolerations a tenant's admin allows (`spec.allowedTolerations`), for its syncer.
+pub fn allowed_tolerations(tenant: &Value) -> Vec<carrel_gpu::fit::Toleration> {
+    let allowed = tenant.pointer("/spec/allowedTolerations").and_then(Value::as_array);
+    allowed.into_iter().flatten().filter_map(|t| serde_json::from_value(t.clone()).ok()).collect()
+}
+
 /// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
 /// the `carrel-` host namespace prefix, a name that is not reserved, a TTL within bounds, a known pod security level and non-negative
 /// GPU quotas for named profiles.
@@ -246,6 +276,45 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
                     format!("Invalid value: {count}: must be a non-negative integer"),
                 ));
             }
+        }
+    }
+    let allowed = tenant.pointer("/spec/allowedTolerations").and_then(Value::as_array);
+    for (i, t) in allowed.into_iter().flatten().enumerate() {
+        let path = format!("spec.allowedTolerations[{i}]");
+        let text = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or_default();
+        let (key, operator, value, effect) =
+            (text("key"), text("operator"), text("value"), text("effect"));
+        if !matches!(operator, "" | "Equal" | "Exists") {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                format!("{path}.operator"),
+                format!(
+                    "Unsupported value: \"{operator}\": supported values: \"Equal\", \"Exists\""
+                ),
+            ));
+        }
+        if key.is_empty() && operator != "Exists" {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("{path}.operator"),
+                format!("Invalid value: \"{operator}\": operator must be Exists when `key` is empty, which means \"match all values and all keys\""),
+            ));
+        }
+        if operator == "Exists" && !value.is_empty() {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("{path}.operator"),
+                format!(
+                    "Invalid value: \"{value}\": value must be empty when `operator` is 'Exists'"
+                ),
+            ));
+        }
+        if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                format!("{path}.effect"),
+                format!("Unsupported value: \"{effect}\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\""),
+            ));
         }
     }
     causes
@@ -304,7 +373,7 @@ mod tests {
         assert_eq!(parse_ttl("1m").unwrap().as_secs(), 60);
         assert_eq!(parse_ttl("8760h").unwrap().as_secs(), 8760 * 3600);
         assert_eq!(parse_ttl("1h30m").unwrap().as_secs(), 5400);
-        for bad in ["1ns", "59s", "0s", "8760h1s", "2562048h", "99999999h", "1e400h", "x"] {
+        for bad in ["1ns", "999ms", "0s", "8760h1s", "2562048h", "99999999h", "1e400h", "x"] {
             assert!(parse_ttl(bad).is_err(), "{bad:?} accepted");
             let tenant = json!({"metadata": {"name": "t"}, "spec": {"ttl": bad}});
             let causes = validate(&tenant);
@@ -336,5 +405,30 @@ mod tests {
         for name in ["team-a", "systems", "my-kube-x", "carrel-x", "x"] {
             assert!(validate(&json!({"metadata": {"name": name}})).is_empty(), "{name} refused");
         }
+    }
+
+    #[test]
+    fn allowed_tolerations_are_kubernetes_tolerations() {
+        let ok = json!({"metadata": {"name": "team-a"}, "spec": {"allowedTolerations": [
+            {"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"},
+            {"key": "spot", "operator": "Exists"},
+        ]}});
+        assert!(validate(&ok).is_empty(), "{:?}", validate(&ok));
+        let spec: TenantSpec = serde_json::from_value(ok["spec"].clone()).expect("decodes");
+        assert_eq!(spec.allowed_tolerations[1].operator, "Exists");
+        let bad = json!({"metadata": {"name": "team-a"}, "spec": {"allowedTolerations": [
+            {"operator": "Equal"}, {"key": "k", "operator": "Exists", "value": "v"},
+            {"key": "k", "operator": "Maybe", "effect": "Sometimes"},
+        ]}});
+        let fields: Vec<String> = validate(&bad).into_iter().map(|c| c.field).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.allowedTolerations[0].operator",
+                "spec.allowedTolerations[1].operator",
+                "spec.allowedTolerations[2].operator",
+                "spec.allowedTolerations[2].effect",
+            ]
+        );
     }
 }

@@ -16,7 +16,7 @@ use serde_json::Value;
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
 use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
-use carrel_apiserver::tenant::types::gpu_quota;
+use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_node_agent::{LogLine, LogStore};
 use carrel_syncer::{names, Config, Syncer};
@@ -85,10 +85,12 @@ impl TenantHooks for Syncers {
             return;
         }
         let quota = gpu_quota(object);
+        let tolerations = allowed_tolerations(object);
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = running.get(tenant) {
             if let Some(syncer) = r.syncer.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
                 syncer.set_quota(quota);
+                syncer.set_allowed_tolerations(tolerations);
             }
             return;
         }
@@ -114,6 +116,7 @@ impl TenantHooks for Syncers {
                 return;
             };
             let syncer = Syncer::new(client, host, config);
+            syncer.set_allowed_tolerations(tolerations);
             if let Some(intake) = intake {
                 let tenant = name.clone();
                 syncer.when_taken_up(move |namespace, pod| intake.settled(&tenant, namespace, pod));

@@ -62,7 +62,7 @@ pub struct Quota {
     /// GPU quota for a MIG profile, as PROFILE=COUNT (`--gpu 1g.18gb=2`); repeat for more.
     #[arg(long = "gpu", value_name = "PROFILE=COUNT")]
     pub gpu: Vec<String>,
-    /// Delete the tenant after this long (a Go duration between 1m and 8760h: 90m, 2h, 1h30m).
+    /// Delete the tenant after this long (a Go duration between 1s and 8760h: 90m, 2h, 1h30m).
     #[arg(long)]
     pub ttl: Option<String>,
     /// The Pod Security Standard enforced on the tenant's pods.
@@ -136,6 +136,7 @@ pub async fn create(client: &kube::Client, name: &str, quota: &Quota) -> anyhow:
             gpu_quota: parse_gpu(&quota.gpu)?,
             ttl: quota.ttl.clone(),
             pod_security: quota.pod_security.clone(),
+            ..Default::default()
         }),
         ..Default::default()
     };

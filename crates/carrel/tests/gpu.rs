@@ -119,7 +119,12 @@ fn gpu_pods_get_their_own_slices_within_quota() {
     assert_eq!(hp["spec"]["nodeName"], "carrel-sim-0");
     assert!(!hp["spec"].to_string().contains("nvidia.com"), "{}", hp["spec"]);
     assert_eq!(hp["spec"]["automountServiceAccountToken"], false);
-    assert!(!hp.to_string().contains("NVIDIA_"), "{hp}");
+    // No NVIDIA_* variable but the one NVIDIA documents for CDI-only selection.
+    assert_eq!(
+        hp["spec"]["containers"][0]["env"],
+        serde_json::json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]),
+        "{hp}"
+    );
 
     // The next pod over quota is refused, naming profile, usage and quota.
     let err = fails(apply(&up, &a, &gpu_pod("a3", "nvidia.com/mig-1g.18gb", 1)));
@@ -379,23 +384,16 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
         ],
     ));
     assert!(events.contains("the host pod runs without runtimeClassName"), "{events}");
-    // A volume whose source is not synced is named to the tenant.
-    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stateful\nspec:\n  containers:\n  - name: main\n    image: x\n  volumes:\n  - name: data\n    persistentVolumeClaim:\n      claimName: data\n"));
-    let events = eventually("a VolumesNotSynced event", WAIT, || {
-        let e = ok(up.kubectl(
-            &t,
-            &[
-                "get",
-                "events",
-                "--field-selector",
-                "involvedObject.name=stateful",
-                "-o",
-                "jsonpath={.items[*].message}",
-            ],
-        ));
-        (e.contains("volume \"data\" (persistentVolumeClaim): not synced"), e)
-    });
-    assert!(!events.is_empty());
+    // A volume whose source the syncer does not carry is refused: on the host it would name the
+    // host's PersistentVolumeClaim of that name.
+    let err = fails(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stateful\nspec:\n  containers:\n  - name: main\n    image: x\n  volumes:\n  - name: data\n    persistentVolumeClaim:\n      claimName: data\n"));
+    assert!(
+        err.contains("forbidden")
+            && err.contains(
+                "spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim \"data\""
+            ),
+        "{err}"
+    );
     // A pod name with dots makes a valid host pod too.
     ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web.v2\nspec:\n  containers:\n  - name: main\n    image: x\n"));
     wait_phase(&up, &t, "web.v2", "Running");
@@ -932,4 +930,117 @@ fn tenant_objects_that_once_shared_a_host_name_map_apart() {
         [("b", "a-x"), ("x-b", "a")].iter().map(|(n, p)| (n.to_string(), p.to_string())).collect();
     assert_eq!(seen, want);
     assert_eq!(tokens.len(), 2, "{tokens:?}");
+}
+
+/// The host pod of tenant pod `default/name`, once the syncer made it.
+fn host_pod_of(up: &Up, name: &str) -> Value {
+    let host = up.host_kubeconfig();
+    eventually(&format!("host pod of {name}"), WAIT, || {
+        let out = up.kubectl(&host, &["get", "pods", "-A", "-o", "json"]);
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let found = list["items"].as_array().into_iter().flatten().find(|p| {
+            p.pointer("/metadata/annotations/carrel.dev~1tenant-name").and_then(Value::as_str)
+                == Some(name)
+        });
+        (found.is_some(), found.cloned().unwrap_or_default())
+    })
+}
+
+#[test]
+fn no_runtime_or_loader_variable_reaches_a_container_by_env_from_and_references_stay_the_tenants() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let t = create(&up, "team-a", &["--gpu", "1g.18gb=1"]);
+    let pod = |name: &str, container: &str, volumes: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  containers:\n  - name: main\n    image: x\n{container}{volumes}"
+        )
+    };
+    ok(up.kubectl(&t, &["create", "configmap", "cfg", "--from-literal=A=1"]));
+    ok(up.kubectl(&t, &["create", "configmap", "bad", "--from-literal=LD_PRELOAD=/x.so"]));
+    ok(up.kubectl(
+        &t,
+        &["create", "secret", "generic", "gpus", "--from-literal=NVIDIA_VISIBLE_DEVICES=all"],
+    ));
+
+    // Refused in the tenant API: a prefix that makes a refused name, a source holding one, the
+    // loader family in env with odd spacing, and in init containers and sidecars.
+    let refused = [
+        (pod("prefix", "    envFrom:\n    - prefix: NVIDIA_\n      configMapRef:\n        name: cfg\n", ""), "container \"main\" sets envFrom prefix \"NVIDIA_\""),
+        (pod("loader", "    envFrom:\n    - configMapRef:\n        name: bad\n", ""), "container \"main\" gets LD_PRELOAD from key \"LD_PRELOAD\" of ConfigMap \"bad\" (envFrom)"),
+        (pod("secret", "    envFrom:\n    - secretRef:\n        name: gpus\n", ""), "gets NVIDIA_VISIBLE_DEVICES from key \"NVIDIA_VISIBLE_DEVICES\" of Secret \"gpus\""),
+        (pod("spaced", "    env:\n    - name: \" LD_AUDIT\"\n      value: /a.so\n", ""), "container \"main\" sets LD_AUDIT"),
+        (pod("sidecar", "  initContainers:\n  - name: side\n    image: x\n    restartPolicy: Always\n    env:\n    - name: LD_LIBRARY_PATH\n      value: /evil\n", ""), "container \"side\" sets LD_LIBRARY_PATH"),
+    ];
+    for (manifest, why) in refused {
+        let err = fails(apply(&up, &t, &manifest));
+        assert!(
+            err.contains("forbidden") && err.contains(why) && err.contains("(NVIDIA_*, LD_*)"),
+            "{err}"
+        );
+    }
+
+    // A clean source: the host pod gets its keys as explicit entries, never an envFrom; a key
+    // added later reaches the host copy but no container.
+    ok(apply(&up, &t, &pod("clean", "    envFrom:\n    - configMapRef:\n        name: cfg\n", "")));
+    let host = host_pod_of(&up, "clean");
+    let c = &host["spec"]["containers"][0];
+    assert!(c.get("envFrom").is_none(), "{c}");
+    let env = &c["env"];
+    assert_eq!(env.as_array().map(Vec::len), Some(2), "{env}");
+    assert_eq!(env[0]["name"], "A", "{env}");
+    // And the device selection NVIDIA documents for CDI-only injection: none by environment.
+    assert_eq!(env[1], serde_json::json!({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}));
+    assert!(
+        env[0]["valueFrom"]["configMapKeyRef"]["name"].as_str().is_some_and(|n| n != "cfg"),
+        "{env}"
+    );
+    let copy =
+        env[0]["valueFrom"]["configMapKeyRef"]["name"].as_str().unwrap_or_default().to_owned();
+    let host_ns = host["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
+    ok(up.kubectl(
+        &t,
+        &[
+            "patch",
+            "configmap",
+            "cfg",
+            "--type",
+            "merge",
+            "-p",
+            "{\"data\":{\"LD_PRELOAD\":\"/x.so\"}}",
+        ],
+    ));
+    let host_kc = up.host_kubeconfig();
+    eventually("the host copy re-synced", WAIT, || {
+        let data = ok(up.kubectl(
+            &host_kc,
+            &["get", "configmap", "-n", &host_ns, &copy, "-o", "jsonpath={.data}"],
+        ));
+        (data.contains("LD_PRELOAD"), data)
+    });
+    let again = host_pod_of(&up, "clean");
+    assert_eq!(again["spec"]["containers"][0]["env"], *env);
+    assert!(!again["spec"].to_string().contains("LD_PRELOAD"), "{again}");
+
+    // A Secret named by a volume source is the tenant's own copy, not Carrel's Secret of that
+    // name in the host namespace.
+    ok(up.kubectl(&t, &["create", "secret", "generic", "admin-kubeconfig", "--from-literal=k=v"]));
+    ok(apply(&up, &t, &pod("chap", "", "  volumes:\n  - name: disk\n    iscsi:\n      targetPortal: 10.0.0.1:3260\n      iqn: iqn.2001-04.com.example:disk\n      lun: 0\n      chapAuthSession: true\n      secretRef:\n        name: admin-kubeconfig\n")));
+    let host = host_pod_of(&up, "chap");
+    let secret = host["spec"]["volumes"][0]["iscsi"]["secretRef"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!secret.is_empty() && secret != "admin-kubeconfig", "{host}");
+    let copied = ok(up.kubectl(
+        &host_kc,
+        &["get", "secret", "-n", &host_ns, &secret, "-o", "jsonpath={.metadata.annotations}"],
+    ));
+    assert!(copied.contains("admin-kubeconfig"), "the copy records the tenant's Secret: {copied}");
+    // Runtime annotations stay behind.
+    ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: annotated\n  annotations:\n    io.kubernetes.cri-o.Devices: /dev/nvidia0\n    note: kept\nspec:\n  containers:\n  - name: main\n    image: x\n"));
+    let host = host_pod_of(&up, "annotated");
+    let annotations = &host["metadata"]["annotations"];
+    assert!(annotations.get("io.kubernetes.cri-o.Devices").is_none(), "{annotations}");
+    assert_eq!(annotations["note"], "kept");
 }

@@ -47,7 +47,7 @@ impl Taint {
 }
 
 /// A pod's toleration.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Toleration {
     /// The key; empty with `Exists` tolerates every taint.
@@ -72,6 +72,27 @@ impl Toleration {
             operator: "Exists".to_owned(),
             value: String::new(),
             effect: effect.to_owned(),
+        }
+    }
+
+    /// Whether this toleration, as a pattern an admin allows, covers toleration `other`: every
+    /// taint `other` tolerates, this one tolerates too. A key-less `Exists` (tolerate
+    /// everything) is covered only by a key-less `Exists` of the same or every effect.
+    pub fn covers(&self, other: &Toleration) -> bool {
+        let exists = |t: &Toleration| t.operator == "Exists";
+        if !self.effect.is_empty() && self.effect != other.effect {
+            return false;
+        }
+        if !self.key.is_empty() && self.key != other.key {
+            return false;
+        }
+        if other.key.is_empty() && !(self.key.is_empty() && exists(self)) {
+            return false;
+        }
+        match self.operator.as_str() {
+            "Exists" => matches!(other.operator.as_str(), "Exists" | "Equal" | ""),
+            "" | "Equal" => !exists(other) && other.value == self.value,
+            _ => false,
         }
     }
 
@@ -567,5 +588,30 @@ mod tests {
     fn a_spec_of_the_wrong_shape_is_an_error() {
         assert!(PodNeeds::of_spec(&json!({"nodeSelector": ["a"]})).is_err());
         assert!(PodNeeds::of_spec(&json!({"tolerations": {"key": "a"}})).is_err());
+    }
+
+    #[test]
+    fn an_allowed_pattern_covers_only_what_tolerates_no_more() {
+        let t = |key: &str, operator: &str, value: &str, effect: &str| Toleration {
+            key: key.into(),
+            operator: operator.into(),
+            value: value.into(),
+            effect: effect.into(),
+        };
+        let team = t("team", "Equal", "a", "NoSchedule");
+        assert!(team.covers(&t("team", "Equal", "a", "NoSchedule")));
+        assert!(team.covers(&t("team", "", "a", "NoSchedule")));
+        assert!(!team.covers(&t("team", "Equal", "b", "NoSchedule")));
+        assert!(!team.covers(&t("team", "Exists", "", "NoSchedule")), "every value");
+        assert!(!team.covers(&t("team", "Equal", "a", "")), "every effect");
+        assert!(!team.covers(&t("", "Exists", "", "")), "everything");
+        let any_team = t("team", "Exists", "", "");
+        assert!(any_team.covers(&t("team", "Equal", "b", "NoExecute")));
+        assert!(any_team.covers(&t("team", "Exists", "", "")));
+        assert!(!any_team.covers(&t("other", "Exists", "", "")));
+        assert!(!any_team.covers(&t("", "Exists", "", "NoSchedule")));
+        let everything = t("", "Exists", "", "");
+        assert!(everything.covers(&t("", "Exists", "", "")));
+        assert!(everything.covers(&t("x", "Equal", "y", "NoSchedule")));
     }
 }

@@ -11,7 +11,9 @@
 //! - [`alloc`]: the allocator ([`allocate`]), fixed and dynamic modes.
 //! - [`fit`]: which nodes a pod may run on (cordon, taints, `nodeSelector`, required node
 //!   affinity), and kube-scheduler's message when none may take it.
+//! - [`pod_refs`]: every object a pod's volumes name, and whether the syncer carries it.
 //! - [`requests`]: the GPU resources a pod asks for (`nvidia.com/mig-…`, `nvidia.com/gpu`).
+//! - [`runtime_env`]: the environment variables no tenant container may get (`NVIDIA_*`, `LD_*`).
 //! - [`claim`]: how a held device is written down in the host cluster (Lease names and
 //!   metadata), and the fleet's holders rebuilt from claims.
 
@@ -21,7 +23,9 @@ pub mod claim;
 pub mod fit;
 pub mod inventory;
 pub mod layout;
+pub mod pod_refs;
 pub mod requests;
+pub mod runtime_env;
 
 pub use alloc::{allocate, AllocError, Allocation, Device, DeviceSource, Mode, Removal, Request};
 pub use catalogue::{

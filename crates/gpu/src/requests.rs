@@ -36,8 +36,9 @@ pub const WHOLE_GPU: &str = "nvidia.com/gpu";
 const MIG_PREFIX: &str = "nvidia.com/mig-";
 
 /// The GPU resources a pod asks for, by resource name (`nvidia.com/mig-1g.18gb`,
-/// `nvidia.com/gpu`): its effective request, the larger of the containers' sum and the largest
-/// init container, as the scheduler counts it. Limits stand for requests (extended resources
+/// `nvidia.com/gpu`): its effective request as Kubernetes counts it, the larger of (regular
+/// containers + sidecars) and, over the init containers, (each one + the sidecars started before
+/// it). Limits stand for requests (extended resources
 /// cannot be overcommitted). An unknown MIG profile or a count that is not a whole number is an
 /// error naming it.
 pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, String> {
@@ -63,17 +64,40 @@ pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, String> {
         Ok(out)
     };
     let spec = &pod["spec"];
+    // Kubernetes' effective request (`AggregateContainerRequests`): regular containers and
+    // sidecars (restartable init containers) run together; an init container runs beside the
+    // sidecars started before it.
     let mut sum: BTreeMap<String, i64> = BTreeMap::new();
     for c in spec["containers"].as_array().into_iter().flatten() {
         for (k, n) in of(c)? {
             *sum.entry(k).or_default() += n;
         }
     }
+    let mut sidecars: BTreeMap<String, i64> = BTreeMap::new();
+    let mut init_peak: BTreeMap<String, i64> = BTreeMap::new();
     for c in spec["initContainers"].as_array().into_iter().flatten() {
-        for (k, n) in of(c)? {
-            let e = sum.entry(k).or_default();
+        let own = of(c)?;
+        let running = if c["restartPolicy"] == "Always" {
+            for (k, n) in own {
+                *sum.entry(k.clone()).or_default() += n;
+                *sidecars.entry(k).or_default() += n;
+            }
+            sidecars.clone()
+        } else {
+            let mut running = sidecars.clone();
+            for (k, n) in own {
+                *running.entry(k).or_default() += n;
+            }
+            running
+        };
+        for (k, n) in running {
+            let e = init_peak.entry(k).or_default();
             *e = (*e).max(n);
         }
+    }
+    for (k, n) in init_peak {
+        let e = sum.entry(k).or_default();
+        *e = (*e).max(n);
     }
     sum.retain(|_, n| *n > 0);
     Ok(sum)
@@ -128,5 +152,34 @@ mod tests {
         assert!(gpu_requests(&bad).expect_err("unknown").contains("known: "));
         let half = gpu_pod(json!({"nvidia.com/mig-1g.18gb": "500m"}));
         assert!(gpu_requests(&half).expect_err("fraction").contains("whole number"));
+    }
+
+    #[test]
+    fn sidecars_count_as_kubernetes_counts_them() {
+        const R: &str = "nvidia.com/mig-1g.18gb";
+        let init = |n: i64| json!({"name": "i", "resources": {"limits": {R: n}}});
+        let sidecar = |n: i64| json!({"name": "s", "restartPolicy": "Always", "resources": {"limits": {R: n}}});
+        let main = |n: i64| json!({"name": "m", "resources": {"limits": {R: n}}});
+        // (init containers in order, regular containers, effective request)
+        let table: Vec<(Vec<Value>, Vec<Value>, i64)> = vec![
+            (vec![], vec![main(1), main(2)], 3),
+            (vec![init(5)], vec![main(1)], 5),
+            (vec![init(1)], vec![main(2)], 2),
+            // A sidecar runs beside the regular containers.
+            (vec![sidecar(1)], vec![main(1)], 2),
+            (vec![sidecar(2), sidecar(1)], vec![main(1)], 4),
+            // An init container after a sidecar runs beside it…
+            (vec![sidecar(2), init(3)], vec![main(1)], 5),
+            // …one before it does not.
+            (vec![init(3), sidecar(2)], vec![main(1)], 3),
+            (vec![init(4), sidecar(1), init(3), sidecar(1)], vec![main(1)], 4),
+            (vec![sidecar(1), init(1), sidecar(1), init(3)], vec![], 5),
+            (vec![sidecar(3)], vec![], 3),
+        ];
+        for (i, (inits, mains, want)) in table.into_iter().enumerate() {
+            let p = json!({"spec": {"initContainers": inits, "containers": mains}});
+            let got = gpu_requests(&p).expect("valid");
+            assert_eq!(got.get(R).copied().unwrap_or(0), want, "row {i}: {p}");
+        }
     }
 }
