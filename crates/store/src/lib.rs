@@ -12,6 +12,7 @@
 //! | watches: ordered, resumable, bounded | [`Watch`] |
 //! | paginated lists and their continue tokens | [`ListOptions`], [`ListPage`] |
 //! | errors, each one the API can map to a Kubernetes `Status` | [`Error`] |
+//! | how much a store holds, and the most it may hold | [`Usage`], [`Quota`] |
 //!
 //! The store knows nothing of Kubernetes objects: keys are strings chosen by the API layer
 //! (group, resource, namespace and name), values are opaque bytes.
@@ -31,7 +32,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use error::{Error, Result};
+pub use error::{Error, QuotaResource, Result};
 pub use history::HistoryWindow;
 pub use sled_store::{Options, SledStore};
 pub use watch::Watch;
@@ -90,6 +91,70 @@ impl Event {
             create_revision: self.create_revision,
             mod_revision: self.revision,
         }
+    }
+}
+
+/// How much a store holds: its objects, and the bytes of their keys and values.
+///
+/// The store keeps it in its metadata, written in the same atomic batch as every write, so it is
+/// exact after a crash and costs nothing to read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Objects stored.
+    pub objects: u64,
+    /// The bytes of their keys and values.
+    pub bytes: u64,
+}
+
+impl Usage {
+    /// The bytes one object counts for.
+    pub fn bytes_of(key: &str, value: &[u8]) -> u64 {
+        (key.len() + value.len()) as u64
+    }
+
+    /// The usage after `event`, applied to a store whose usage is `self`.
+    pub(crate) fn after(self, event: &Event) -> Usage {
+        let size = Usage::bytes_of(&event.key, &event.value);
+        match event.kind {
+            EventKind::Created => Usage {
+                objects: self.objects.saturating_add(1),
+                bytes: self.bytes.saturating_add(size),
+            },
+            EventKind::Modified => {
+                let before =
+                    event.prev_value.as_ref().map_or(0, |v| Usage::bytes_of(&event.key, v));
+                Usage {
+                    objects: self.objects,
+                    bytes: self.bytes.saturating_sub(before).saturating_add(size),
+                }
+            }
+            EventKind::Deleted => Usage {
+                objects: self.objects.saturating_sub(1),
+                bytes: self.bytes.saturating_sub(size),
+            },
+        }
+    }
+}
+
+/// The most a store may hold. A create that would take the store past either bound, or an update
+/// that grows it past the bytes bound, is refused with [`Error::QuotaExceeded`]; deletes, and
+/// updates that do not grow the store, always pass, so a store over a lowered quota can shrink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    /// The most objects.
+    pub objects: u64,
+    /// The most bytes of keys and values, as [`Usage::bytes`] counts them.
+    pub bytes: u64,
+}
+
+impl Quota {
+    /// No bound: what a store has until [`Store::set_quota`] is called.
+    pub const UNLIMITED: Quota = Quota { objects: u64::MAX, bytes: u64::MAX };
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota::UNLIMITED
     }
 }
 
@@ -162,6 +227,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Discard history up to and including `revision`. Compacting to an already compacted
     /// revision does nothing; a revision newer than [`Store::current_revision`] is an error.
     fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// How much the store holds now, counting every applied write.
+    fn usage(&self) -> Usage;
+
+    /// Bound what the store may hold from now on (see [`Quota`]); [`Quota::UNLIMITED`] by default.
+    fn set_quota(&self, quota: Quota);
+
+    /// The bound set by [`Store::set_quota`].
+    fn quota(&self) -> Quota;
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -191,5 +265,14 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn compact(&self, revision: Revision) -> Result<()> {
         (**self).compact(revision)
+    }
+    fn usage(&self) -> Usage {
+        (**self).usage()
+    }
+    fn set_quota(&self, quota: Quota) {
+        (**self).set_quota(quota)
+    }
+    fn quota(&self) -> Quota {
+        (**self).quota()
     }
 }

@@ -29,7 +29,8 @@ use crate::sync::{sync_dir, DiskSync};
 use crate::wal::{self, Wal};
 use crate::watch::Watch;
 use crate::{
-    Error, Event, EventKind, HistoryWindow, ListOptions, ListPage, Object, Result, Revision, Store,
+    Error, Event, EventKind, HistoryWindow, ListOptions, ListPage, Object, Quota, QuotaResource,
+    Result, Revision, Store, Usage,
 };
 
 /// The longest key a store accepts.
@@ -113,6 +114,10 @@ struct Inner {
     wal: Mutex<Wal>,
     /// Durable events go to the publisher thread, in commit order, through this channel.
     publisher: Mutex<Option<std::sync::mpsc::Sender<Published>>>,
+    /// What the store holds as of the newest applied revision; changed under the write lock only.
+    usage: Mutex<Usage>,
+    /// The most it may hold.
+    quota: Mutex<Quota>,
 }
 
 impl SledStore {
@@ -130,6 +135,7 @@ impl SledStore {
 
         let corrupt = |detail: String| Error::Corrupt { path: path.clone(), detail };
         let (mut revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
+        let mut usage = recover_usage(&db, revision).map_err(|e| corrupt(e.to_string()))?;
         // Acknowledged writes newer than what sled recovered are in the write-ahead log.
         let (mut wal, records) = Wal::open(&path)?;
         for record in &records {
@@ -145,13 +151,17 @@ impl SledStore {
             let event = codec::decode_event(record.revision, &record.event)
                 .map_err(|e| corrupt(e.to_string()))?
                 .event;
-            db.apply_batch(event_batch(&event, &record.event))?;
+            usage = usage.after(&event);
+            db.apply_batch(event_batch(&event, &record.event, usage))?;
             revision = record.revision;
         }
         // Make what was recovered durable in sled itself; then the log can start afresh.
         let disk = DiskSync::open(&path, &db)?;
         wal.reset()?;
-        tracing::debug!(path = %path.display(), revision, compacted, "opened store");
+        tracing::debug!(
+            path = %path.display(), revision, compacted, objects = usage.objects, bytes = usage.bytes,
+            "opened store"
+        );
 
         let inner = Arc::new(Inner {
             path,
@@ -165,6 +175,8 @@ impl SledStore {
             disk: Mutex::new(disk),
             wal: Mutex::new(wal),
             publisher: Mutex::new(None),
+            usage: Mutex::new(usage),
+            quota: Mutex::new(Quota::UNLIMITED),
             options,
         });
         // Fan-out to watchers runs on its own thread, so that a thousand watchers never delay
@@ -345,6 +357,27 @@ fn recover(db: &sled::Db) -> std::result::Result<(Revision, Revision), RecoverEr
     Ok((revision, compacted))
 }
 
+/// The usage as of `revision`: the one recorded with the last write, or, when there is none for
+/// this revision (a store written by a build that did not record it), counted from the objects.
+fn recover_usage(db: &sled::Db, revision: Revision) -> std::result::Result<Usage, RecoverError> {
+    if let Some(v) = db.get(codec::META_USAGE)? {
+        let (at, usage) = codec::decode_usage(&v)?;
+        if at == revision {
+            return Ok(usage);
+        }
+        tracing::info!(recorded_at = at, revision, "the recorded usage is stale: counting objects");
+    }
+    let mut usage = Usage::default();
+    for entry in db.scan_prefix([codec::OBJECT_PREFIX]) {
+        let (k, v) = entry?;
+        let key = codec::key_of_object_key(&k)?;
+        let object = codec::decode_object(key.to_owned(), v)?;
+        usage.objects += 1;
+        usage.bytes += Usage::bytes_of(key, &object.value);
+    }
+    Ok(usage)
+}
+
 #[derive(Debug, thiserror::Error)]
 enum RecoverError {
     #[error("{0}")]
@@ -361,8 +394,9 @@ fn unix_millis() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The sled batch that applies one event: the object, its history log entry and the revision.
-fn event_batch(event: &Event, record: &[u8]) -> sled::Batch {
+/// The sled batch that applies one event: the object, its history log entry, the revision and the
+/// store's usage after it.
+fn event_batch(event: &Event, record: &[u8], usage: Usage) -> sled::Batch {
     let mut batch = sled::Batch::default();
     let object_key = codec::object_key(&event.key);
     match event.kind {
@@ -374,6 +408,7 @@ fn event_batch(event: &Event, record: &[u8]) -> sled::Batch {
     }
     batch.insert(&codec::log_key(event.revision), record);
     batch.insert(codec::META_REVISION, &codec::encode_u64(event.revision));
+    batch.insert(codec::META_USAGE, &codec::encode_usage(event.revision, usage));
     batch
 }
 
@@ -407,6 +442,29 @@ impl Inner {
         let limit = self.options.max_value_bytes;
         if value.len() > limit {
             return Err(Error::TooLarge { size: value.len(), limit });
+        }
+        Ok(())
+    }
+
+    /// Refuse a write that takes the store past its quota: a create beyond the object count, or
+    /// any write that grows the bytes beyond their bound. Shrinking is always allowed.
+    fn check_quota(&self, event: &Event, used: Usage, after: Usage) -> Result<()> {
+        let quota = *self.quota.lock();
+        if event.kind == EventKind::Created && after.objects > quota.objects {
+            return Err(Error::QuotaExceeded {
+                resource: QuotaResource::Count,
+                requested: 1,
+                used: used.objects,
+                limited: quota.objects,
+            });
+        }
+        if after.bytes > used.bytes && after.bytes > quota.bytes {
+            return Err(Error::QuotaExceeded {
+                resource: QuotaResource::Bytes,
+                requested: after.bytes - used.bytes,
+                used: used.bytes,
+                limited: quota.bytes,
+            });
         }
         Ok(())
     }
@@ -480,8 +538,13 @@ impl Inner {
             }
         };
 
+        let mut usage = self.usage.lock();
+        let after = usage.after(&event);
+        self.check_quota(&event, *usage, after)?;
         let record = codec::encode_event(&event, prev_mod_revision, unix_millis());
-        self.db.apply_batch(event_batch(&event, &record))?;
+        self.db.apply_batch(event_batch(&event, &record, after))?;
+        *usage = after;
+        drop(usage);
         *writer = revision;
         let object = event.object();
         self.commit.record(Arc::new(event), |wal| wal::encode(revision, &record, wal));
@@ -909,5 +972,17 @@ impl Store for SledStore {
 
     fn compact(&self, revision: Revision) -> Result<()> {
         self.inner.compact(revision)
+    }
+
+    fn usage(&self) -> Usage {
+        *self.inner.usage.lock()
+    }
+
+    fn set_quota(&self, quota: Quota) {
+        *self.inner.quota.lock() = quota;
+    }
+
+    fn quota(&self) -> Quota {
+        *self.inner.quota.lock()
     }
 }
