@@ -986,3 +986,37 @@ impl Store for SledStore {
         *self.inner.quota.lock()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store whose usage record is missing (written by a build that kept none) or behind its
+    /// revision (written since by such a build) is counted from its objects when opened.
+    #[test]
+    fn usage_without_a_current_record_is_counted_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s");
+        let (held, revision) = {
+            let store = SledStore::open(&path, Options::create()).unwrap();
+            store.create("/a", Bytes::from_static(b"one")).unwrap();
+            store.create("/b", Bytes::from_static(b"two two")).unwrap();
+            store.update("/a", Bytes::from_static(b"1"), None).unwrap();
+            (store.usage(), store.current_revision())
+        };
+        assert_eq!(held, Usage { objects: 2, bytes: 2 + 1 + 2 + 7 });
+        for record in [None, Some(codec::encode_usage(revision - 1, Usage::default()))] {
+            {
+                // As `open_sled`: the closed store's IO threads may hold sled's lock a moment.
+                let db = open_sled(&path, &sled::Config::new().path(&path)).unwrap();
+                match record {
+                    None => db.remove(codec::META_USAGE).unwrap(),
+                    Some(stale) => db.insert(codec::META_USAGE, &stale).unwrap(),
+                };
+                db.flush().unwrap();
+            }
+            let store = SledStore::open(&path, Options::default()).unwrap();
+            assert_eq!(store.usage(), held, "record {record:?}");
+        }
+    }
+}
