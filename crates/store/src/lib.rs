@@ -137,8 +137,9 @@ impl Usage {
 }
 
 /// The most a store may hold. A create that would take the store past either bound, or an update
-/// that grows it past the bytes bound, is refused with [`Error::QuotaExceeded`]; deletes, and
-/// updates that do not grow the store, always pass, so a store over a lowered quota can shrink.
+/// that grows it past the bytes bound, is refused with [`Error::QuotaExceeded`]; deletes, updates
+/// that do not grow the store and [`Store::update_to_delete`] always pass, so a store at or over
+/// its quota can always shrink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Quota {
     /// The most objects.
@@ -209,6 +210,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// if `expected` is given and is not the object's current `mod_revision`.
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object>;
 
+    /// Replace an existing object as a step of deleting it (marking it for deletion while
+    /// finalizers run): as [`Store::update`], but never refused by the [`Quota`], since deleting
+    /// must always be possible.
+    fn update_to_delete(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<Object>;
+
     /// Remove an object and return it as it was deleted (its `mod_revision` is the deletion's
     /// revision); errors as for [`Store::update`].
     fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object>;
@@ -250,6 +261,14 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
         (**self).update(key, value, expected)
+    }
+    fn update_to_delete(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<Object> {
+        (**self).update_to_delete(key, value, expected)
     }
     fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
         (**self).delete(key, expected)

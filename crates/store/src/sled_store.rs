@@ -418,7 +418,12 @@ type Published = (Vec<Arc<Event>>, Revision);
 /// A write's intent, checked against the current object under the write lock.
 enum Op {
     Create(Bytes),
-    Update(Bytes, Option<Revision>),
+    /// An update; `bounded`: checked against the quota (not when it is a step of a deletion).
+    Update {
+        value: Bytes,
+        expected: Option<Revision>,
+        bounded: bool,
+    },
     Delete(Option<Revision>),
 }
 
@@ -480,9 +485,10 @@ impl Inner {
 
     fn write(&self, key: &str, op: Op) -> Result<Object> {
         self.check_key(key)?;
-        if let Op::Create(v) | Op::Update(v, _) = &op {
+        if let Op::Create(v) | Op::Update { value: v, .. } = &op {
             self.check_value(v)?;
         }
+        let bounded = !matches!(op, Op::Update { bounded: false, .. });
         let mut writer = self.writer.write();
         self.commit.check_writable()?;
         let current = self.read_object(key)?;
@@ -514,7 +520,7 @@ impl Inner {
                     create_revision: revision,
                 }
             }
-            Op::Update(value, expected) => {
+            Op::Update { value, expected, .. } => {
                 let current = check(expected)?;
                 Event {
                     kind: EventKind::Modified,
@@ -540,7 +546,9 @@ impl Inner {
 
         let mut usage = self.usage.lock();
         let after = usage.after(&event);
-        self.check_quota(&event, *usage, after)?;
+        if bounded {
+            self.check_quota(&event, *usage, after)?;
+        }
         let record = codec::encode_event(&event, prev_mod_revision, unix_millis());
         self.db.apply_batch(event_batch(&event, &record, after))?;
         *usage = after;
@@ -951,7 +959,16 @@ impl Store for SledStore {
     }
 
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
-        self.inner.write(key, Op::Update(value, expected))
+        self.inner.write(key, Op::Update { value, expected, bounded: true })
+    }
+
+    fn update_to_delete(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<Object> {
+        self.inner.write(key, Op::Update { value, expected, bounded: false })
     }
 
     fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {

@@ -253,6 +253,10 @@ fn the_bytes_quota_refuses_creates_and_growing_updates_beyond_it() {
     assert_eq!(store.get("/k/a").unwrap().unwrap().value, hundred);
     store.update("/k/a", Bytes::from(vec![7u8; 146]), None).unwrap();
     assert_eq!(store.usage().bytes, 250);
+    // Marking an object for deletion may grow it, and is a step of a delete: never refused.
+    store.update_to_delete("/k/a", Bytes::from(vec![7u8; 156]), None).unwrap();
+    assert_eq!(store.usage().bytes, 260);
+    store.update("/k/a", Bytes::from(vec![7u8; 146]), None).unwrap();
     store.set_quota(Quota { objects: u64::MAX, bytes: 100 });
     store.update("/k/a", Bytes::from(vec![7u8; 120]), None).unwrap();
     assert_eq!(store.usage().bytes, 224);
