@@ -618,6 +618,13 @@ impl Api {
             if self.store.get(&key).map_err(internal)?.is_some() {
                 return Err(ApiError::already_exists(rt.group, rt.plural, &name));
             }
+            // As kube-apiserver's quota admission, a dry run is refused what the create would be.
+            let used = self.store.usage();
+            let after = used.with_created(&key, &encode_stored(rt, &object)?);
+            self.store
+                .quota()
+                .check(used, after, true)
+                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
             return Ok(object);
         }
         let stored = self
@@ -1352,6 +1359,9 @@ mod tests {
 
         let err = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &write).unwrap_err();
         assert_eq!((err.code, err.reason), (403, "Forbidden"));
+        let dry_run = Write::by("test", true);
+        let dry = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &dry_run);
+        assert_eq!(dry.unwrap_err(), err, "a dry run answers as the create would");
         assert_eq!(
             err.to_status()["message"],
             format!(

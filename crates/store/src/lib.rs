@@ -112,14 +112,19 @@ impl Usage {
         (key.len() + value.len()) as u64
     }
 
+    /// The usage after creating `key` with `value`.
+    pub fn with_created(self, key: &str, value: &[u8]) -> Usage {
+        Usage {
+            objects: self.objects.saturating_add(1),
+            bytes: self.bytes.saturating_add(Usage::bytes_of(key, value)),
+        }
+    }
+
     /// The usage after `event`, applied to a store whose usage is `self`.
     pub(crate) fn after(self, event: &Event) -> Usage {
         let size = Usage::bytes_of(&event.key, &event.value);
         match event.kind {
-            EventKind::Created => Usage {
-                objects: self.objects.saturating_add(1),
-                bytes: self.bytes.saturating_add(size),
-            },
+            EventKind::Created => self.with_created(&event.key, &event.value),
             EventKind::Modified => {
                 let before =
                     event.prev_value.as_ref().map_or(0, |v| Usage::bytes_of(&event.key, v));
@@ -151,6 +156,29 @@ pub struct Quota {
 impl Quota {
     /// No bound: what a store has until [`Store::set_quota`] is called.
     pub const UNLIMITED: Quota = Quota { objects: u64::MAX, bytes: u64::MAX };
+
+    /// Whether a write that takes a store from `used` to `after` may be made: not if it adds
+    /// an object (`adds_object`) beyond the count, nor if it grows the bytes beyond theirs.
+    /// Shrinking always may.
+    pub fn check(&self, used: Usage, after: Usage, adds_object: bool) -> Result<()> {
+        if adds_object && after.objects > self.objects {
+            return Err(Error::QuotaExceeded {
+                resource: QuotaResource::Count,
+                requested: after.objects.saturating_sub(used.objects),
+                used: used.objects,
+                limited: self.objects,
+            });
+        }
+        if after.bytes > used.bytes && after.bytes > self.bytes {
+            return Err(Error::QuotaExceeded {
+                resource: QuotaResource::Bytes,
+                requested: after.bytes - used.bytes,
+                used: used.bytes,
+                limited: self.bytes,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Default for Quota {

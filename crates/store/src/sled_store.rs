@@ -29,8 +29,8 @@ use crate::sync::{sync_dir, DiskSync};
 use crate::wal::{self, Wal};
 use crate::watch::Watch;
 use crate::{
-    Error, Event, EventKind, HistoryWindow, ListOptions, ListPage, Object, Quota, QuotaResource,
-    Result, Revision, Store, Usage,
+    Error, Event, EventKind, HistoryWindow, ListOptions, ListPage, Object, Quota, Result, Revision,
+    Store, Usage,
 };
 
 /// The longest key a store accepts.
@@ -451,29 +451,6 @@ impl Inner {
         Ok(())
     }
 
-    /// Refuse a write that takes the store past its quota: a create beyond the object count, or
-    /// any write that grows the bytes beyond their bound. Shrinking is always allowed.
-    fn check_quota(&self, event: &Event, used: Usage, after: Usage) -> Result<()> {
-        let quota = *self.quota.lock();
-        if event.kind == EventKind::Created && after.objects > quota.objects {
-            return Err(Error::QuotaExceeded {
-                resource: QuotaResource::Count,
-                requested: 1,
-                used: used.objects,
-                limited: quota.objects,
-            });
-        }
-        if after.bytes > used.bytes && after.bytes > quota.bytes {
-            return Err(Error::QuotaExceeded {
-                resource: QuotaResource::Bytes,
-                requested: after.bytes - used.bytes,
-                used: used.bytes,
-                limited: quota.bytes,
-            });
-        }
-        Ok(())
-    }
-
     fn read_object(&self, key: &str) -> Result<Option<Object>> {
         match self.db.get(codec::object_key(key))? {
             Some(record) => {
@@ -547,7 +524,8 @@ impl Inner {
         let mut usage = self.usage.lock();
         let after = usage.after(&event);
         if bounded {
-            self.check_quota(&event, *usage, after)?;
+            let quota = *self.quota.lock();
+            quota.check(*usage, after, event.kind == EventKind::Created)?;
         }
         let record = codec::encode_event(&event, prev_mod_revision, unix_millis());
         self.db.apply_batch(event_batch(&event, &record, after))?;
