@@ -625,6 +625,13 @@ impl Api {
             if self.store.get(&key).map_err(internal)?.is_some() {
                 return Err(ApiError::already_exists(rt.group, rt.plural, &name));
             }
+            // As kube-apiserver's quota admission, a dry run is refused what the create would be.
+            let used = self.store.usage();
+            let after = used.with_created(&key, &encode_stored(rt, &object)?);
+            self.store
+                .quota()
+                .check(used, after, true)
+                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
             return Ok(object);
         }
         let stored = self
@@ -695,7 +702,7 @@ impl Api {
             let revision =
                 parse_resource_version(meta_str(&old, "resourceVersion").unwrap_or("0"))?;
             self.store
-                .update(key, encode(&marked)?, Some(revision))
+                .update_to_delete(key, encode(&marked)?, Some(revision))
                 .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
             self.reload_definitions()?;
         }
@@ -1021,9 +1028,10 @@ impl Api {
             if params.dry_run {
                 return Ok(marked);
             }
+            // A step of a delete: not bounded by the store's quota.
             let stored = self
                 .store
-                .update(&key, encode_stored(rt, &marked)?, Some(current.mod_revision))
+                .update_to_delete(&key, encode_stored(rt, &marked)?, Some(current.mod_revision))
                 .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
             let answer = written(marked, &stored);
             if is_namespace {
@@ -1345,6 +1353,49 @@ mod tests {
         }
         let one = api.get_json(&target, "c3").unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&one).unwrap(), api.get(&target, "c3").unwrap());
+    }
+
+    #[test]
+    fn a_store_at_its_quota_refuses_creates_but_still_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+        let api = Api::new(Arc::new(store)).unwrap();
+        let write = Write::by("test", false);
+        let namespaces = Target { rt: api.rt("", "namespaces"), namespace: None };
+        api.create(&namespaces, json!({"metadata": {"name": "work"}}), &write).unwrap();
+        let configmaps = Target { rt: api.rt("", "configmaps"), namespace: Some("work".into()) };
+        let held = json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}});
+        api.create(&configmaps, held, &write).unwrap();
+        // Full to the byte.
+        let usage = api.store().usage();
+        api.store().set_quota(carrel_store::Quota { objects: usage.objects, bytes: usage.bytes });
+
+        let err = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &write).unwrap_err();
+        assert_eq!((err.code, err.reason), (403, "Forbidden"));
+        let dry_run = Write::by("test", true);
+        let dry = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &dry_run);
+        assert_eq!(dry.unwrap_err(), err, "a dry run answers as the create would");
+        assert_eq!(
+            err.to_status()["message"],
+            format!(
+                "configmaps \"c\" is forbidden: exceeded quota: tenant-objects, requested: count=1, used: count={0}, limited: count={0}",
+                usage.objects
+            )
+        );
+        // Deleting an object with finalizers, or a namespace, first marks it, which grows it: a
+        // step of a delete, so never refused.
+        let marked = api.delete(&configmaps, "held", &DeleteParams::default()).unwrap();
+        assert!(marked["metadata"]["deletionTimestamp"].is_string());
+        assert!(api.store().usage().bytes > usage.bytes, "the mark grew the store past its bound");
+        let terminating = api.delete(&namespaces, "work", &DeleteParams::default()).unwrap();
+        assert_eq!(terminating["status"]["phase"], "Terminating");
+        // Dropping the finalizer shrinks the object and lets it go; then creates work again.
+        let mut held = api.get(&configmaps, "held").unwrap();
+        held["metadata"]["finalizers"] = json!([]);
+        api.update(&configmaps, "held", held, None, &write).unwrap();
+        assert_eq!(api.get(&configmaps, "held").unwrap_err().code, 404);
+        let defaults = Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
+        api.create(&defaults, json!({"metadata": {"name": "c"}}), &write).unwrap();
     }
 
     #[test]

@@ -264,6 +264,16 @@ impl ApiError {
             StoreError::TooLarge { size, limit } => ApiError::too_large(format!(
                 "the object is {size} bytes, over the limit of {limit} bytes"
             )),
+            StoreError::QuotaExceeded { resource: what, requested, used, limited } => {
+                ApiError::forbidden(
+                    group,
+                    resource,
+                    name,
+                    &format!(
+                        "exceeded quota: {STORE_QUOTA}, requested: {what}={requested}, used: {what}={used}, limited: {what}={limited}"
+                    ),
+                )
+            }
             StoreError::InvalidContinue { reason } => {
                 ApiError::bad_request(format!("invalid continue token: {reason}"))
             }
@@ -281,6 +291,10 @@ impl ApiError {
         }
     }
 }
+
+/// The name a refused write gives the store's quota, where kube-apiserver names the
+/// ResourceQuota object: a tenant's bound on its objects (`Tenant.spec.limits`).
+pub const STORE_QUOTA: &str = "tenant-objects";
 
 /// `pods`, or `deployments.apps`, as kube-apiserver names a resource in messages.
 fn qualified(group: &str, resource: &str) -> String {

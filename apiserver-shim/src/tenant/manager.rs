@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use carrel_store::{Options, SledStore};
+use carrel_store::{Options, Quota, SledStore, Store};
 
 use crate::access::Security;
 use crate::admission::{Level, TenantAdmission, TenantPolicy};
@@ -29,7 +29,7 @@ use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
 use crate::resource::{ResourceType, Subresource};
 use crate::server::Server;
 use crate::status::ApiError;
-use crate::tenant::types::{gpu_quota, parse_duration, MAX_TTL, MIN_TTL, TENANTS};
+use crate::tenant::types::{gpu_quota, parse_duration, store_quota, MAX_TTL, MIN_TTL, TENANTS};
 use crate::tenant::Clusters;
 
 /// The finalizer that holds a deleted tenant until its cluster is torn down.
@@ -264,7 +264,7 @@ impl Manager {
             }
             Err(e) => return Err(e),
         }
-        if let Err(e) = self.serve(name) {
+        if let Err(e) = self.serve(name, store_quota(&tenant)) {
             self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string())?;
             return Err(e);
         }
@@ -273,6 +273,10 @@ impl Manager {
             self.admissions.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
         if let Some(admission) = admission {
             admission.set(Self::policy_of(&tenant));
+        }
+        if let Some(server) = self.clusters.tenant(name) {
+            // The spec may have changed the bound on what the tenant stores.
+            server.api().store().set_quota(store_quota(&tenant));
         }
         let tenant =
             self.set_status(name, &tenant, "Ready", "Serving", "the tenant's API is served")?;
@@ -375,8 +379,8 @@ impl Manager {
         self.data_dir.join(name)
     }
 
-    /// Serve the tenant's API, opening (or creating) its store.
-    fn serve(&self, name: &str) -> Result<(), ManagerError> {
+    /// Serve the tenant's API, opening (or creating) its store, which may hold up to `quota`.
+    fn serve(&self, name: &str, quota: Quota) -> Result<(), ManagerError> {
         if self.clusters.tenant(name).is_some() {
             return Ok(());
         }
@@ -389,6 +393,8 @@ impl Manager {
         let store = SledStore::open(dir.join("store"), Options::create())
             .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
         let api = Arc::new(Api::new(Arc::new(store))?);
+        // Bounded before a request can reach it (its bootstrap objects are the server's own).
+        api.store().set_quota(quota);
         crate::event_ttl::start(&api);
         let admission = Arc::new(TenantAdmission::default());
         api.set_admission(admission.clone());
@@ -1080,5 +1086,114 @@ mod tests {
             let text = expiry.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             assert!(chrono::DateTime::parse_from_rfc3339(&text).is_ok(), "{text}");
         }
+    }
+
+    /// A request to a served tenant's API: the status code and the body.
+    async fn send(f: &Fixture, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let router = clusters_router(f.clusters.clone());
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+            .unwrap();
+        let response = router.oneshot(request).await.unwrap();
+        let code = response.status().as_u16();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    fn config_map(name: &str, data: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+               "data": {"d": data}})
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_tenant_spec_limits_bound_what_its_api_stores() {
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        create(&f, "small", json!({}));
+        f.manager.reconcile("small").unwrap();
+        let store = f.clusters.tenant("small").unwrap().api().store().clone();
+        assert_eq!(
+            store.quota(),
+            Quota {
+                objects: crate::tenant::types::DEFAULT_OBJECT_LIMIT,
+                bytes: crate::tenant::types::DEFAULT_BYTES_LIMIT
+            },
+            "unset limits are the defaults"
+        );
+
+        // The admin bounds the tenant to two more objects than its bootstrap holds.
+        let held = store.usage().objects;
+        let mut tenant = f.host.get(&f.manager.target(), "small").unwrap();
+        tenant["spec"]["limits"] = json!({"objects": held + 2});
+        f.host
+            .update(&f.manager.target(), "small", tenant, None, &Write::by("test", false))
+            .unwrap();
+        f.manager.reconcile("small").unwrap();
+        assert_eq!(store.quota().objects, held + 2);
+
+        let configmaps = "/tenants/small/api/v1/namespaces/default/configmaps";
+        for name in ["a", "b"] {
+            assert_eq!(send(&f, "POST", configmaps, Some(config_map(name, "x"))).await.0, 201);
+        }
+        let (code, status) = send(&f, "POST", configmaps, Some(config_map("c", "x"))).await;
+        assert_eq!(code, 403);
+        assert_eq!(status["kind"], "Status");
+        assert_eq!(status["reason"], "Forbidden");
+        assert_eq!(status["code"], 403);
+        let limit = held + 2;
+        assert_eq!(
+            status["message"],
+            format!(
+                "configmaps \"c\" is forbidden: exceeded quota: tenant-objects, requested: count=1, used: count={limit}, limited: count={limit}"
+            )
+        );
+        assert_eq!(send(&f, "GET", &format!("{configmaps}/c"), None).await.0, 404);
+        // Deleting makes room again.
+        assert_eq!(send(&f, "DELETE", &format!("{configmaps}/a"), None).await.0, 200);
+        assert_eq!(send(&f, "POST", configmaps, Some(config_map("c", "x"))).await.0, 201);
+
+        // A bytes bound: a ConfigMap that would pass it is refused, with the bytes it asked for.
+        let usage = store.usage();
+        let mut tenant = f.host.get(&f.manager.target(), "small").unwrap();
+        tenant["spec"]["limits"] = json!({"bytes": usage.bytes + 1000});
+        f.host
+            .update(&f.manager.target(), "small", tenant, None, &Write::by("test", false))
+            .unwrap();
+        f.manager.reconcile("small").unwrap();
+        assert_eq!(store.quota().objects, crate::tenant::types::DEFAULT_OBJECT_LIMIT);
+        let (code, status) =
+            send(&f, "POST", configmaps, Some(config_map("big", &"x".repeat(2000)))).await;
+        assert_eq!(code, 403);
+        assert_eq!(status["reason"], "Forbidden");
+        let message = status["message"].as_str().unwrap();
+        let prefix =
+            "configmaps \"big\" is forbidden: exceeded quota: tenant-objects, requested: bytes=";
+        assert!(message.starts_with(prefix), "{message}");
+        assert!(
+            message.ends_with(&format!(
+                ", used: bytes={}, limited: bytes={}",
+                usage.bytes,
+                usage.bytes + 1000
+            )),
+            "{message}"
+        );
+        assert_eq!(send(&f, "POST", configmaps, Some(config_map("small", "x"))).await.0, 201);
+        // Limits the server could not apply are refused when the Tenant is written.
+        let bad = json!({"apiVersion": "carrel.dev/v1alpha1", "kind": "Tenant",
+                         "metadata": {"name": "bad"}, "spec": {"limits": {"objects": -1, "bytes": "1.5"}}});
+        let err = f
+            .host
+            .create(&Target { rt: &TENANTS, namespace: None }, bad, &Write::by("test", false))
+            .unwrap_err();
+        assert_eq!((err.code, err.reason), (422, "Invalid"), "{err:?}");
+        let message = err.to_status()["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains("spec.limits.objects") && message.contains("spec.limits.bytes"),
+            "{message}"
+        );
+        // The host API is not bounded by any tenant's limits.
+        assert_eq!(f.host.store().quota(), Quota::UNLIMITED);
     }
 }

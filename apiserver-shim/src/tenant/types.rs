@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -78,6 +79,9 @@ pub struct TenantSpec {
     /// tolerates). Unset: none (the GPU tolerations Carrel needs are added by the syncer).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tolerations: Vec<AllowedToleration>,
+    /// Bounds on what the tenant's API may store; unset fields keep their defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<TenantLimits>,
 }
 
 /// A pattern of tolerations an admin allows a tenant, written as a Kubernetes toleration.
@@ -97,6 +101,22 @@ pub struct AllowedToleration {
     /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty means every effect.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub effect: String,
+}
+
+/// Bounds on what a tenant's API may store, all kinds together. A create beyond them is refused
+/// with 403 Forbidden (`exceeded quota: tenant-objects`), as a ResourceQuota refuses; deletes
+/// always work.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "dev.carrel.v1alpha1.TenantLimits")]
+pub struct TenantLimits {
+    /// The most objects the tenant may store (default 100000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objects: Option<i64>,
+    /// The most bytes its objects may take, serialized, as a quantity (`512Mi`, `2Gi`, or a
+    /// number of bytes; default `2Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<Quantity>,
 }
 
 /// What the tenant manager observed.
@@ -176,6 +196,79 @@ pub fn reserved_name(name: &str) -> Option<String> {
     None
 }
 
+/// The objects a tenant may store when its `spec.limits.objects` is unset.
+pub const DEFAULT_OBJECT_LIMIT: u64 = 100_000;
+/// The bytes a tenant's objects may take when its `spec.limits.bytes` is unset: 2 GiB.
+pub const DEFAULT_BYTES_LIMIT: u64 = 2 << 30;
+
+/// A byte count written as a Kubernetes quantity: a non-negative whole number, optionally with a
+/// fraction, and a binary (`Ki` … `Ei`) or decimal (`k` … `E`) suffix, as long as the result is a
+/// whole number of bytes (`1.5Ki` is 1536; `1.5`, `100m` and exponents are refused).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let bad = |why: &str| format!("invalid quantity {text:?}: {why}");
+    let digits_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(digits_end);
+    let multiplier: u128 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "P" => 1_000_000_000_000_000,
+        "E" => 1_000_000_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        "Pi" => 1 << 50,
+        "Ei" => 1 << 60,
+        _ => return Err(bad("use a number of bytes with a suffix such as Ki, Mi, Gi or k, M, G")),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') || fraction.len() > 18 {
+        return Err(bad("not a non-negative number"));
+    }
+    let parse = |s: &str| if s.is_empty() { Ok(0) } else { s.parse::<u128>() };
+    let (whole, numerator) = match (parse(whole), parse(fraction)) {
+        (Ok(w), Ok(f)) => (w, f),
+        _ => return Err(bad("not a non-negative number")),
+    };
+    let denominator = 10u128.pow(fraction.len() as u32);
+    let fractional = numerator * multiplier;
+    if !fractional.is_multiple_of(denominator) {
+        return Err(bad("not a whole number of bytes"));
+    }
+    whole
+        .checked_mul(multiplier)
+        .and_then(|w| w.checked_add(fractional / denominator))
+        .and_then(|total| u64::try_from(total).ok())
+        .filter(|total| *total <= i64::MAX as u64)
+        .ok_or_else(|| bad("too large"))
+}
+
+/// The bound on a tenant's store from its `spec.limits`, with the defaults for what is unset
+/// (or invalid: validation refuses that).
+pub fn store_quota(tenant: &Value) -> carrel_store::Quota {
+    let objects = tenant
+        .pointer("/spec/limits/objects")
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_OBJECT_LIMIT);
+    let bytes = tenant
+        .pointer("/spec/limits/bytes")
+        .and_then(quantity_bytes)
+        .unwrap_or(DEFAULT_BYTES_LIMIT);
+    carrel_store::Quota { objects, bytes }
+}
+
+/// A quantity field's bytes, whether written as a number or a string.
+fn quantity_bytes(value: &Value) -> Option<u64> {
+    match value {
+        Value::String(s) => parse_bytes(s).ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+}
+
 /// A Go duration (`90m`, `1h30m`, `1.5h`, `45s`): a sequence of decimal numbers, each with a
 /// unit among `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -253,6 +346,28 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
                 "FieldValueNotSupported",
                 "spec.podSecurity",
                 format!("Unsupported value: \"{level}\": supported values: \"baseline\", \"restricted\""),
+            ));
+        }
+    }
+    if let Some(objects) = tenant.pointer("/spec/limits/objects") {
+        if objects.as_u64().is_none_or(|n| n > i64::MAX as u64) {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.limits.objects",
+                format!("Invalid value: {objects}: must be a non-negative integer"),
+            ));
+        }
+    }
+    if let Some(bytes) = tenant.pointer("/spec/limits/bytes") {
+        if quantity_bytes(bytes).is_none() {
+            let why = match bytes {
+                Value::String(s) => parse_bytes(s).err().unwrap_or_default(),
+                _ => "must be a non-negative number of bytes or a quantity such as 2Gi".into(),
+            };
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.limits.bytes",
+                format!("Invalid value: {bytes}: {why}"),
             ));
         }
     }
@@ -408,6 +523,25 @@ mod tests {
     }
 
     #[test]
+    fn byte_quantities() {
+        for (text, bytes) in [
+            ("0", 0),
+            ("1000", 1000),
+            ("1k", 1000),
+            ("512Mi", 512 << 20),
+            ("2Gi", 2 << 30),
+            ("1.5Ki", 1536),
+            ("0.5G", 500_000_000),
+            ("7Ei", 7 << 60),
+        ] {
+            assert_eq!(parse_bytes(text), Ok(bytes), "{text}");
+        }
+        for bad in ["", ".", "-1", "1.5", "100m", "1e3", "1 Gi", "1gi", "1.2.3", "8Ei", "2Gi "] {
+            assert!(parse_bytes(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
     fn allowed_tolerations_are_kubernetes_tolerations() {
         let ok = json!({"metadata": {"name": "team-a"}, "spec": {"allowedTolerations": [
             {"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"},
@@ -430,5 +564,38 @@ mod tests {
                 "spec.allowedTolerations[2].effect",
             ]
         );
+    }
+
+    #[test]
+    fn store_limits_are_validated_and_default_when_unset() {
+        let unset = json!({"metadata": {"name": "a"}, "spec": {}});
+        assert_eq!(
+            store_quota(&unset),
+            carrel_store::Quota { objects: DEFAULT_OBJECT_LIMIT, bytes: DEFAULT_BYTES_LIMIT }
+        );
+        let set =
+            json!({"metadata": {"name": "a"}, "spec": {"limits": {"objects": 10, "bytes": "1Mi"}}});
+        assert!(validate(&set).is_empty(), "{:?}", validate(&set));
+        assert_eq!(store_quota(&set), carrel_store::Quota { objects: 10, bytes: 1 << 20 });
+        let numeric = json!({"metadata": {"name": "a"}, "spec": {"limits": {"bytes": 4096}}});
+        assert!(validate(&numeric).is_empty());
+        assert_eq!(
+            store_quota(&numeric),
+            carrel_store::Quota { objects: DEFAULT_OBJECT_LIMIT, bytes: 4096 }
+        );
+        for (limits, field) in [
+            (json!({"objects": -1}), "spec.limits.objects"),
+            (json!({"objects": 1.5}), "spec.limits.objects"),
+            (json!({"objects": "10"}), "spec.limits.objects"),
+            (json!({"bytes": "lots"}), "spec.limits.bytes"),
+            (json!({"bytes": -5}), "spec.limits.bytes"),
+            (json!({"bytes": "100m"}), "spec.limits.bytes"),
+        ] {
+            let tenant = json!({"metadata": {"name": "a"}, "spec": {"limits": limits}});
+            let causes = validate(&tenant);
+            assert_eq!(causes.len(), 1, "{limits}: {causes:?}");
+            assert_eq!(causes[0].field, field);
+            assert_eq!(causes[0].reason, "FieldValueInvalid");
+        }
     }
 }

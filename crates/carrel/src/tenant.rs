@@ -136,6 +136,7 @@ pub async fn create(client: &kube::Client, name: &str, quota: &Quota) -> anyhow:
             gpu_quota: parse_gpu(&quota.gpu)?,
             ttl: quota.ttl.clone(),
             pod_security: quota.pod_security.clone(),
+            // The store limits keep their defaults; an admin sets them on the Tenant.
             ..Default::default()
         }),
         ..Default::default()

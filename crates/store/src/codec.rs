@@ -5,7 +5,8 @@
 //! o<key>            -> [1][create_revision u64][mod_revision u64][value]
 //! l<revision u64>   -> [2][kind u8][unix millis u64][create_revision u64][prev_mod_revision u64]
 //!                      [key len u32][key][prev len u32 | u32::MAX][prev][value]
-//! m<name>           -> metadata: format, revision, compacted
+//! m<name>           -> metadata: format, revision, compacted, usage
+//! musage            -> [revision u64][objects u64][bytes u64]: the usage as of that revision
 //! ```
 //!
 //! Integers are big-endian, so log keys sort by revision. A log record carries the revision the
@@ -17,13 +18,14 @@
 
 use bytes::Bytes;
 
-use crate::{Event, EventKind, Object, Revision};
+use crate::{Event, EventKind, Object, Revision, Usage};
 
 pub(crate) const OBJECT_PREFIX: u8 = b'o';
 pub(crate) const LOG_PREFIX: u8 = b'l';
 pub(crate) const META_FORMAT: &[u8] = b"mformat";
 pub(crate) const META_REVISION: &[u8] = b"mrevision";
 pub(crate) const META_COMPACTED: &[u8] = b"mcompacted";
+pub(crate) const META_USAGE: &[u8] = b"musage";
 
 /// The layout version written in `META_FORMAT`.
 pub(crate) const FORMAT: u64 = 2;
@@ -75,6 +77,30 @@ pub(crate) fn decode_u64(bytes: &[u8]) -> Result<u64, DecodeError> {
     let b: [u8; 8] =
         bytes.try_into().map_err(|_| DecodeError { what: "metadata", why: "not 8 bytes" })?;
     Ok(u64::from_be_bytes(b))
+}
+
+/// The store key of an object record's sled key.
+pub(crate) fn key_of_object_key(key: &[u8]) -> Result<&str, DecodeError> {
+    let bad = |why| DecodeError { what: "object key", why };
+    let rest = key.strip_prefix(&[OBJECT_PREFIX]).ok_or(bad("not an object key"))?;
+    std::str::from_utf8(rest).map_err(|_| bad("not UTF-8"))
+}
+
+pub(crate) fn encode_usage(revision: Revision, usage: Usage) -> [u8; 24] {
+    let mut out = [0u8; 24];
+    out[..8].copy_from_slice(&revision.to_be_bytes());
+    out[8..16].copy_from_slice(&usage.objects.to_be_bytes());
+    out[16..].copy_from_slice(&usage.bytes.to_be_bytes());
+    out
+}
+
+/// The usage record: the revision it is as of, and the usage.
+pub(crate) fn decode_usage(bytes: &[u8]) -> Result<(Revision, Usage), DecodeError> {
+    if bytes.len() != 24 {
+        return Err(DecodeError { what: "usage", why: "not 24 bytes" });
+    }
+    let word = |i: usize| decode_u64(&bytes[i * 8..(i + 1) * 8]);
+    Ok((word(0)?, Usage { objects: word(1)?, bytes: word(2)? }))
 }
 
 pub(crate) fn encode_object(value: &[u8], create: Revision, modified: Revision) -> Vec<u8> {

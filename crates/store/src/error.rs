@@ -68,6 +68,20 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A write that would take the store past its [`crate::Quota`] (Kubernetes: 403 Forbidden,
+    /// "exceeded quota").
+    #[error("exceeded quota: requested: {resource}={requested}, used: {resource}={used}, limited: {resource}={limited}")]
+    QuotaExceeded {
+        /// What the quota bounds.
+        resource: QuotaResource,
+        /// How much the write would add.
+        requested: u64,
+        /// How much the store holds.
+        used: u64,
+        /// The bound.
+        limited: u64,
+    },
+
     /// A key the store cannot hold.
     #[error("invalid key {key:?}: {reason}")]
     InvalidKey {
@@ -133,6 +147,24 @@ pub enum Error {
     /// The store was closed.
     #[error("the store is closed")]
     Closed,
+}
+
+/// What a [`crate::Quota`] bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaResource {
+    /// The number of objects.
+    Count,
+    /// The bytes of keys and values.
+    Bytes,
+}
+
+impl std::fmt::Display for QuotaResource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QuotaResource::Count => "count",
+            QuotaResource::Bytes => "bytes",
+        })
+    }
 }
 
 impl Error {

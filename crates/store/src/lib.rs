@@ -12,6 +12,7 @@
 //! | watches: ordered, resumable, bounded | [`Watch`] |
 //! | paginated lists and their continue tokens | [`ListOptions`], [`ListPage`] |
 //! | errors, each one the API can map to a Kubernetes `Status` | [`Error`] |
+//! | how much a store holds, and the most it may hold | [`Usage`], [`Quota`] |
 //!
 //! The store knows nothing of Kubernetes objects: keys are strings chosen by the API layer
 //! (group, resource, namespace and name), values are opaque bytes.
@@ -33,7 +34,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub use error::{Error, Result};
+pub use error::{Error, QuotaResource, Result};
 /// Injected I/O errors, for tests (feature `failpoints`).
 #[cfg(feature = "failpoints")]
 pub mod failpoints {
@@ -114,6 +115,99 @@ pub enum Health {
     },
 }
 
+/// How much a store holds: its objects, and the bytes of their keys and values.
+///
+/// The store keeps it in its metadata, written in the same atomic batch as every write, so it is
+/// exact after a crash and costs nothing to read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Objects stored.
+    pub objects: u64,
+    /// The bytes of their keys and values.
+    pub bytes: u64,
+}
+
+impl Usage {
+    /// The bytes one object counts for.
+    pub fn bytes_of(key: &str, value: &[u8]) -> u64 {
+        (key.len() + value.len()) as u64
+    }
+
+    /// The usage after creating `key` with `value`.
+    pub fn with_created(self, key: &str, value: &[u8]) -> Usage {
+        Usage {
+            objects: self.objects.saturating_add(1),
+            bytes: self.bytes.saturating_add(Usage::bytes_of(key, value)),
+        }
+    }
+
+    /// The usage after `event`, applied to a store whose usage is `self`.
+    pub(crate) fn after(self, event: &Event) -> Usage {
+        let size = Usage::bytes_of(&event.key, &event.value);
+        match event.kind {
+            EventKind::Created => self.with_created(&event.key, &event.value),
+            EventKind::Modified => {
+                let before =
+                    event.prev_value.as_ref().map_or(0, |v| Usage::bytes_of(&event.key, v));
+                Usage {
+                    objects: self.objects,
+                    bytes: self.bytes.saturating_sub(before).saturating_add(size),
+                }
+            }
+            EventKind::Deleted => Usage {
+                objects: self.objects.saturating_sub(1),
+                bytes: self.bytes.saturating_sub(size),
+            },
+        }
+    }
+}
+
+/// The most a store may hold. A create that would take the store past either bound, or an update
+/// that grows it past the bytes bound, is refused with [`Error::QuotaExceeded`]; deletes, updates
+/// that do not grow the store and [`Store::update_to_delete`] always pass, so a store at or over
+/// its quota can always shrink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quota {
+    /// The most objects.
+    pub objects: u64,
+    /// The most bytes of keys and values, as [`Usage::bytes`] counts them.
+    pub bytes: u64,
+}
+
+impl Quota {
+    /// No bound: what a store has until [`Store::set_quota`] is called.
+    pub const UNLIMITED: Quota = Quota { objects: u64::MAX, bytes: u64::MAX };
+
+    /// Whether a write that takes a store from `used` to `after` may be made: not if it adds
+    /// an object (`adds_object`) beyond the count, nor if it grows the bytes beyond theirs.
+    /// Shrinking always may.
+    pub fn check(&self, used: Usage, after: Usage, adds_object: bool) -> Result<()> {
+        if adds_object && after.objects > self.objects {
+            return Err(Error::QuotaExceeded {
+                resource: QuotaResource::Count,
+                requested: after.objects.saturating_sub(used.objects),
+                used: used.objects,
+                limited: self.objects,
+            });
+        }
+        if after.bytes > used.bytes && after.bytes > self.bytes {
+            return Err(Error::QuotaExceeded {
+                resource: QuotaResource::Bytes,
+                requested: after.bytes - used.bytes,
+                used: used.bytes,
+                limited: self.bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Quota::UNLIMITED
+    }
+}
+
 /// How much of a prefix to list, and as of when.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListOptions {
@@ -165,6 +259,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// if `expected` is given and is not the object's current `mod_revision`.
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object>;
 
+    /// Replace an existing object as a step of deleting it (marking it for deletion while
+    /// finalizers run): as [`Store::update`], but never refused by the [`Quota`], since deleting
+    /// must always be possible.
+    fn update_to_delete(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<Object>;
+
     /// Remove an object and return it as it was deleted (its `mod_revision` is the deletion's
     /// revision); errors as for [`Store::update`].
     fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object>;
@@ -195,6 +299,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn reopen(&self) -> Result<bool> {
         Ok(false)
     }
+
+    /// How much the store holds now, counting every applied write.
+    fn usage(&self) -> Usage;
+
+    /// Bound what the store may hold from now on (see [`Quota`]); [`Quota::UNLIMITED`] by default.
+    fn set_quota(&self, quota: Quota);
+
+    /// The bound set by [`Store::set_quota`].
+    fn quota(&self) -> Quota;
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -209,6 +322,14 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
         (**self).update(key, value, expected)
+    }
+    fn update_to_delete(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<Object> {
+        (**self).update_to_delete(key, value, expected)
     }
     fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
         (**self).delete(key, expected)
@@ -230,5 +351,14 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn reopen(&self) -> Result<bool> {
         (**self).reopen()
+    }
+    fn usage(&self) -> Usage {
+        (**self).usage()
+    }
+    fn set_quota(&self, quota: Quota) {
+        (**self).set_quota(quota)
+    }
+    fn quota(&self) -> Quota {
+        (**self).quota()
     }
 }

@@ -30,8 +30,8 @@ use crate::sync::{sync_dir, DiskSync};
 use crate::wal::{self, Wal};
 use crate::watch::Watch;
 use crate::{
-    Error, Event, EventKind, Health, HistoryWindow, ListOptions, ListPage, Object, Result,
-    Revision, Store,
+    Error, Event, EventKind, Health, HistoryWindow, ListOptions, ListPage, Object, Quota, Result,
+    Revision, Store, Usage,
 };
 
 /// The longest key a store accepts.
@@ -126,6 +126,10 @@ struct Inner {
     wal: Mutex<Wal>,
     /// Durable events go to the publisher thread, in commit order, through this channel.
     publisher: Mutex<Option<std::sync::mpsc::Sender<Published>>>,
+    /// What the store holds as of the newest applied revision; changed under the write lock only.
+    usage: Mutex<Usage>,
+    /// The most it may hold.
+    quota: Mutex<Quota>,
 }
 
 impl SledStore {
@@ -135,8 +139,11 @@ impl SledStore {
         prepare_dir(&path, options.create_if_missing)?;
         let lock = lock_dir(&path)?;
 
-        let Loaded { db, revision, compacted, disk, wal } = load(&path, &options)?;
-        tracing::debug!(path = %path.display(), revision, compacted, "opened store");
+        let Loaded { db, revision, compacted, usage, disk, wal } = load(&path, &options)?;
+        tracing::debug!(
+            path = %path.display(), revision, compacted, objects = usage.objects, bytes = usage.bytes,
+            "opened store"
+        );
 
         let inner = Arc::new(Inner {
             path,
@@ -150,6 +157,8 @@ impl SledStore {
             disk: Mutex::new(disk),
             wal: Mutex::new(wal),
             publisher: Mutex::new(None),
+            usage: Mutex::new(usage),
+            quota: Mutex::new(Quota::UNLIMITED),
             options,
         });
         // Fan-out to watchers runs on its own thread, so that a thousand watchers never delay
@@ -204,6 +213,7 @@ struct Loaded {
     db: sled::Db,
     revision: Revision,
     compacted: Revision,
+    usage: Usage,
     disk: DiskSync,
     wal: Wal,
 }
@@ -216,6 +226,7 @@ fn load(path: &Path, options: &Options) -> Result<Loaded> {
 
     let corrupt = |detail: String| Error::Corrupt { path: path.to_path_buf(), detail };
     let (mut revision, compacted) = recover(&db).map_err(|e| corrupt(e.to_string()))?;
+    let mut usage = recover_usage(&db, revision).map_err(|e| corrupt(e.to_string()))?;
     // Acknowledged writes newer than what sled recovered are in the write-ahead log.
     let (mut wal, records) = Wal::open(path)?;
     for record in &records {
@@ -231,13 +242,14 @@ fn load(path: &Path, options: &Options) -> Result<Loaded> {
         let event = codec::decode_event(record.revision, &record.event)
             .map_err(|e| corrupt(e.to_string()))?
             .event;
-        db.apply_batch(event_batch(&event, &record.event))?;
+        usage = usage.after(&event);
+        db.apply_batch(event_batch(&event, &record.event, usage))?;
         revision = record.revision;
     }
     // Make what was recovered durable in sled itself; then the log can start afresh.
     let disk = DiskSync::open(path, &db)?;
     wal.reset().map_err(|f| f.error)?;
-    Ok(Loaded { db, revision, compacted, disk, wal })
+    Ok(Loaded { db, revision, compacted, usage, disk, wal })
 }
 
 impl Drop for SledStore {
@@ -390,6 +402,27 @@ fn recover(db: &sled::Db) -> std::result::Result<(Revision, Revision), RecoverEr
     Ok((revision, compacted))
 }
 
+/// The usage as of `revision`: the one recorded with the last write, or, when there is none for
+/// this revision (a store written by a build that did not record it), counted from the objects.
+fn recover_usage(db: &sled::Db, revision: Revision) -> std::result::Result<Usage, RecoverError> {
+    if let Some(v) = db.get(codec::META_USAGE)? {
+        let (at, usage) = codec::decode_usage(&v)?;
+        if at == revision {
+            return Ok(usage);
+        }
+        tracing::info!(recorded_at = at, revision, "the recorded usage is stale: counting objects");
+    }
+    let mut usage = Usage::default();
+    for entry in db.scan_prefix([codec::OBJECT_PREFIX]) {
+        let (k, v) = entry?;
+        let key = codec::key_of_object_key(&k)?;
+        let object = codec::decode_object(key.to_owned(), v)?;
+        usage.objects += 1;
+        usage.bytes += Usage::bytes_of(key, &object.value);
+    }
+    Ok(usage)
+}
+
 #[derive(Debug, thiserror::Error)]
 enum RecoverError {
     #[error("{0}")]
@@ -406,8 +439,9 @@ fn unix_millis() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// The sled batch that applies one event: the object, its history log entry and the revision.
-fn event_batch(event: &Event, record: &[u8]) -> sled::Batch {
+/// The sled batch that applies one event: the object, its history log entry, the revision and the
+/// store's usage after it.
+fn event_batch(event: &Event, record: &[u8], usage: Usage) -> sled::Batch {
     let mut batch = sled::Batch::default();
     let object_key = codec::object_key(&event.key);
     match event.kind {
@@ -419,6 +453,7 @@ fn event_batch(event: &Event, record: &[u8]) -> sled::Batch {
     }
     batch.insert(&codec::log_key(event.revision), record);
     batch.insert(codec::META_REVISION, &codec::encode_u64(event.revision));
+    batch.insert(codec::META_USAGE, &codec::encode_usage(event.revision, usage));
     batch
 }
 
@@ -428,7 +463,12 @@ type Published = (Vec<Arc<Event>>, Revision);
 /// A write's intent, checked against the current object under the write lock.
 enum Op {
     Create(Bytes),
-    Update(Bytes, Option<Revision>),
+    /// An update; `bounded`: checked against the quota (not when it is a step of a deletion).
+    Update {
+        value: Bytes,
+        expected: Option<Revision>,
+        bounded: bool,
+    },
     Delete(Option<Revision>),
 }
 
@@ -477,9 +517,10 @@ impl Inner {
 
     fn write(&self, key: &str, op: Op) -> Result<Object> {
         self.check_key(key)?;
-        if let Op::Create(v) | Op::Update(v, _) = &op {
+        if let Op::Create(v) | Op::Update { value: v, .. } = &op {
             self.check_value(v)?;
         }
+        let bounded = !matches!(op, Op::Update { bounded: false, .. });
         let mut writer = self.writer.write();
         self.commit.check_writable()?;
         let current = self.read_object(key)?;
@@ -511,7 +552,7 @@ impl Inner {
                     create_revision: revision,
                 }
             }
-            Op::Update(value, expected) => {
+            Op::Update { value, expected, .. } => {
                 let current = check(expected)?;
                 Event {
                     kind: EventKind::Modified,
@@ -535,8 +576,16 @@ impl Inner {
             }
         };
 
+        let mut usage = self.usage.lock();
+        let after = usage.after(&event);
+        if bounded {
+            let quota = *self.quota.lock();
+            quota.check(*usage, after, event.kind == EventKind::Created)?;
+        }
         let record = codec::encode_event(&event, prev_mod_revision, unix_millis());
-        self.db()?.apply_batch(event_batch(&event, &record))?;
+        self.db()?.apply_batch(event_batch(&event, &record, after))?;
+        *usage = after;
+        drop(usage);
         *writer = revision;
         let object = event.object();
         self.commit.record(Arc::new(event), |wal| wal::encode(revision, &record, wal));
@@ -893,6 +942,7 @@ impl Inner {
             *self.disk.lock() = loaded.disk;
             *self.wal.lock() = loaded.wal;
             *self.db.write() = Some(loaded.db);
+            *self.usage.lock() = loaded.usage;
             self.compacted.fetch_max(loaded.compacted, Ordering::AcqRel);
             *writer = loaded.revision;
             if !recovered.is_empty() {
@@ -1055,7 +1105,16 @@ impl Store for SledStore {
     }
 
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
-        self.inner.write(key, Op::Update(value, expected))
+        self.inner.write(key, Op::Update { value, expected, bounded: true })
+    }
+
+    fn update_to_delete(
+        &self,
+        key: &str,
+        value: Bytes,
+        expected: Option<Revision>,
+    ) -> Result<Object> {
+        self.inner.write(key, Op::Update { value, expected, bounded: false })
     }
 
     fn delete(&self, key: &str, expected: Option<Revision>) -> Result<Object> {
@@ -1084,5 +1143,51 @@ impl Store for SledStore {
 
     fn reopen(&self) -> Result<bool> {
         SledStore::reopen(self)
+    }
+
+    fn usage(&self) -> Usage {
+        *self.inner.usage.lock()
+    }
+
+    fn set_quota(&self, quota: Quota) {
+        *self.inner.quota.lock() = quota;
+    }
+
+    fn quota(&self) -> Quota {
+        *self.inner.quota.lock()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store whose usage record is missing (written by a build that kept none) or behind its
+    /// revision (written since by such a build) is counted from its objects when opened.
+    #[test]
+    fn usage_without_a_current_record_is_counted_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s");
+        let (held, revision) = {
+            let store = SledStore::open(&path, Options::create()).unwrap();
+            store.create("/a", Bytes::from_static(b"one")).unwrap();
+            store.create("/b", Bytes::from_static(b"two two")).unwrap();
+            store.update("/a", Bytes::from_static(b"1"), None).unwrap();
+            (store.usage(), store.current_revision())
+        };
+        assert_eq!(held, Usage { objects: 2, bytes: 2 + 1 + 2 + 7 });
+        for record in [None, Some(codec::encode_usage(revision - 1, Usage::default()))] {
+            {
+                // As `open_sled`: the closed store's IO threads may hold sled's lock a moment.
+                let db = open_sled(&path, &sled::Config::new().path(&path)).unwrap();
+                match record {
+                    None => db.remove(codec::META_USAGE).unwrap(),
+                    Some(stale) => db.insert(codec::META_USAGE, &stale).unwrap(),
+                };
+                db.flush().unwrap();
+            }
+            let store = SledStore::open(&path, Options::default()).unwrap();
+            assert_eq!(store.usage(), held, "record {record:?}");
+        }
     }
 }

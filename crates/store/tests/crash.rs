@@ -13,6 +13,7 @@
 //! * every value is intact (values encode their key, a per-key increasing sequence number and
 //!   their length, and the rest of their bytes is derived from those);
 //! * no key holds anything that was never written;
+//! * the store's usage (objects and bytes) is exactly what it holds;
 //! * revisions never go backwards, and acknowledged revisions are never handed out twice;
 //! * the history log replays from the compacted revision without error, densely, up to the
 //!   current revision, and agrees with the objects it leaves behind.
@@ -37,6 +38,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use carrel_store::{
     Error, EventKind, HistoryWindow, ListOptions, Object, Options, Revision, SledStore, Store,
+    Usage,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -599,6 +601,19 @@ impl Model {
             if got.as_ref() != Some(object) {
                 return Err(format!("get {key:?} = {got:?} disagrees with list"));
             }
+        }
+
+        // The usage the store recovered (its record, carried through the log replay) is what it
+        // holds.
+        let counted = Usage {
+            objects: stored.len() as u64,
+            bytes: stored.values().map(|o| Usage::bytes_of(&o.key, &o.value)).sum(),
+        };
+        if store.usage() != counted {
+            return Err(format!(
+                "usage {:?} recovered, but the store holds {counted:?}",
+                store.usage()
+            ));
         }
 
         let keys: BTreeSet<&String> = self.keys.keys().chain(stored.keys()).collect();

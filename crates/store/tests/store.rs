@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use carrel_store::{
-    Error, EventKind, HistoryWindow, ListOptions, ListPage, Object, Options, Revision, SledStore,
-    Store,
+    Error, EventKind, HistoryWindow, ListOptions, ListPage, Object, Options, Quota, QuotaResource,
+    Revision, SledStore, Store, Usage,
 };
 
 fn open_new(dir: &Path) -> SledStore {
@@ -188,6 +188,118 @@ fn bad_keys_and_oversized_values_are_refused_and_change_nothing() {
     ));
     assert_eq!(store.get("/k").unwrap().unwrap().value.len(), 1024);
     assert_eq!(store.current_revision(), 1);
+}
+
+#[test]
+fn the_object_count_quota_refuses_creates_beyond_it_and_deletes_make_room() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    assert_eq!(store.quota(), Quota::UNLIMITED);
+    store.set_quota(Quota { objects: 3, bytes: u64::MAX });
+    for name in ["a", "b", "c"] {
+        store.create(&format!("/k/{name}"), v("value")).unwrap();
+    }
+    match store.create("/k/d", v("value")) {
+        Err(Error::QuotaExceeded {
+            resource: QuotaResource::Count,
+            requested: 1,
+            used: 3,
+            limited: 3,
+        }) => {}
+        other => panic!("expected QuotaExceeded on count, got {other:?}"),
+    }
+    assert!(store.get("/k/d").unwrap().is_none());
+    assert_eq!(store.current_revision(), 3, "a refused write takes no revision");
+    // Updates do not add objects.
+    store.update("/k/a", v("other"), None).unwrap();
+    store.delete("/k/b", None).unwrap();
+    store.create("/k/d", v("value")).unwrap();
+    assert_eq!(store.usage().objects, 3);
+    // A quota lowered below what is held: nothing is lost, deletes still work, creates wait.
+    store.set_quota(Quota { objects: 1, bytes: u64::MAX });
+    assert!(matches!(store.create("/k/e", v("x")), Err(Error::QuotaExceeded { .. })));
+    store.delete("/k/a", None).unwrap();
+    store.delete("/k/c", None).unwrap();
+    assert!(matches!(store.create("/k/e", v("x")), Err(Error::QuotaExceeded { .. })));
+    store.delete("/k/d", None).unwrap();
+    store.create("/k/e", v("x")).unwrap();
+    assert_eq!(store.usage().objects, 1);
+}
+
+#[test]
+fn the_bytes_quota_refuses_creates_and_growing_updates_beyond_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    // Each object counts its key and its value: "/k/a" + 96 bytes = 100.
+    let hundred = Bytes::from(vec![7u8; 96]);
+    store.set_quota(Quota { objects: u64::MAX, bytes: 250 });
+    store.create("/k/a", hundred.clone()).unwrap();
+    store.create("/k/b", hundred.clone()).unwrap();
+    assert_eq!(store.usage(), Usage { objects: 2, bytes: 200 });
+    match store.create("/k/c", hundred.clone()) {
+        Err(Error::QuotaExceeded {
+            resource: QuotaResource::Bytes,
+            requested: 100,
+            used: 200,
+            limited: 250,
+        }) => {}
+        other => panic!("expected QuotaExceeded on bytes, got {other:?}"),
+    }
+    // Growing an object past the bound is refused; growing within it, or shrinking, is not.
+    match store.update("/k/a", Bytes::from(vec![7u8; 150]), None) {
+        Err(Error::QuotaExceeded { resource: QuotaResource::Bytes, requested: 54, .. }) => {}
+        other => panic!("expected QuotaExceeded on bytes, got {other:?}"),
+    }
+    assert_eq!(store.get("/k/a").unwrap().unwrap().value, hundred);
+    store.update("/k/a", Bytes::from(vec![7u8; 146]), None).unwrap();
+    assert_eq!(store.usage().bytes, 250);
+    // Marking an object for deletion may grow it, and is a step of a delete: never refused.
+    store.update_to_delete("/k/a", Bytes::from(vec![7u8; 156]), None).unwrap();
+    assert_eq!(store.usage().bytes, 260);
+    store.update("/k/a", Bytes::from(vec![7u8; 146]), None).unwrap();
+    store.set_quota(Quota { objects: u64::MAX, bytes: 100 });
+    store.update("/k/a", Bytes::from(vec![7u8; 120]), None).unwrap();
+    assert_eq!(store.usage().bytes, 224);
+    store.delete("/k/a", None).unwrap();
+    store.create("/k/c", v("")).unwrap_err();
+    store.delete("/k/b", None).unwrap();
+    store.create("/k/c", hundred).unwrap();
+    assert_eq!(store.usage(), Usage { objects: 1, bytes: 100 });
+}
+
+#[test]
+fn usage_is_counted_from_every_write_and_survives_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("store");
+    let expected = {
+        let store = SledStore::open(&path, Options::create()).unwrap();
+        assert_eq!(store.usage(), Usage::default());
+        for i in 0..50 {
+            store.create(&format!("/k/{i:02}"), Bytes::from(vec![1u8; i])).unwrap();
+        }
+        for i in (0..50).step_by(3) {
+            store.delete(&format!("/k/{i:02}"), None).unwrap();
+        }
+        for i in (1..50).step_by(3) {
+            store.update(&format!("/k/{i:02}"), v("short"), None).unwrap();
+        }
+        // Compaction removes history, not objects.
+        store.compact(store.current_revision()).unwrap();
+        let listed = store.list("", &ListOptions::default()).unwrap().items;
+        let counted = Usage {
+            objects: listed.len() as u64,
+            bytes: listed.iter().map(|o| Usage::bytes_of(&o.key, &o.value)).sum(),
+        };
+        assert_eq!(store.usage(), counted);
+        counted
+    };
+    let store = SledStore::open(&path, Options::default()).unwrap();
+    assert_eq!(store.usage(), expected);
+    // The quota is the caller's to set again after a reopen; the counts it is checked against
+    // are the ones recovered.
+    assert_eq!(store.quota(), Quota::UNLIMITED);
+    store.set_quota(Quota { objects: expected.objects, bytes: u64::MAX });
+    assert!(matches!(store.create("/k/new", v("x")), Err(Error::QuotaExceeded { .. })));
 }
 
 #[test]
