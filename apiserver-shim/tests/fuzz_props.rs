@@ -707,3 +707,82 @@ fn client_certificates_changed_anywhere_or_made_up_are_refused() {
         fuzz_targets::client_cert(&h, &chain)
     });
 }
+
+// ------------------------------------------------------------------------------------------------
+// Findings: the minimized inputs of what the targets found, kept as regression tests
+// ------------------------------------------------------------------------------------------------
+
+/// A JSON patch that moves a value to its parent and then fails: json-patch's undo of the move
+/// panicked (`unable to undo applied patches … cannot move the value inside itself`) and the
+/// request was a 500. Now it is refused like any failed patch (422), and the object is unchanged.
+#[test]
+fn a_failing_json_patch_after_a_move_to_the_parent_is_refused() {
+    let h = Harness::new();
+    for (path, from) in [
+        ("/apis/apps/v1/namespaces/default/deployments/d", "/spec/selector/matchLabels"),
+        ("/api/v1/namespaces/default/configmaps/cm0", "/metadata/labels/app"),
+    ] {
+        let parent = &from[..from.rfind('/').expect("a parent")];
+        let patch = json!([
+            {"op": "move", "from": from, "path": parent},
+            {"op": "test", "path": "/metadata/name", "value": "not-the-name"},
+        ]);
+        let (status, body) = h.request(
+            "PATCH",
+            path,
+            "application/json-patch+json",
+            serde_json::to_vec(&patch).expect("prints"),
+        );
+        let body: Value = serde_json::from_slice(&body).expect("a Status");
+        assert_eq!((status, &body["reason"]), (422, &json!("Invalid")), "{body}");
+        let (status, object) = h.request("GET", path, "application/json", Vec::new());
+        assert_eq!(status, 200);
+        let object: Value = serde_json::from_slice(&object).expect("the object");
+        assert!(object.pointer(from).is_some(), "{path} changed: {object}");
+    }
+}
+
+/// A merge or strategic patch that makes `metadata` a string, number, bool or list: filling in
+/// its resourceVersion indexed into it and panicked (a 500). Now it is a 400, in the words of
+/// kube-apiserver's decoder, and the object is unchanged.
+#[test]
+fn a_patch_that_makes_metadata_not_an_object_is_refused() {
+    let h = Harness::new();
+    for (value, go_type) in
+        [(json!("x"), "string"), (json!(1), "number"), (json!(true), "bool"), (json!([]), "array")]
+    {
+        for (content_type, path, kind) in [
+            (
+                "application/merge-patch+json",
+                "/api/v1/namespaces/default/configmaps/cm0",
+                "ConfigMap",
+            ),
+            (
+                "application/strategic-merge-patch+json",
+                "/apis/apps/v1/namespaces/default/deployments/d",
+                "Deployment",
+            ),
+            (
+                "application/merge-patch+json",
+                "/apis/apps/v1/namespaces/default/deployments/d/scale",
+                "Scale",
+            ),
+        ] {
+            let patch = json!({"metadata": value});
+            let (status, body) =
+                h.request("PATCH", path, content_type, serde_json::to_vec(&patch).expect("prints"));
+            let body: Value = serde_json::from_slice(&body).expect("a Status");
+            assert_eq!(status, 400, "{patch} to {path}: {body}");
+            assert_eq!(
+                body["message"],
+                format!(
+                    "json: cannot unmarshal {go_type} into Go struct field {kind}.metadata of type v1.ObjectMeta"
+                ),
+            );
+        }
+    }
+    let (_, object) =
+        h.request("GET", "/api/v1/namespaces/default/configmaps/cm0", "application/json", vec![]);
+    let object: Value = serde_json::from_slice(&object).expect("the object");
+    assert_eq!(object.pointer("/metadata/labels/app"), Some(&json!("a")));
+}
