@@ -239,28 +239,30 @@ fn deeply_nested_bodies_are_refused() {
     // YAML's parse is not yet linear in nesting (issue 15): a shorter document keeps this quick.
     let yaml = format!("{}{}", "[".repeat(2_000), "]".repeat(2_000));
     fuzz_targets::yaml_body(&h, yaml.as_bytes());
-    // A protobuf message nested in itself (field 1 of ObjectMeta's owner… any length-delimited
-    // field holds the next level).
+    // A ControllerRevision whose data (a RawExtension) embeds a protobuf ControllerRevision,
+    // whose data embeds another, 1,000 deep: past the decoder's depth limit.
+    use k8s_pb::api::apps::v1 as apps;
+    use k8s_pb::apimachinery::pkg::runtime::{RawExtension, TypeMeta, Unknown};
+    use prost::Message as _;
     let mut body = Vec::new();
-    for _ in 0..depth {
-        let mut outer = vec![0x12];
-        let mut len = body.len();
-        loop {
-            let byte = (len & 0x7f) as u8;
-            len >>= 7;
-            if len == 0 {
-                outer.push(byte);
-                break;
-            }
-            outer.push(byte | 0x80);
-        }
-        outer.extend(body);
-        body = outer;
-        if body.len() > fuzz_targets::MAX_INPUT {
-            break;
-        }
+    for _ in 0..1_000 {
+        let revision = apps::ControllerRevision {
+            data: (!body.is_empty()).then(|| RawExtension { raw: Some(body.clone()) }),
+            revision: Some(1),
+            ..Default::default()
+        };
+        let unknown = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: Some("apps/v1".into()),
+                kind: Some("ControllerRevision".into()),
+            }),
+            raw: Some(revision.encode_to_vec()),
+            ..Default::default()
+        };
+        body = [carrel_apiserver::protobuf::MAGIC, &unknown.encode_to_vec()].concat();
     }
-    fuzz_targets::protobuf_body(&h, &[carrel_apiserver::protobuf::MAGIC, &body].concat());
+    let refused = carrel_apiserver::protobuf::decode_request(&body).expect_err("too deep");
+    assert_eq!(refused.code, 400, "{refused:?}");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -654,6 +656,50 @@ fn cel_rule() -> impl Strategy<Value = String> {
             (inner.clone(), inner.clone(), inner).prop_map(|(c, a, b)| format!("{c} ? {a} : {b}")),
         ]
     })
+}
+
+/// CEL rules nested deeply: 20 nested parentheses overflowed the stack of the thread that parsed
+/// the rule, and long operator chains the stack of the thread that evaluated it, which aborted
+/// the whole server. Now rules parse and run on a stack of their own, and rules nested deeper
+/// than cel-go allows (250) or holding more than 1,000 operators are refused when the schema is
+/// parsed.
+#[test]
+fn deeply_nested_cel_rules_are_refused_or_run() {
+    let rule_errors = |rule: &str| {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-validations": [{"rule": rule}]}}});
+        match carrel_schema::Schema::parse(&schema, "openAPIV3Schema") {
+            Ok(schema) => {
+                let object = json!({"spec": {"a": {"a": {"a": 1}}}});
+                assert!(schema.validate(&object, None).len() <= 1, "{rule}");
+                None
+            }
+            Err(errors) => Some(format!("{errors:?}")),
+        }
+    };
+    for depth in [20, 100, 250] {
+        let parens = format!("{}1{} == 1", "(".repeat(depth), ")".repeat(depth));
+        assert_eq!(rule_errors(&parens), None, "{depth} parentheses");
+        let lists = format!("{}{} != []", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(rule_errors(&lists), None, "{depth} lists");
+    }
+    for length in [100, 499] {
+        let sum = format!("1{} > 0", " + 1".repeat(length));
+        assert_eq!(rule_errors(&sum), None, "a sum of {length}");
+        let members = format!("has(self{}) || true", ".a".repeat(length));
+        assert_eq!(rule_errors(&members), None, "{length} selections");
+    }
+    let parens = format!("{}1{} == 1", "(".repeat(251), ")".repeat(251));
+    let refused = rule_errors(&parens).expect("too deep");
+    assert!(refused.contains("expression recursion limit exceeded: 250"), "{refused}");
+    let sum = format!("1{} > 0", " + 1".repeat(1_000));
+    let refused = rule_errors(&sum).expect("too many operators");
+    assert!(refused.contains("more than 1000 operators"), "{refused}");
+    for depth in [1_000, 100_000] {
+        fuzz_targets::cel_rule(&"(".repeat(depth), &json!({}));
+        fuzz_targets::cel_rule(&format!("{}true", "!".repeat(depth)), &json!({}));
+    }
 }
 
 #[test]
