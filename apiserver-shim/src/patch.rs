@@ -142,7 +142,10 @@ fn merge_patch(
         PatchKind::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch)
                 .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut patched, &ops).map_err(|e| {
+            // `patched` is a copy, dropped when an operation fails, so the operations are applied
+            // without json-patch's undo log: undoing panics on some sequences a client can send
+            // (a `move` of a value to its parent, then an operation that fails).
+            json_patch::patch_unsafe(&mut patched, &ops).map_err(|e| {
                 ApiError::invalid(
                     target.rt.group,
                     target.rt.kind,
@@ -164,6 +167,13 @@ fn merge_patch(
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patched object is not a JSON object"));
     }
+    if let Some(json_type) = patched.get("metadata").and_then(non_object_type) {
+        // kube-apiserver's decoding of the patched object refuses it the same way.
+        let kind = if subresource == Some(Subresource::Scale) { "Scale" } else { target.rt.kind };
+        return Err(ApiError::bad_request(format!(
+            "json: cannot unmarshal {json_type} into Go struct field {kind}.metadata of type v1.ObjectMeta"
+        )));
+    }
     let write = write_of(options, subresource);
     if subresource == Some(Subresource::Scale) {
         let object = update_scale(api, target, name, patched, &write)?;
@@ -178,6 +188,18 @@ fn merge_patch(
     let warnings = fields::prune(target.rt, &mut patched, options.validation, &duplicates)?;
     let object = api.update(target, name, patched, subresource, &write)?;
     Ok(Patched { object, warnings, created: false })
+}
+
+/// The Go JSON name of a value's type when it is neither an object nor null (which decode as
+/// a struct).
+fn non_object_type(value: &Value) -> Option<&'static str> {
+    match value {
+        Value::Object(_) | Value::Null => None,
+        Value::String(_) => Some("string"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("bool"),
+        Value::Array(_) => Some("array"),
+    }
 }
 
 /// Server-side apply: merge the configuration into the live object (creating it when there is

@@ -275,11 +275,57 @@ fn values_in(v: &Value) -> u64 {
     }
 }
 
+/// How deeply brackets may nest in a rule: cel-go's parser refuses expressions nested deeper
+/// (its `maxRecursionDepth`).
+const MAX_NESTING: usize = 250;
+
+/// How many operator characters (`+-*/%!<>=&|?.`) a rule may hold. The parser and interpreter
+/// used here recurse once per nesting level and once per operator of a chain (`1+1+…`,
+/// `self.a.a.…`), so this and [`MAX_NESTING`] bound how deep they go. Characters in string
+/// literals count too: the scan does not parse, it only has to over-estimate.
+const MAX_OPERATORS: usize = 1_000;
+
+/// The stack rules are parsed and evaluated on. Within the bounds above, parsing and evaluating
+/// take at most about 50 MiB of stack in an unoptimized build (under 5 MiB optimized); without a
+/// stack of their own, 20 nested parentheses overflowed a 2 MiB thread stack, which aborts the
+/// whole process.
+const CEL_STACK: usize = 64 << 20;
+
+/// Why a rule is refused before parsing, if it nests deeper or holds more operators than the
+/// parser and interpreter may recurse.
+fn too_complex(src: &str) -> Option<String> {
+    let (mut depth, mut deepest, mut operators) = (0usize, 0usize, 0usize);
+    for c in src.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '+' | '-' | '*' | '/' | '%' | '!' | '<' | '>' | '=' | '&' | '|' | '?' | '.' => {
+                operators += 1
+            }
+            _ => {}
+        }
+    }
+    if deepest > MAX_NESTING {
+        Some(format!("expression recursion limit exceeded: {MAX_NESTING}"))
+    } else if operators > MAX_OPERATORS {
+        Some(format!("expression holds more than {MAX_OPERATORS} operators"))
+    } else {
+        None
+    }
+}
+
 /// Parses a CEL expression. The parser panics on some truncated expressions (`self.a ==`,
 /// `1 +`, an unterminated string); such a panic is reported as the syntax error at the end of the
-/// input that cel-go reports for them.
+/// input that cel-go reports for them. Expressions the parser could not parse within
+/// [`CEL_STACK`] are refused first ([`too_complex`]).
 fn compile(src: &str) -> Result<Program, String> {
-    match catch_unwind(|| Program::compile(src)) {
+    if let Some(why) = too_complex(src) {
+        return Err(format!("ERROR: <input>:1:1: {why}"));
+    }
+    match stacker::grow(CEL_STACK, || catch_unwind(|| Program::compile(src))) {
         Ok(Ok(p)) => Ok(p),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => {
@@ -783,9 +829,12 @@ fn run(program: &Program, ctx: &Context<'_>) -> Outcome {
 }
 
 /// Evaluates every rule under `root` against `obj` (and `old` for transition rules).
+/// The rules run on a stack of their own ([`CEL_STACK`]), taken once per object.
 pub(crate) fn validate(root: &Node, obj: &Value, old: Option<&Value>, out: &mut Vec<FieldError>) {
-    let ctx = base_context();
-    walk(&ctx, root, &FPath::nil(), obj, old, out);
+    stacker::grow(CEL_STACK, || {
+        let ctx = base_context();
+        walk(&ctx, root, &FPath::nil(), obj, old, out);
+    });
 }
 
 fn walk(

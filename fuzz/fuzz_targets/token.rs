@@ -1,0 +1,9 @@
+#![no_main]
+
+#[path = "../../apiserver-shim/tests/fuzz_targets/mod.rs"]
+mod targets;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    targets::init();
+    targets::token(targets::Harness::shared(), &String::from_utf8_lossy(data));
+});
