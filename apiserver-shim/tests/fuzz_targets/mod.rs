@@ -383,7 +383,9 @@ pub fn crd(h: &Harness, data: &[u8]) {
 
 /// [`crd`] of a decoded definition.
 pub fn crd_value(h: &Harness, definition: &Value) {
-    if let Err(e) = carrel_apiserver::crd::validate(definition, None) {
+    if let Err(e) =
+        carrel_apiserver::crd::validate(definition, None, &carrel_apiserver::Registry::default())
+    {
         assert!(matches!(e.code, 400 | 422), "{e:?}");
     }
     let sample = definition.get("x-sample").cloned().unwrap_or(Value::Null);
