@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod event_ttl;
 pub mod fieldpath;
 pub mod fields;
+pub mod flowcontrol;
 pub mod intake;
 pub mod kubeconfig;
 pub mod managed;
