@@ -430,6 +430,10 @@ pub struct Classified<'a> {
     pub flow: Flow,
     /// The path within the cluster, e.g. `/api/v1/pods`.
     pub path: &'a str,
+    /// Whether the cluster's pod creates wait in a `PodIntake` (`intake.rs`), which is their
+    /// flow control: they take no seat then, since what ends their wait (the syncer taking up
+    /// stored pods, through the same cluster's API) needs seats of the same flow.
+    pub pod_intake: bool,
 }
 
 /// Says which flow a request path belongs to.
@@ -460,6 +464,13 @@ pub fn is_long_running(method: &Method, path: &str, query: Option<&str>) -> bool
         .last()
         .is_some_and(|(_, v)| v == "true" || v == "1");
     log || watch
+}
+
+/// Whether a request creates a pod (`POST …/namespaces/<ns>/pods`); `path` is within the
+/// cluster.
+pub fn is_pod_create(method: &Method, path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    method == Method::POST && matches!(segments.as_slice(), ["api", "v1", "namespaces", _, "pods"])
 }
 
 /// The levels of a listener and how its requests are classified.
@@ -545,6 +556,9 @@ impl FlowControl {
         let classified = self.classify.classify(request.uri().path());
         let long_running =
             is_long_running(request.method(), classified.path, request.uri().query());
+        if classified.pod_intake && is_pod_create(request.method(), classified.path) {
+            return respond(inner, request).await;
+        }
         let (level, flow, served) = match classified.flow {
             Flow::Exempt => return respond(inner, request).await,
             Flow::Host => (&self.host, HOST_FLOW.to_owned(), None),
@@ -792,19 +806,22 @@ mod tests {
     }
 
     /// Flows by path for the layer's tests: `/tenants/<name>/…` is the tenant's (served while
-    /// `serving` holds it), `/healthz` is exempt, the rest the host's.
+    /// `serving` holds it; pod creates through an intake where `pod_intake` names it),
+    /// `/healthz` is exempt, the rest the host's.
     #[derive(Debug, Default)]
     struct Paths {
         serving: Mutex<HashMap<String, Serving>>,
+        /// Tenants whose pod creates wait in a pod intake.
+        pod_intake: Mutex<Vec<String>>,
     }
 
     impl Classify for Paths {
         fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
             if path == "/healthz" {
-                return Classified { flow: Flow::Exempt, path };
+                return Classified { flow: Flow::Exempt, path, pod_intake: false };
             }
             let Some(rest) = path.strip_prefix("/tenants/") else {
-                return Classified { flow: Flow::Host, path };
+                return Classified { flow: Flow::Host, path, pod_intake: false };
             };
             let name = rest.split('/').next().unwrap_or_default();
             let serving = self.serving.lock().unwrap();
@@ -812,7 +829,8 @@ mod tests {
                 Some(s) => Flow::Tenant { name: name.to_owned(), served: s.served() },
                 None => Flow::Unserved,
             };
-            Classified { flow, path: &rest[name.len()..] }
+            let pod_intake = self.pod_intake.lock().unwrap().iter().any(|t| t == name);
+            Classified { flow, path: &rest[name.len()..], pod_intake }
         }
     }
 
@@ -936,5 +954,46 @@ mod tests {
         drop(body);
         assert_eq!(layer.tenants().long_running_open("a"), 0);
         assert_eq!(layer.tenants().flows(), 0);
+    }
+
+    #[tokio::test]
+    async fn pod_creates_through_a_pod_intake_take_no_seat() {
+        let paths = Arc::new(Paths::default());
+        for name in ["a", "b"] {
+            paths.serving.lock().unwrap().insert(name.into(), Serving::new());
+        }
+        paths.pod_intake.lock().unwrap().push("a".into());
+        let layer = FlowControlLayer::new(paths, &tenants_config(1, 0, 1));
+        let held = Held::default();
+        let service = layer.layer(held.service());
+        // Both tenants' seats are taken (one seat for all).
+        let busy = tokio::spawn(service.clone().oneshot(get("/tenants/a/api/v1/hold")));
+        until(|| layer.tenants().seats_in_use() == 1).await;
+        let create = |tenant: &str| {
+            let path = format!("/tenants/{tenant}/api/v1/namespaces/d/pods");
+            Request::post(path).body(Body::from("{}")).unwrap()
+        };
+        // a's pod creates wait in its intake, not for a seat; b has no intake.
+        let a = service.clone().oneshot(create("a")).await.unwrap();
+        assert_eq!(a.status(), StatusCode::OK);
+        let b = service.clone().oneshot(create("b")).await.unwrap();
+        assert_eq!(b.status(), StatusCode::TOO_MANY_REQUESTS);
+        // Other writes of a still take seats.
+        let other = Request::post("/tenants/a/api/v1/namespaces/d/configmaps")
+            .body(Body::from("{}"))
+            .unwrap();
+        let other = service.clone().oneshot(other).await.unwrap();
+        assert_eq!(other.status(), StatusCode::TOO_MANY_REQUESTS);
+        held.release.notify_one();
+        assert_eq!(busy.await.unwrap().unwrap().status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn pod_creates_are_posts_to_a_namespaces_pods() {
+        assert!(is_pod_create(&Method::POST, "/api/v1/namespaces/d/pods"));
+        assert!(!is_pod_create(&Method::GET, "/api/v1/namespaces/d/pods"));
+        assert!(!is_pod_create(&Method::POST, "/api/v1/namespaces/d/pods/p/binding"));
+        assert!(!is_pod_create(&Method::POST, "/api/v1/namespaces/d/configmaps"));
+        assert!(!is_pod_create(&Method::POST, "/apis/apps/v1/namespaces/d/deployments"));
     }
 }

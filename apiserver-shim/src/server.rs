@@ -125,6 +125,11 @@ impl Server {
     pub fn set_pod_intake(&self, intake: Arc<PodIntake>, tenant: &str) {
         let _ = self.pod_intake.set((intake, tenant.to_owned()));
     }
+
+    /// Whether new pods wait for room in a [`PodIntake`] before they are stored.
+    pub fn has_pod_intake(&self) -> bool {
+        self.pod_intake.get().is_some()
+    }
 }
 
 /// Who is asking, on a cluster served with security.

@@ -84,16 +84,19 @@ impl Classify for Clusters {
     fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
         let Some(rest) = path.strip_prefix(TENANTS_PREFIX) else {
             let flow = if crate::server::is_health(path) { Flow::Exempt } else { Flow::Host };
-            return Classified { flow, path };
+            return Classified { flow, path, pod_intake: self.host.has_pod_intake() };
         };
         let name = rest.split('/').next().unwrap_or_default();
         let within = &rest[name.len()..];
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
-        let flow = match tenants.get(name) {
-            Some(tenant) => Flow::Tenant { name: name.to_owned(), served: tenant.serving.served() },
-            None => Flow::Unserved,
+        let (flow, pod_intake) = match tenants.get(name) {
+            Some(tenant) => (
+                Flow::Tenant { name: name.to_owned(), served: tenant.serving.served() },
+                tenant.server.has_pod_intake(),
+            ),
+            None => (Flow::Unserved, false),
         };
-        Classified { flow, path: within }
+        Classified { flow, path: within, pod_intake }
     }
 }
 
