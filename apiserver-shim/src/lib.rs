@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod event_ttl;
 pub mod fieldpath;
 pub mod fields;
+pub mod flowcontrol;
 pub mod health;
 pub mod intake;
 pub mod kubeconfig;

@@ -21,6 +21,7 @@ use crate::api::{
 use crate::auth::UserInfo;
 use crate::discovery;
 use crate::fields::{self, FieldValidation};
+use crate::flowcontrol::{FlowConfig, FlowControlLayer};
 use crate::intake::{PodIntake, Room};
 use crate::managed::{self, Owner};
 use crate::openapi;
@@ -124,6 +125,11 @@ impl Server {
     pub fn set_pod_intake(&self, intake: Arc<PodIntake>, tenant: &str) {
         let _ = self.pod_intake.set((intake, tenant.to_owned()));
     }
+
+    /// Whether new pods wait for room in a [`PodIntake`] before they are stored.
+    pub fn has_pod_intake(&self) -> bool {
+        self.pod_intake.get().is_some()
+    }
 }
 
 /// Who is asking, on a cluster served with security.
@@ -148,9 +154,15 @@ pub fn router(server: Arc<Server>) -> Router {
 /// The axum router for every cluster of a listener: `/tenants/<name>/…` goes to that tenant's
 /// API (when there is no such tenant, 404 only for host users who may read tenants; 401 for
 /// anyone else, as a tenant answers those without its credentials), everything else to the host
-/// API.
+/// API; behind flow control with this machine's default limits.
 pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
-    Router::new().fallback(dispatch_cluster).with_state(clusters)
+    clusters_router_with(clusters, &FlowConfig::default())
+}
+
+/// [`clusters_router`] with flow control's limits from `flow`.
+pub fn clusters_router_with(clusters: Arc<Clusters>, flow: &FlowConfig) -> Router {
+    let flow_control = FlowControlLayer::new(clusters.clone(), flow);
+    Router::new().fallback(dispatch_cluster).with_state(clusters).layer(flow_control)
 }
 
 async fn dispatch_cluster(State(clusters): State<Arc<Clusters>>, request: Request) -> Response {
@@ -614,7 +626,8 @@ async fn openapi(
     }
 }
 
-fn is_health(path: &str) -> bool {
+/// Whether `path` (within a cluster) is a health probe or the version.
+pub(crate) fn is_health(path: &str) -> bool {
     let first = path.trim_start_matches('/').split('/').next().unwrap_or("");
     matches!(first, "healthz" | "livez" | "readyz" | "version")
 }

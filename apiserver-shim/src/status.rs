@@ -194,6 +194,15 @@ impl ApiError {
         .about(group, resource, name)
     }
 
+    /// 429 TooManyRequests, as kube-apiserver's flow control answers (the caller sets the
+    /// `Retry-After` header to the same seconds).
+    pub fn too_many_requests(retry_after_seconds: u32) -> ApiError {
+        ApiError {
+            retry_after: Some(retry_after_seconds),
+            ..ApiError::new(429, "TooManyRequests", "Too many requests, please try again later.")
+        }
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(500, "InternalError", message)
