@@ -1073,7 +1073,7 @@ mod tests {
     #[test]
     fn expiry_is_always_rfc3339() {
         for (ttl, seconds) in
-            [("1ns", 60), ("2562048h", 8760 * 3600), ("99999999h", 8760 * 3600), ("2h", 7200)]
+            [("1ns", 1), ("2562048h", 8760 * 3600), ("99999999h", 8760 * 3600), ("2h", 7200)]
         {
             let tenant = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"ttl": ttl}});
             let expiry = expires_at(&tenant).unwrap();
