@@ -180,6 +180,22 @@ fn condition_of<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }
 
+/// A definition's singular name and list kind, defaulted as the naming controller accepts them:
+/// the kind in lower case, and the kind with `List` after it.
+fn singular_and_list_kind(names: &ext::CustomResourceDefinitionNames) -> (String, String) {
+    let singular = names
+        .singular
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| names.kind.to_ascii_lowercase());
+    let list_kind = names
+        .list_kind
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("{}List", names.kind));
+    (singular, list_kind)
+}
+
 /// Whether a stored definition is established: its types are served.
 pub fn is_established(object: &Value) -> bool {
     condition_of(object, "Established").and_then(|c| c.get("status")).and_then(Value::as_str)
@@ -234,16 +250,7 @@ pub fn status_of(object: &Value, old: Option<&Value>, others: &[Value]) -> ApiRe
             .flatten()
     };
     let names = &spec.names;
-    let singular = names
-        .singular
-        .clone()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| names.kind.to_ascii_lowercase());
-    let list_kind = names
-        .list_kind
-        .clone()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("{}List", names.kind));
+    let (singular, list_kind) = singular_and_list_kind(names);
     let accepted = match (&conflict, old.and_then(|o| o.pointer("/status/acceptedNames"))) {
         // A conflicting change keeps the names accepted before.
         (Some(_), Some(previous)) => previous.clone(),
@@ -349,16 +356,7 @@ impl Compiled {
         use crate::resource::{intern, intern_cost};
         let crd = parse(definition)?;
         let (spec, names) = (&crd.spec, &crd.spec.names);
-        let singular = names
-            .singular
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| names.kind.to_ascii_lowercase());
-        let list_kind = names
-            .list_kind
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| format!("{}List", names.kind));
+        let (singular, list_kind) = singular_and_list_kind(names);
         let mut plain: Vec<&str> =
             vec![&spec.group, &names.kind, &names.plural, &singular, &list_kind];
         plain.extend(spec.versions.iter().map(|v| v.name.as_str()));
