@@ -1063,6 +1063,19 @@ struct Costs {
     rules: Vec<(String, u64)>,
 }
 
+impl Costs {
+    /// Count the expression at `at` (a rule or a message expression; `what` names its cost in
+    /// kube-apiserver's words), refusing it when it alone is over the per-expression limit.
+    fn charge(&mut self, at: String, what: &str, cost: u64, errs: &mut Vec<FieldError>) {
+        if self.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
+            let message = cel::cost_error_message(what, cost, cel::STATIC_ESTIMATED_COST_LIMIT);
+            errs.push(FieldError::forbidden(&at, message));
+        }
+        self.total = self.total.saturating_add(cost);
+        self.rules.push((at, cost));
+    }
+}
+
 /// Compiles every node's rules and estimates their cost, as kube-apiserver does when a
 /// definition is written: a rule whose estimated cost (one evaluation's, times how many times it
 /// runs in the largest object: the product of the sizes of the lists and maps above it) exceeds
@@ -1108,35 +1121,12 @@ fn compile_rules(
         match cel::compile_rule(r, s, &rp, uncorrelatable) {
             Ok(Some(compiled)) => {
                 let cost = cel::estimated_cost(&r.rule, s).saturating_mul(cardinality);
-                let at = child(&rp, "rule");
-                if costs.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
-                    errs.push(FieldError::forbidden(
-                        &at,
-                        cel::cost_error_message(
-                            "estimated rule cost",
-                            cost,
-                            cel::STATIC_ESTIMATED_COST_LIMIT,
-                        ),
-                    ));
-                }
-                costs.total = costs.total.saturating_add(cost);
-                costs.rules.push((at, cost));
+                costs.charge(child(&rp, "rule"), "estimated rule cost", cost, errs);
                 // A message expression runs once per failure, so its cost is not multiplied.
                 if !r.message_expression.trim().is_empty() {
                     let cost = cel::estimated_cost(&r.message_expression, s);
-                    let at = child(&rp, "messageExpression");
-                    if costs.limit && cost > cel::STATIC_ESTIMATED_COST_LIMIT {
-                        errs.push(FieldError::forbidden(
-                            &at,
-                            cel::cost_error_message(
-                                "estimated messageExpression cost",
-                                cost,
-                                cel::STATIC_ESTIMATED_COST_LIMIT,
-                            ),
-                        ));
-                    }
-                    costs.total = costs.total.saturating_add(cost);
-                    costs.rules.push((at, cost));
+                    let what = "estimated messageExpression cost";
+                    costs.charge(child(&rp, "messageExpression"), what, cost, errs);
                 }
                 s.rules.push(compiled);
             }
