@@ -69,12 +69,20 @@ fn say(line: &str) {
     eprintln!("{line}");
 }
 
+/// The tests of this file each hold thousands of descriptors in this one process, under one
+/// open-file limit: they take turns.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
 
 #[test]
 fn twenty_thousand_idle_connections_leave_other_clients_served() {
+    let _turn = one_at_a_time();
     // The test holds the client ends: it needs a descriptor for each.
     let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap();
     let wanted = 20_000usize;
@@ -139,6 +147,7 @@ fn pem_files(kubeconfig: &Path, dir: &Path) -> [std::path::PathBuf; 3] {
 
 #[test]
 fn idle_connections_cannot_take_the_stores_descriptors() {
+    let _turn = one_at_a_time();
     // Both limits at 1,024: carrel up cannot raise them, and a few hundred connections would
     // take every descriptor but for the stores' reserve.
     let data = tempfile::tempdir().unwrap();
