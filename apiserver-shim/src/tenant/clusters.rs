@@ -89,19 +89,21 @@ impl Classify for Clusters {
     fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
         let Some(rest) = path.strip_prefix(TENANTS_PREFIX) else {
             let flow = if crate::server::is_health(path) { Flow::Exempt } else { Flow::Host };
-            return Classified { flow, path, pod_intake: self.host.has_pod_intake() };
+            let objects = self.host.api().store().usage().objects;
+            return Classified { flow, path, pod_intake: self.host.has_pod_intake(), objects };
         };
         let name = rest.split('/').next().unwrap_or_default();
         let within = &rest[name.len()..];
         let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
-        let (flow, pod_intake) = match tenants.get(name) {
+        let (flow, pod_intake, objects) = match tenants.get(name) {
             Some(tenant) => (
                 Flow::Tenant { name: name.to_owned(), served: tenant.serving.served() },
                 tenant.server.has_pod_intake(),
+                tenant.server.api().store().usage().objects,
             ),
-            None => (Flow::Unserved, false),
+            None => (Flow::Unserved, false, 0),
         };
-        Classified { flow, path: within, pod_intake }
+        Classified { flow, path: within, pod_intake, objects }
     }
 }
 
