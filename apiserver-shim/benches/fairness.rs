@@ -15,12 +15,18 @@
 //!
 //! | measurement | ours | baseline (same run) |
 //! |---|---|---|
-//! | quiet GET p99 under noise | 1 client GETting one ConfigMap of tenant `quiet` while 32 clients of tenant `noisy` POST ConfigMaps (or LIST its 1,000 ConfigMaps) | the same client alone, measured before each noisy phase (pooled) |
+//! | quiet GET p99 under noise | 1 client GETting one ConfigMap of tenant `quiet` while 32 clients of tenant `noisy` POST ConfigMaps in a namespace of their own (or LIST the 1,000 ConfigMaps of `default`) | the same client alone, measured before each noisy phase (pooled) |
+//! | quiet GET p99 beside spinning threads | the same client while 1 (then 2) threads of the process only spin, and nothing else runs | the same |
 //!
-//! Each is measured three times: with flow control as `clusters_router` sets it for this machine
-//! (`FlowConfig::default()`), with half its tenant seats, and with its limits lifted (seats and
-//! queues larger than the load), to show what it changes. The target (p99 under noise <= 2x
-//! alone) is for the first.
+//! The spinning threads do no work for any server: they show what the machine's scheduler alone
+//! does to the quiet client's tail when one core, or every core of this 2-core machine, is busy.
+//! The CPU each group of threads spends in a noisy phase (server, noisy clients, quiet client)
+//! is read from `/proc/self/task`.
+//!
+//! Each is measured four times: with flow control as `clusters_router` sets it for this machine
+//! (`FlowConfig::default()`), with half its tenant seats, with one seat a tenant, and with its
+//! limits lifted (seats and queues larger than the load), to show what each changes. The target
+//! (p99 under noise <= 2x alone) is for the first.
 
 #![allow(clippy::print_stdout)]
 
@@ -59,7 +65,10 @@ const WATCHDOG: Duration = Duration::from_secs(240);
 /// Target (from the issue): the quiet tenant's p99 under noise, at most this many times alone.
 const TARGET_RATIO: f64 = 2.0;
 
+/// The ConfigMaps GET by the quiet client and listed by the noisy clients.
 const CM_PATH: &str = "/api/v1/namespaces/default/configmaps";
+/// Where the noisy clients create theirs, so that the listed namespace keeps its 1,000.
+const NOISE_NAMESPACE: &str = "noise";
 const QUIET: &str = "quiet";
 const NOISY: &str = "noisy";
 
@@ -90,13 +99,60 @@ impl Noise {
 struct Figures {
     alone: Run,
     under: Vec<(Noise, Run, NoisyRun)>,
+    /// The quiet client beside threads that only spin, no request to any server: what the
+    /// machine's scheduler alone does to its latency when that many cores are busy.
+    spun: Vec<(usize, Run)>,
 }
 
-/// What the noisy clients got done in a phase.
+/// What the noisy clients got done in a phase, and the CPU the process spent on it.
 struct NoisyRun {
     done: usize,
     refused: usize,
     elapsed: Duration,
+    cpu: Cpu,
+}
+
+/// CPU seconds spent by the process's threads, in groups: the noisy clients' runtime, the quiet
+/// client's, and the rest (the server: its runtime's workers and blocking threads, the stores'
+/// threads). From `/proc/self/task/*/stat`, in clock ticks of 1/100 s (Linux's `USER_HZ`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Cpu {
+    server: f64,
+    noisy_clients: f64,
+    quiet_client: f64,
+}
+
+impl Cpu {
+    fn now() -> Cpu {
+        let mut cpu = Cpu::default();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return cpu };
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+            // `pid (comm) state ppid …`: comm may hold spaces; utime and stime are fields 14
+            // and 15, the 12th and 13th after it.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+            let comm = &stat[open + 1..close];
+            let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+            let seconds = (ticks(11) + ticks(12)) / 100.0;
+            if comm.starts_with("noisy-client") {
+                cpu.noisy_clients += seconds;
+            } else if comm.starts_with("quiet-client") {
+                cpu.quiet_client += seconds;
+            } else if !comm.starts_with("spinner") {
+                cpu.server += seconds;
+            }
+        }
+        cpu
+    }
+
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            server: self.server - before.server,
+            noisy_clients: self.noisy_clients - before.noisy_clients,
+            quiet_client: self.quiet_client - before.quiet_client,
+        }
+    }
 }
 
 fn main() -> BenchResult<()> {
@@ -132,9 +188,13 @@ fn main() -> BenchResult<()> {
         },
         ..config
     };
+    // One seat a tenant: no two requests of the noisy tenant in execution at once.
+    let single =
+        FlowConfig { tenants: LevelConfig { seats_per_flow: 1, ..config.tenants }, ..config };
     let setups = [
         ("flow control", config),
         ("flow control, half the seats", half),
+        ("flow control, one seat a tenant", single),
         ("limits lifted", unlimited),
     ];
     let mut results = Vec::new();
@@ -193,6 +253,31 @@ fn main() -> BenchResult<()> {
                 String::new(),
                 String::new(),
             );
+            let cores = |cpu_seconds: f64| format!("{:.2}", cpu_seconds / secs(noisy.elapsed));
+            table.row(
+                &format!(
+                    "cores busy, noisy {}: server / noisy clients / quiet client",
+                    noise.name()
+                ),
+                format!(
+                    "{} / {} / {}",
+                    cores(noisy.cpu.server),
+                    cores(noisy.cpu.noisy_clients),
+                    cores(noisy.cpu.quiet_client)
+                ),
+                String::new(),
+                String::new(),
+                String::new(),
+            );
+        }
+        for (threads, run) in &figures.spun {
+            table.row(
+                &format!("quiet GET p99 beside {threads} spinning thread(s), no noisy tenant"),
+                ms(run.p99()),
+                format!("alone {}", ms(alone.p99())),
+                ratio(secs(run.p99()), secs(alone.p99())),
+                String::new(),
+            );
         }
     }
     table.print();
@@ -228,7 +313,8 @@ async fn measure(addr: SocketAddr, quiet: &Handle) -> BenchResult<Figures> {
     let mut sender = quiet
         .spawn(async move {
             let mut sender = connect(addr).await?;
-            let reply = exchange(&mut sender, post(addr, QUIET, configmap("quiet-0", 0))?).await?;
+            let create = post(addr, QUIET, CM_PATH, configmap("quiet-0", 0))?;
+            let reply = exchange(&mut sender, create).await?;
             expect(reply.0, StatusCode::CREATED, "creating the quiet tenant's ConfigMap")?;
             Ok::<_, BenchError>(sender)
         })
@@ -250,12 +336,14 @@ async fn measure(addr: SocketAddr, quiet: &Handle) -> BenchResult<Figures> {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = done.load(Ordering::Relaxed);
         let noisy_started = Instant::now();
+        let cpu_before = Cpu::now();
         let run;
         (sender, run) = quiet.spawn(quiet_gets(addr, sender)).await??;
         let noisy_run = NoisyRun {
             done: done.load(Ordering::Relaxed) - before,
             refused: refused.load(Ordering::Relaxed),
             elapsed: noisy_started.elapsed(),
+            cpu: Cpu::now().since(cpu_before),
         };
         stop.store(true, Ordering::Relaxed);
         for task in noisy {
@@ -270,7 +358,36 @@ async fn measure(addr: SocketAddr, quiet: &Handle) -> BenchResult<Figures> {
         );
         under.push((noise, run, noisy_run));
     }
-    Ok(Figures { alone, under })
+    let mut spun = Vec::new();
+    for threads in [1, 2] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinners: Vec<_> = (0..threads).map(|_| spin(stop.clone())).collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let run;
+        (sender, run) = quiet.spawn(quiet_gets(addr, sender)).await??;
+        stop.store(true, Ordering::Relaxed);
+        for spinner in spinners {
+            spinner.join().map_err(|_| "a spinning thread panicked")?;
+        }
+        println!("  quiet beside {threads} spinning thread(s): {}", run.describe());
+        spun.push((threads, run));
+    }
+    Ok(Figures { alone, under, spun })
+}
+
+/// A thread that keeps a core busy with arithmetic until `stop`.
+fn spin(stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    let spinner = thread::Builder::new().name("spinner".into());
+    spinner
+        .spawn(move || {
+            let mut x = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..10_000 {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+        })
+        .expect("a spinning thread starts")
 }
 
 /// The quiet client's GETs for one phase.
@@ -309,7 +426,8 @@ async fn start_noise(
                 let request = match noise {
                     Noise::Creates => {
                         let name = format!("noise-c{client:02}-{index:07}");
-                        post(addr, NOISY, configmap(&name, index))?
+                        let path = format!("/api/v1/namespaces/{NOISE_NAMESPACE}/configmaps");
+                        post(addr, NOISY, &path, configmap(&name, index))?
                     }
                     Noise::Lists => get(addr, &format!("/tenants/{NOISY}{CM_PATH}"))?,
                 };
@@ -331,15 +449,23 @@ async fn start_noise(
     Ok(tasks)
 }
 
-/// Create the noisy tenant's listed ConfigMaps, from 8 connections.
+/// Create the noisy tenant's namespace for its creates, and its listed ConfigMaps from 8
+/// connections.
 async fn fill(addr: SocketAddr) -> BenchResult<()> {
     const FILLERS: usize = 8;
+    let mut sender = connect(addr).await?;
+    let namespace = format!(
+        "{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{NOISE_NAMESPACE}\"}}}}"
+    );
+    let (status, _) =
+        exchange(&mut sender, post(addr, NOISY, "/api/v1/namespaces", namespace)?).await?;
+    expect(status, StatusCode::CREATED, "creating the noisy tenant's namespace")?;
     let mut tasks = Vec::new();
     for t in 0..FILLERS {
         let mut sender = connect(addr).await?;
         tasks.push(tokio::spawn(async move {
             for n in (t..LIST_OBJECTS).step_by(FILLERS) {
-                let request = post(addr, NOISY, configmap(&format!("cm-{n:05}"), n))?;
+                let request = post(addr, NOISY, CM_PATH, configmap(&format!("cm-{n:05}"), n))?;
                 let (status, _) = exchange(&mut sender, request).await?;
                 expect(status, StatusCode::CREATED, "filling the noisy tenant")?;
             }
@@ -371,10 +497,15 @@ fn get(addr: SocketAddr, path: &str) -> BenchResult<Request<Full<Bytes>>> {
         .body(Full::new(Bytes::new()))?)
 }
 
-fn post(addr: SocketAddr, tenant: &str, body: String) -> BenchResult<Request<Full<Bytes>>> {
+fn post(
+    addr: SocketAddr,
+    tenant: &str,
+    path: &str,
+    body: String,
+) -> BenchResult<Request<Full<Bytes>>> {
     Ok(Request::builder()
         .method(Method::POST)
-        .uri(format!("/tenants/{tenant}{CM_PATH}"))
+        .uri(format!("/tenants/{tenant}{path}"))
         .header(HOST, addr.to_string())
         .header(CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body)))?)
