@@ -46,12 +46,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    carrel_logging::init("info");
     let args = Args::parse();
     let store = SledStore::open(&args.data_dir, Options::create())
         .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;

@@ -56,12 +56,7 @@ async fn client(path: Option<&PathBuf>, what: &str) -> anyhow::Result<kube::Clie
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    carrel_logging::init("info");
     let args = Args::parse();
     let gpu_quota =
         carrel_gpu::requests::parse_quota(&args.gpu).map_err(|e| anyhow::anyhow!("--gpu {e}"))?;
