@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use carrel_gpu::fit::Toleration;
 use carrel_syncer::{Config, Syncer};
 
 /// Sync a tenant's pods to a host cluster, pinned to claimed MIG devices.
@@ -36,6 +37,17 @@ struct Args {
     /// Seconds between full comparisons of both sides.
     #[arg(long, default_value_t = 10)]
     resync_seconds: u64,
+    /// A host taint the tenant's pods may tolerate, as a Kubernetes toleration in JSON
+    /// (`{"key":"dedicated","value":"team-a","effect":"NoSchedule"}`), as the tenant's
+    /// `spec.allowedTolerations` lists them; repeat for more. Tolerations of the tenant's pods
+    /// that none of these covers are dropped from their host pods. Default: none.
+    #[arg(long = "allowed-toleration", value_name = "JSON", value_parser = toleration)]
+    allowed_tolerations: Vec<Toleration>,
+}
+
+/// A toleration given on the command line.
+fn toleration(text: &str) -> Result<Toleration, String> {
+    serde_json::from_str(text).map_err(|e| format!("not a toleration in JSON: {e}"))
 }
 
 async fn client(path: Option<&PathBuf>, what: &str) -> anyhow::Result<kube::Client> {
@@ -77,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
     let syncer = Syncer::new(tenant, host, config);
+    syncer.set_allowed_tolerations(args.allowed_tolerations);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn({
         let syncer = syncer.clone();
@@ -91,4 +104,37 @@ async fn main() -> anyhow::Result<()> {
     let _ = stop.send(true);
     let _ = run.await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_tolerations_are_read_as_kubernetes_writes_them() {
+        let args = Args::try_parse_from([
+            "carrel-syncer",
+            "--tenant=a",
+            "--tenant-kubeconfig=/k",
+            r#"--allowed-toleration={"key":"dedicated","value":"team-a","effect":"NoSchedule"}"#,
+            r#"--allowed-toleration={"key":"gpu","operator":"Exists"}"#,
+        ])
+        .unwrap();
+        let keys: Vec<(&str, &str, &str, &str)> = args
+            .allowed_tolerations
+            .iter()
+            .map(|t| (&*t.key, &*t.operator, &*t.value, &*t.effect))
+            .collect();
+        assert_eq!(keys, [("dedicated", "", "team-a", "NoSchedule"), ("gpu", "Exists", "", "")]);
+        let none = Args::try_parse_from(["carrel-syncer", "--tenant=a", "--tenant-kubeconfig=/k"]);
+        assert!(none.unwrap().allowed_tolerations.is_empty());
+        let bad = Args::try_parse_from([
+            "carrel-syncer",
+            "--tenant=a",
+            "--tenant-kubeconfig=/k",
+            "--allowed-toleration=dedicated:NoSchedule",
+        ]);
+        let error = bad.unwrap_err().to_string();
+        assert!(error.contains("not a toleration in JSON"), "{error}");
+    }
 }
