@@ -6,10 +6,12 @@
 #
 # Stable Rust is enough: cargo-fuzz's -Z flags are allowed with RUSTC_BOOTSTRAP=1, and the
 # targets are built without a sanitizer (-s none; AddressSanitizer needs a nightly std), which
-# costs nothing for safe Rust. Runs at low priority (nice 19), one libFuzzer process at a time.
+# costs nothing for safe Rust. Runs at low priority (nice 19, or CARREL_FUZZ_NICE), one libFuzzer
+# process at a time.
 # Corpora are kept in fuzz/corpus/<target> between runs; a crash is written to
 # fuzz/artifacts/<target>/ and the script goes on with the next target, then exits non-zero.
-# Environment: CARREL_FUZZ_TARGET_DIR (build directory, default fuzz/target),
+# Environment: CARREL_FUZZ_TARGET_DIR (build directory, default fuzz/target), CARREL_FUZZ_NICE
+# (the niceness the build and runs get, default 19),
 # CARREL_FUZZ_RSS_MB (libFuzzer's -rss_limit_mb, default 2048),
 # CARREL_FUZZ_TIMEOUT (seconds for one input before it counts as a hang, default 10).
 set -euo pipefail
@@ -29,7 +31,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 export RUSTC_BOOTSTRAP=1
 target_dir="${CARREL_FUZZ_TARGET_DIR:-target}"
-nice -n 19 cargo fuzz build -s none --target-dir "$target_dir"
+niceness="${CARREL_FUZZ_NICE:-19}"
+nice -n "$niceness" cargo fuzz build -s none --target-dir "$target_dir"
 
 failed=()
 printf '%-16s %12s %10s %8s %s\n' target executions exec/s seconds result
@@ -37,7 +40,7 @@ for target in "${targets[@]}"; do
   mkdir -p "corpus/$target" "artifacts/$target"
   log="$(mktemp)"
   set +e
-  nice -n 19 cargo fuzz run -s none --target-dir "$target_dir" "$target" "corpus/$target" -- \
+  nice -n "$niceness" cargo fuzz run -s none --target-dir "$target_dir" "$target" "corpus/$target" -- \
     -max_total_time="$seconds" -max_len=65536 -timeout="${CARREL_FUZZ_TIMEOUT:-10}" \
     -rss_limit_mb="${CARREL_FUZZ_RSS_MB:-2048}" -print_final_stats=1 \
     -artifact_prefix="artifacts/$target/" >"$log" 2>&1
