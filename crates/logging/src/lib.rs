@@ -80,14 +80,14 @@ pub enum Admit {
     Quiet,
 }
 
-/// The count of events per call site and window.
-pub struct Repeats {
+/// The count of events per key (a call site, by default) and window.
+pub struct Repeats<K = Identifier> {
     limits: Limits,
     clock: Clock,
-    sites: Mutex<HashMap<Identifier, Window>>,
+    sites: Mutex<HashMap<K, Window>>,
 }
 
-impl fmt::Debug for Repeats {
+impl<K> fmt::Debug for Repeats<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Repeats").field("limits", &self.limits).finish_non_exhaustive()
     }
@@ -101,22 +101,26 @@ struct Window {
     unwritten: u64,
 }
 
-impl Repeats {
+impl<K: Hash + Eq + Clone> Repeats<K> {
     /// Counts within `limits`, on the system clock.
-    pub fn new(limits: Limits) -> Repeats {
+    pub fn new(limits: Limits) -> Repeats<K> {
         Repeats::with_clock(limits, Arc::new(Instant::now))
     }
 
     /// Counts within `limits`, on `clock`.
-    pub fn with_clock(limits: Limits, clock: Clock) -> Repeats {
-        Repeats { limits, clock, sites: Mutex::default() }
+    pub fn with_clock(limits: Limits, clock: Clock) -> Repeats<K> {
+        Repeats { limits, clock, sites: Mutex::new(HashMap::new()) }
     }
 
-    /// Whether an event of call site `site` whose field values hash to `fields` is written.
-    pub fn admit(&self, site: &Identifier, fields: u64) -> Admit {
-        let now = (self.clock)();
+    /// Whether an event of `key` whose field values hash to `fields` is written now.
+    pub fn admit(&self, key: &K, fields: u64) -> Admit {
+        self.admit_at(key, fields, (self.clock)())
+    }
+
+    /// Whether an event of `key` whose field values hash to `fields` is written at `now`.
+    pub fn admit_at(&self, key: &K, fields: u64, now: Instant) -> Admit {
         let mut sites = self.sites.lock();
-        if !sites.contains_key(site) && sites.len() >= self.limits.sites {
+        if !sites.contains_key(key) && sites.len() >= self.limits.sites {
             let window = self.limits.window;
             sites.retain(|_, w| now.duration_since(w.started) < window);
             if sites.len() >= self.limits.sites {
@@ -124,7 +128,7 @@ impl Repeats {
             }
         }
         let fresh = || Window { started: now, written: Vec::new(), unwritten: 0 };
-        let entry = sites.entry(site.clone()).or_insert_with(fresh);
+        let entry = sites.entry(key.clone()).or_insert_with(fresh);
         let mut unwritten = 0;
         if now.duration_since(entry.started) >= self.limits.window {
             unwritten = entry.unwritten;
