@@ -18,9 +18,10 @@
 //! it buys is that a pod, once accepted, reaches the host without queueing.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Early reports kept before old ones are looked for and forgotten.
@@ -77,7 +78,7 @@ impl PodIntake {
     /// Wait for room for one more pod of `tenant`.
     pub async fn enter(&self, tenant: &str) -> Room {
         let turn = {
-            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+            let mut turns = self.turns.lock();
             turns.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(1))).clone()
         };
         // The semaphores are never closed, so acquiring fails only if they were.
@@ -125,7 +126,7 @@ impl PodIntake {
 
     /// A tenant is gone: forget its turn.
     pub fn forget(&self, tenant: &str) {
-        self.turns.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant);
+        self.turns.lock().remove(tenant);
         let mut held = self.lock();
         held.rooms.retain(|(t, _, _), _| t != tenant);
         held.early.retain(|(t, _, _), _| t != tenant);
@@ -145,8 +146,8 @@ impl PodIntake {
         held.early.retain(|_, since| now.duration_since(*since) < limit);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Held> {
+        self.held.lock()
     }
 }
 
@@ -283,7 +284,7 @@ mod tests {
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
                 let room = intake.enter(tenant).await;
-                order.lock().unwrap_or_else(|e| e.into_inner()).push(tenant);
+                order.lock().push(tenant);
                 intake.hold(tenant, "default", &format!("p{i}"), room);
                 intake.settled(tenant, "default", &format!("p{i}"));
             }));
@@ -293,7 +294,7 @@ mod tests {
         for t in tasks {
             t.await.expect("task");
         }
-        let order = order.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let order = order.lock().clone();
         assert_eq!(order, ["a", "b", "a", "a"]);
     }
 }

@@ -5,7 +5,6 @@
 //! carried by the next write.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -13,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
+use parking_lot::Mutex;
 
 /// `source.component` and `reportingComponent` of the agent's Events.
 pub const COMPONENT: &str = "carrel-node-agent";
@@ -208,7 +208,7 @@ impl Recorder {
         Ok(())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Written>> {
-        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Key, Written>> {
+        self.written.lock()
     }
 }

@@ -1,9 +1,10 @@
 //! A priority level's seats and queues: who executes now, who waits, and in which order.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 use super::{LevelConfig, Refusal};
@@ -128,7 +129,7 @@ impl Level {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
     }
 
     /// `width` seats (one at least, at most the flow's share) for a request of `flow`: at once

@@ -2,9 +2,10 @@
 //! followed while the container runs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::broadcast;
 
 /// Lines a follower may fall behind by before it misses some.
@@ -67,7 +68,7 @@ impl LogStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), PodLogs>> {
-        self.pods.lock().unwrap_or_else(|e| e.into_inner())
+        self.pods.lock()
     }
 
     /// The lines of a container (`None`: the pod's only container); `None` when there is no such
