@@ -603,7 +603,7 @@ impl Api {
         }
         object::normalize_metadata(&mut object);
         self.admit(rt, None, &mut object)?;
-        let _definitions = is_definitions(rt).then(|| self.lock_definitions());
+        let _definitions = is_definitions(rt).then(|| self.definitions_lock.lock());
         if is_definitions(rt) {
             let others = self.definitions_except(&name)?;
             crd::limits::check_room(&object, &others)?;
@@ -659,10 +659,6 @@ impl Api {
             crd::validate(object, old, &self.base)?;
         }
         Ok(())
-    }
-
-    fn lock_definitions(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.definitions_lock.lock()
     }
 
     /// The stored definitions other than `name`.
@@ -894,7 +890,7 @@ impl Api {
                 if bumps_generation(rt, &old, &new) { old_generation + 1 } else { old_generation };
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
-        let _definitions = is_definitions(rt).then(|| self.lock_definitions());
+        let _definitions = is_definitions(rt).then(|| self.definitions_lock.lock());
         if is_definitions(rt) {
             match part {
                 Part::Status => crd::check_status(&new)?,

@@ -101,7 +101,7 @@ impl PodIntake {
     /// Keep `room` until the syncer has taken up the stored pod `namespace/name` of `tenant`.
     pub fn hold(&self, tenant: &str, namespace: &str, name: &str, room: Room) {
         let key = (tenant.to_owned(), namespace.to_owned(), name.to_owned());
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         if held.early.remove(&key).is_some() {
             return; // Taken up already: the room goes back now.
         }
@@ -112,7 +112,7 @@ impl PodIntake {
     /// it will not): its room goes back.
     pub fn settled(&self, tenant: &str, namespace: &str, name: &str) {
         let key = (tenant.to_owned(), namespace.to_owned(), name.to_owned());
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         if held.rooms.remove(&key).is_none() {
             // Deleted pods are reported too, and nobody holds room for them: forget old reports
             // as they pile up, even when no create ever waits long enough to expire them.
@@ -127,7 +127,7 @@ impl PodIntake {
     /// A tenant is gone: forget its turn.
     pub fn forget(&self, tenant: &str) {
         self.turns.lock().remove(tenant);
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         held.rooms.retain(|(t, _, _), _| t != tenant);
         held.early.retain(|(t, _, _), _| t != tenant);
     }
@@ -136,7 +136,7 @@ impl PodIntake {
     fn expire(&self) {
         let now = Instant::now();
         let limit = self.limit;
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         let before = held.rooms.len();
         held.rooms.retain(|_, (_, since)| now.duration_since(*since) < limit);
         let expired = before - held.rooms.len();
@@ -144,10 +144,6 @@ impl PodIntake {
             tracing::debug!(expired, "pod intake: room held past its limit given back");
         }
         held.early.retain(|_, since| now.duration_since(*since) < limit);
-    }
-
-    fn lock(&self) -> parking_lot::MutexGuard<'_, Held> {
-        self.held.lock()
     }
 }
 
@@ -269,7 +265,7 @@ mod tests {
         for i in 0..(3 * EARLY_KEPT) {
             intake.settled("a", "default", &format!("deleted-{i}"));
         }
-        assert!(intake.lock().early.len() <= EARLY_KEPT);
+        assert!(intake.held.lock().early.len() <= EARLY_KEPT);
     }
 
     #[tokio::test]

@@ -144,11 +144,11 @@ impl Recorder {
             message: message.to_owned(),
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &target.namespace);
-        let previous = self.lock().get(&key).cloned();
+        let previous = self.written.lock().get(&key).cloned();
         if let Some(previous) = previous {
             let count = previous.count.saturating_add(1);
             if previous.at.elapsed() < REPEAT_INTERVAL {
-                self.lock().insert(key, Written { count, ..previous });
+                self.written.lock().insert(key, Written { count, ..previous });
                 return Ok(());
             }
             let patch = serde_json::json!({
@@ -157,7 +157,9 @@ impl Recorder {
             });
             match api.patch(&previous.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => {
-                    self.lock().insert(key, Written { count, at: Instant::now(), ..previous });
+                    self.written
+                        .lock()
+                        .insert(key, Written { count, at: Instant::now(), ..previous });
                     return Ok(());
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -200,15 +202,11 @@ impl Recorder {
             ..Event::default()
         };
         api.create(&PostParams::default(), &event).await?;
-        let mut written = self.lock();
+        let mut written = self.written.lock();
         if written.len() > PRUNE_ABOVE {
             written.retain(|_, w| w.at.elapsed() < REMEMBER);
         }
         written.insert(key, Written { name, count: 1, at: Instant::now() });
         Ok(())
-    }
-
-    fn lock(&self) -> parking_lot::MutexGuard<'_, HashMap<Key, Written>> {
-        self.written.lock()
     }
 }

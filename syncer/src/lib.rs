@@ -664,27 +664,23 @@ impl Syncer {
         loop {
             tokio::select! {
                 Some(key) = rx.recv() => {
-                    if self.running().contains(&key) {
+                    if self.inner.running.lock().contains(&key) {
                         dirty.insert(key);
                         continue;
                     }
-                    self.running().insert(key.clone());
+                    self.inner.running.lock().insert(key.clone());
                     self.spawn_reconcile(key, done_tx.clone());
                 }
                 Some(key) = done_rx.recv() => {
                     if dirty.remove(&key) {
                         self.spawn_reconcile(key, done_tx.clone());
                     } else {
-                        self.running().remove(&key);
+                        self.inner.running.lock().remove(&key);
                     }
                 }
                 else => return,
             }
         }
-    }
-
-    fn running(&self) -> parking_lot::MutexGuard<'_, HashSet<Key>> {
-        self.inner.running.lock()
     }
 
     fn spawn_reconcile(&self, key: Key, done: mpsc::UnboundedSender<Key>) {
@@ -1551,7 +1547,7 @@ impl Syncer {
                 continue;
             }
             let key = (claim.holder.namespace.clone(), claim.holder.pod.clone());
-            let busy = self.running().contains(&key);
+            let busy = self.inner.running.lock().contains(&key);
             if !busy && !live_hosts.contains(&claim.host_pod) && !wanted.contains(&claim.host_pod) {
                 claims::release(&self.inner.host_client, &self.inner.tenant, &claim.host_pod)
                     .await?;
