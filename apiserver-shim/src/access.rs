@@ -6,7 +6,7 @@
 //! Anonymous requests are refused (401) except for the public paths `/version`, `/healthz`,
 //! `/livez` and `/readyz`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::http::{HeaderMap, Method};
@@ -15,6 +15,7 @@ use k8s_openapi::api::authorization::v1::{
     SelfSubjectAccessReview, SelfSubjectRulesReview, SubjectAccessReview,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use parking_lot::Mutex;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -111,7 +112,7 @@ impl PeerCertificates {
         ca: &CertificateDer<'_>,
         now: UnixTime,
     ) -> Result<UserInfo, auth::AuthError> {
-        let mut verified = self.0.verified.lock().unwrap_or_else(|e| e.into_inner());
+        let mut verified = self.0.verified.lock();
         if let Some(v) = verified.as_ref() {
             if v.ca == ca.as_ref() && now.as_secs() < v.until {
                 return Ok(v.user.clone());
@@ -203,7 +204,7 @@ impl Security {
 
     /// The cluster's RBAC policy if it is built and current: no store access.
     pub fn current_policy(&self, api: &Api) -> Option<Arc<Policy>> {
-        let cached = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let cached = self.policy.lock();
         cached
             .as_ref()
             .filter(|(seen, _)| *seen == api.rbac_generation())
@@ -216,7 +217,7 @@ impl Security {
             return Ok(policy);
         }
         let generation = api.rbac_generation();
-        let mut cached = self.policy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cached = self.policy.lock();
         let policy = Arc::new(Policy::new(
             objects::<Role>(api, "roles")?,
             objects::<RoleBinding>(api, "rolebindings")?,

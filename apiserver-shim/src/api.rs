@@ -136,7 +136,7 @@ pub struct Api {
     store: Arc<dyn Store>,
     /// The built-in types, and those of the established CustomResourceDefinitions; replaced
     /// whole after each write of a definition.
-    registry: std::sync::RwLock<Arc<Registry>>,
+    registry: parking_lot::RwLock<Arc<Registry>>,
     /// The built-in types alone.
     base: Registry,
     /// Bumped by every write of an RBAC object, so that authorizers know when to rebuild.
@@ -144,10 +144,10 @@ pub struct Api {
     /// The cluster's admission check on creates, if any.
     admission: std::sync::OnceLock<Arc<dyn Admission>>,
     /// Held across admission and write for the types the admission counts.
-    admission_lock: std::sync::Mutex<()>,
+    admission_lock: parking_lot::Mutex<()>,
     /// Held across a definition's name check and its write, so that two definitions written at
     /// once cannot both take one name.
-    definitions_lock: std::sync::Mutex<()>,
+    definitions_lock: parking_lot::Mutex<()>,
     /// The compiled types of the stored definitions, compiled once per change of each.
     compiled: crd::Compiled,
 }
@@ -178,7 +178,7 @@ impl Api {
     fn with_registry(store: Arc<dyn Store>, registry: Registry) -> ApiResult<Api> {
         let api = Api {
             store,
-            registry: std::sync::RwLock::new(Arc::new(registry.clone())),
+            registry: parking_lot::RwLock::new(Arc::new(registry.clone())),
             base: registry,
             rbac_generation: Default::default(),
             admission: Default::default(),
@@ -245,7 +245,7 @@ impl Api {
 
     /// The served types, as of now.
     pub fn registry(&self) -> Arc<Registry> {
-        self.registry.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.registry.read().clone()
     }
 
     /// Serve the types of the established CustomResourceDefinitions stored, beside the
@@ -253,7 +253,7 @@ impl Api {
     fn reload_definitions(&self) -> ApiResult<()> {
         // Read and swap under the write lock: a reload that read the store earlier can never
         // replace one that read it later.
-        let mut served = self.registry.write().unwrap_or_else(|e| e.into_inner());
+        let mut served = self.registry.write();
         let definitions = self.rt(crd::GROUP, "customresourcedefinitions");
         let page = self
             .store
@@ -603,7 +603,7 @@ impl Api {
         }
         object::normalize_metadata(&mut object);
         self.admit(rt, None, &mut object)?;
-        let _definitions = is_definitions(rt).then(|| self.lock_definitions());
+        let _definitions = is_definitions(rt).then(|| self.definitions_lock.lock());
         if is_definitions(rt) {
             let others = self.definitions_except(&name)?;
             crd::limits::check_room(&object, &others)?;
@@ -615,9 +615,7 @@ impl Api {
         let key =
             key_for(rt, Some(&namespace).filter(|_| rt.namespaced).map(|s| s.as_str()), &name);
         let admission = self.admission.get();
-        let _serial = admission
-            .filter(|a| a.serialized(rt))
-            .map(|_| self.admission_lock.lock().unwrap_or_else(|e| e.into_inner()));
+        let _serial = admission.filter(|a| a.serialized(rt)).map(|_| self.admission_lock.lock());
         if let Some(admission) = admission {
             admission.admit_create(self, rt, &object)?;
         }
@@ -661,10 +659,6 @@ impl Api {
             crd::validate(object, old, &self.base)?;
         }
         Ok(())
-    }
-
-    fn lock_definitions(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.definitions_lock.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The stored definitions other than `name`.
@@ -896,7 +890,7 @@ impl Api {
                 if bumps_generation(rt, &old, &new) { old_generation + 1 } else { old_generation };
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
-        let _definitions = is_definitions(rt).then(|| self.lock_definitions());
+        let _definitions = is_definitions(rt).then(|| self.definitions_lock.lock());
         if is_definitions(rt) {
             match part {
                 Part::Status => crd::check_status(&new)?,

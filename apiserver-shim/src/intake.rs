@@ -18,9 +18,10 @@
 //! it buys is that a pod, once accepted, reaches the host without queueing.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Early reports kept before old ones are looked for and forgotten.
@@ -77,7 +78,7 @@ impl PodIntake {
     /// Wait for room for one more pod of `tenant`.
     pub async fn enter(&self, tenant: &str) -> Room {
         let turn = {
-            let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+            let mut turns = self.turns.lock();
             turns.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(1))).clone()
         };
         // The semaphores are never closed, so acquiring fails only if they were.
@@ -100,7 +101,7 @@ impl PodIntake {
     /// Keep `room` until the syncer has taken up the stored pod `namespace/name` of `tenant`.
     pub fn hold(&self, tenant: &str, namespace: &str, name: &str, room: Room) {
         let key = (tenant.to_owned(), namespace.to_owned(), name.to_owned());
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         if held.early.remove(&key).is_some() {
             return; // Taken up already: the room goes back now.
         }
@@ -111,7 +112,7 @@ impl PodIntake {
     /// it will not): its room goes back.
     pub fn settled(&self, tenant: &str, namespace: &str, name: &str) {
         let key = (tenant.to_owned(), namespace.to_owned(), name.to_owned());
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         if held.rooms.remove(&key).is_none() {
             // Deleted pods are reported too, and nobody holds room for them: forget old reports
             // as they pile up, even when no create ever waits long enough to expire them.
@@ -125,8 +126,8 @@ impl PodIntake {
 
     /// A tenant is gone: forget its turn.
     pub fn forget(&self, tenant: &str) {
-        self.turns.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant);
-        let mut held = self.lock();
+        self.turns.lock().remove(tenant);
+        let mut held = self.held.lock();
         held.rooms.retain(|(t, _, _), _| t != tenant);
         held.early.retain(|(t, _, _), _| t != tenant);
     }
@@ -135,7 +136,7 @@ impl PodIntake {
     fn expire(&self) {
         let now = Instant::now();
         let limit = self.limit;
-        let mut held = self.lock();
+        let mut held = self.held.lock();
         let before = held.rooms.len();
         held.rooms.retain(|_, (_, since)| now.duration_since(*since) < limit);
         let expired = before - held.rooms.len();
@@ -143,10 +144,6 @@ impl PodIntake {
             tracing::debug!(expired, "pod intake: room held past its limit given back");
         }
         held.early.retain(|_, since| now.duration_since(*since) < limit);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -268,7 +265,7 @@ mod tests {
         for i in 0..(3 * EARLY_KEPT) {
             intake.settled("a", "default", &format!("deleted-{i}"));
         }
-        assert!(intake.lock().early.len() <= EARLY_KEPT);
+        assert!(intake.held.lock().early.len() <= EARLY_KEPT);
     }
 
     #[tokio::test]
@@ -283,7 +280,7 @@ mod tests {
             let order = order.clone();
             tasks.push(tokio::spawn(async move {
                 let room = intake.enter(tenant).await;
-                order.lock().unwrap_or_else(|e| e.into_inner()).push(tenant);
+                order.lock().push(tenant);
                 intake.hold(tenant, "default", &format!("p{i}"), room);
                 intake.settled(tenant, "default", &format!("p{i}"));
             }));
@@ -293,7 +290,7 @@ mod tests {
         for t in tasks {
             t.await.expect("task");
         }
-        let order = order.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let order = order.lock().clone();
         assert_eq!(order, ["a", "b", "a", "a"]);
     }
 }

@@ -28,7 +28,7 @@ use std::future::Future as _;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,7 @@ use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
+use parking_lot::Mutex;
 use rustls::pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -236,7 +237,7 @@ impl LogLimiter {
     /// Whether the line `key` is to be written now: `Some(n)` with the number of repeats not
     /// written since it last was, or `None` to stay quiet.
     pub fn admit(&self, key: &'static str, now: Instant) -> Option<u64> {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = self.seen.lock();
         match seen.get_mut(key) {
             Some((last, suppressed)) if now.duration_since(*last) < self.window => {
                 *suppressed += 1;
@@ -312,7 +313,7 @@ impl Gate {
         total: usize,
         per_ip: usize,
     ) -> Result<Slot, Refused> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.open.lock();
         if open.0 >= total {
             return Err(Refused::Total);
         }
@@ -327,13 +328,13 @@ impl Gate {
 
     /// The connections open now.
     pub fn open(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).0
+        self.open.lock().0
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = self.gate.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = self.gate.open.lock();
         open.0 = open.0.saturating_sub(1);
         if let std::collections::hash_map::Entry::Occupied(mut entry) = open.1.entry(self.ip) {
             *entry.get_mut() -= 1;
@@ -810,16 +811,16 @@ impl HttpBody for RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::BoxError>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).poll_frame(cx)
+        self.0.lock().poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let state = self.0.lock();
         state.done || state.body.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).body.size_hint()
+        self.0.lock().body.size_hint()
     }
 }
 
@@ -828,7 +829,7 @@ async fn drain(body: &Mutex<BodyState>, limit: usize) {
     let mut read = 0usize;
     loop {
         let frame = std::future::poll_fn(|cx| {
-            let mut state = body.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = body.lock();
             if state.done || state.body.is_end_stream() {
                 return Poll::Ready(None);
             }
@@ -929,7 +930,7 @@ mod tests {
         let again = gate.admit(a, 3, 2).unwrap();
         drop((second, third, again));
         assert_eq!(gate.open(), 0);
-        assert!(gate.open.lock().unwrap().1.is_empty(), "no address is remembered once closed");
+        assert!(gate.open.lock().1.is_empty(), "no address is remembered once closed");
         // 0 per address: only the total counts.
         let many: Vec<Slot> = (0..5).map(|_| gate.admit(a, 5, 0).unwrap()).collect();
         assert_eq!(many.len(), 5);

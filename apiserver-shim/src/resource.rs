@@ -5,7 +5,9 @@
 //! same shape, and [`ResourceType::custom`] carries what the definition says of the version.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
 
 /// A subresource of a resource type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +85,7 @@ pub fn intern(name: &str) -> &'static str {
 
 /// [`intern`], and whether the name was new: it takes [`interned_size`] more bytes for good.
 pub fn intern_new(name: &str) -> (&'static str, bool) {
-    let mut names = names().lock().unwrap_or_else(|e| e.into_inner());
+    let mut names = names().lock();
     if let Some(found) = names.get(name) {
         return (found, false);
     }
@@ -110,7 +112,7 @@ pub fn interned_size(len: usize) -> usize {
 /// The bytes interning `names` and `lists` would add to the process for good: the names and
 /// lists not interned yet.
 pub fn intern_cost(names_: &[&str], lists_: &[&[String]]) -> usize {
-    let known = names().lock().unwrap_or_else(|e| e.into_inner());
+    let known = names().lock();
     let mut cost = 0;
     let mut counted = HashSet::new();
     for name in
@@ -121,7 +123,7 @@ pub fn intern_cost(names_: &[&str], lists_: &[&[String]]) -> usize {
         }
     }
     drop(known);
-    let known = lists().lock().unwrap_or_else(|e| e.into_inner());
+    let known = lists().lock();
     for list in lists_ {
         let found =
             known.iter().any(|l| l.len() == list.len() && l.iter().zip(*list).all(|(a, b)| a == b));
@@ -135,7 +137,7 @@ pub fn intern_cost(names_: &[&str], lists_: &[&[String]]) -> usize {
 /// A list of names with the lifetime of the process, interned as [`intern`] does.
 pub fn intern_list(names: &[String]) -> &'static [&'static str] {
     let interned: Vec<&'static str> = names.iter().map(|n| intern(n)).collect();
-    let mut lists = lists().lock().unwrap_or_else(|e| e.into_inner());
+    let mut lists = lists().lock();
     if let Some(found) = lists.get(interned.as_slice()) {
         return found;
     }

@@ -56,7 +56,7 @@ pub struct Server {
     /// Where `pods/<name>/log` reads from.
     pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
     /// The OpenAPI v3 documents of the custom resources, for the registry they were built from.
-    custom_openapi: std::sync::Mutex<Option<CustomOpenApi>>,
+    custom_openapi: parking_lot::Mutex<Option<CustomOpenApi>>,
     /// The window new pods wait for before they are stored, and the tenant this server serves.
     pod_intake: std::sync::OnceLock<(Arc<PodIntake>, String)>,
 }
@@ -98,7 +98,7 @@ impl Server {
     /// The v3 documents of the custom resources served now, built once per registry.
     fn custom_openapi(&self) -> Option<Arc<openapi::V3>> {
         let registry = self.api.registry();
-        let mut cached = self.custom_openapi.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cached = self.custom_openapi.lock();
         if let Some((built_for, documents)) = cached.as_ref() {
             if Arc::ptr_eq(built_for, &registry) {
                 return documents.clone();

@@ -12,12 +12,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use carrel_nvml::{GpuBackend, Process};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::Client;
+use parking_lot::RwLock;
 
 use crate::claims::{blocking, HeldDevice};
 use crate::events::{EventTarget, EventType, Recorder};
@@ -78,18 +79,18 @@ impl PodMap {
 
     /// Process `pid` runs in pod `uid`.
     pub fn insert(&self, pid: u32, uid: &str) {
-        self.pods.write().unwrap_or_else(|e| e.into_inner()).insert(pid, uid.to_owned());
+        self.pods.write().insert(pid, uid.to_owned());
     }
 
     /// Forget process `pid`.
     pub fn remove(&self, pid: u32) {
-        self.pods.write().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+        self.pods.write().remove(&pid);
     }
 }
 
 impl PodOfProcess for PodMap {
     fn pod_uid(&self, pid: u32) -> Option<String> {
-        self.pods.read().unwrap_or_else(|e| e.into_inner()).get(&pid).cloned()
+        self.pods.read().get(&pid).cloned()
     }
 }
 

@@ -5,7 +5,6 @@
 //! carried by the next write.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -13,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
+use parking_lot::Mutex;
 
 /// `source.component` and `reportingComponent` of the agent's Events.
 pub const COMPONENT: &str = "carrel-node-agent";
@@ -144,11 +144,11 @@ impl Recorder {
             message: message.to_owned(),
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &target.namespace);
-        let previous = self.lock().get(&key).cloned();
+        let previous = self.written.lock().get(&key).cloned();
         if let Some(previous) = previous {
             let count = previous.count.saturating_add(1);
             if previous.at.elapsed() < REPEAT_INTERVAL {
-                self.lock().insert(key, Written { count, ..previous });
+                self.written.lock().insert(key, Written { count, ..previous });
                 return Ok(());
             }
             let patch = serde_json::json!({
@@ -157,7 +157,9 @@ impl Recorder {
             });
             match api.patch(&previous.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => {
-                    self.lock().insert(key, Written { count, at: Instant::now(), ..previous });
+                    self.written
+                        .lock()
+                        .insert(key, Written { count, at: Instant::now(), ..previous });
                     return Ok(());
                 }
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -200,15 +202,11 @@ impl Recorder {
             ..Event::default()
         };
         api.create(&PostParams::default(), &event).await?;
-        let mut written = self.lock();
+        let mut written = self.written.lock();
         if written.len() > PRUNE_ABOVE {
             written.retain(|_, w| w.at.elapsed() < REMEMBER);
         }
         written.insert(key, Written { name, count: 1, at: Instant::now() });
         Ok(())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Written>> {
-        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

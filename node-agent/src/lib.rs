@@ -21,7 +21,7 @@ pub mod metrics;
 pub mod sim;
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use carrel_gpu::claim::LABEL_NODE;
@@ -32,6 +32,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
 pub use claims::HeldDevice;
@@ -132,7 +133,7 @@ impl Agent {
 
     /// The claimed devices the last pass found.
     pub fn held_devices(&self) -> Vec<HeldDevice> {
-        self.held.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.held.read().clone()
     }
 
     /// A router serving `GET /metrics` for this agent.
@@ -219,7 +220,7 @@ async fn node_loop(agent: Agent, mut stop: watch::Receiver<bool>) {
             match reconciler.reconcile(&reader.state()).await {
                 Ok(outcome) => {
                     changed = outcome.changed_instances;
-                    *agent.held.write().unwrap_or_else(|e| e.into_inner()) = outcome.held;
+                    *agent.held.write() = outcome.held;
                 }
                 Err(e) => tracing::warn!(%node, error = %e, "claim pass failed; retrying"),
             }

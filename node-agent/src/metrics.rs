@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -21,6 +21,7 @@ use axum::routing::get;
 use axum::Router;
 use carrel_gpu::Claim;
 use carrel_nvml::{BackendError, GpuBackend};
+use parking_lot::{Mutex, RwLock};
 
 use crate::claims::HeldDevice;
 
@@ -146,18 +147,18 @@ impl Violations {
             mig_uuid: device.mig_uuid.clone(),
             holder: HolderLabels::of(&device.claim),
         };
-        *self.counts.lock().unwrap_or_else(|e| e.into_inner()).entry(labels).or_insert(0) += 1;
+        *self.counts.lock().entry(labels).or_insert(0) += 1;
     }
 
     /// Every counter.
     pub fn snapshot(&self) -> Vec<(ViolationLabels, u64)> {
-        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let counts = self.counts.lock();
         counts.iter().map(|(k, v)| (k.clone(), *v)).collect()
     }
 
     /// The total over every device.
     pub fn total(&self) -> u64 {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).values().sum()
+        self.counts.lock().values().sum()
     }
 }
 
@@ -333,7 +334,7 @@ pub fn router(source: Arc<MetricsSource>) -> Router {
 async fn handler(
     axum::extract::State(source): axum::extract::State<Arc<MetricsSource>>,
 ) -> axum::response::Response {
-    let held = source.held.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let held = source.held.read().clone();
     let violations = source.violations.snapshot();
     let backend = source.backend.clone();
     let hostname = source.hostname.clone();

@@ -23,7 +23,7 @@ pub mod names;
 pub mod translate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -32,6 +32,7 @@ use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
+use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -328,18 +329,18 @@ impl Syncer {
 
     /// Use a new GPU quota from now on (the tenant object changed).
     pub fn set_quota(&self, quota: BTreeMap<String, i64>) {
-        *self.inner.quota.write().unwrap_or_else(|e| e.into_inner()) = quota;
+        *self.inner.quota.write() = quota;
         self.inner.quota_changed.notify_one();
     }
 
     /// Let tenant pods carry to the host the tolerations `allowed` covers (the tenant's
     /// `spec.allowedTolerations`); until this is called, none. Host pods made from now on follow.
     pub fn set_allowed_tolerations(&self, allowed: Vec<carrel_gpu::fit::Toleration>) {
-        *self.inner.allowed_tolerations.write().unwrap_or_else(|e| e.into_inner()) = allowed;
+        *self.inner.allowed_tolerations.write() = allowed;
     }
 
     fn allowed_tolerations(&self) -> Vec<carrel_gpu::fit::Toleration> {
-        self.inner.allowed_tolerations.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.inner.allowed_tolerations.read().clone()
     }
 
     /// Call `f` with a tenant pod's namespace and name once a reconcile has taken it up: made its
@@ -352,8 +353,8 @@ impl Syncer {
 
     /// Watch and reconcile until `stop` turns true. Only the first call runs.
     pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let stores = self.inner.stores.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let rx = self.inner.queue_rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let stores = self.inner.stores.lock().take();
+        let rx = self.inner.queue_rx.lock().take();
         let (Some((tenant_writer, host_writer)), Some(rx)) = (stores, rx) else {
             return;
         };
@@ -442,7 +443,7 @@ impl Syncer {
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
-            let seen = || self.inner.events_seen.lock().unwrap_or_else(|e| e.into_inner());
+            let seen = || self.inner.events_seen.lock();
             match event {
                 Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => {
                     if let Some(uid) = e.metadata.uid.as_deref() {
@@ -663,18 +664,18 @@ impl Syncer {
         loop {
             tokio::select! {
                 Some(key) = rx.recv() => {
-                    if self.running().contains(&key) {
+                    if self.inner.running.lock().contains(&key) {
                         dirty.insert(key);
                         continue;
                     }
-                    self.running().insert(key.clone());
+                    self.inner.running.lock().insert(key.clone());
                     self.spawn_reconcile(key, done_tx.clone());
                 }
                 Some(key) = done_rx.recv() => {
                     if dirty.remove(&key) {
                         self.spawn_reconcile(key, done_tx.clone());
                     } else {
-                        self.running().remove(&key);
+                        self.inner.running.lock().remove(&key);
                     }
                 }
                 else => return,
@@ -682,15 +683,11 @@ impl Syncer {
         }
     }
 
-    fn running(&self) -> std::sync::MutexGuard<'_, HashSet<Key>> {
-        self.inner.running.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn spawn_reconcile(&self, key: Key, done: mpsc::UnboundedSender<Key>) {
         let this = self.clone();
         tokio::spawn(async move {
             let outcome = this.reconcile(&key).await;
-            let mut failures = this.inner.failures.lock().unwrap_or_else(|e| e.into_inner());
+            let mut failures = this.inner.failures.lock();
             match outcome {
                 Ok(later) => {
                     failures.remove(&key);
@@ -867,7 +864,7 @@ impl Syncer {
     /// The profiles and counts a pod's GPU resources stand for; `nvidia.com/gpu` becomes the
     /// tenant's first `7g` profile with quota.
     fn pod_request(&self, pod: &Value) -> Result<claims::PodRequest, String> {
-        let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let quota = self.inner.quota.read().clone();
         let mut request = claims::PodRequest::new();
         for (resource, n) in gpu_requests(pod)? {
             let profile = if resource == WHOLE_GPU {
@@ -916,7 +913,7 @@ impl Syncer {
                 namespace: namespace.to_owned(),
                 pod: name.to_owned(),
             };
-            let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+            let quota = self.inner.quota.read().clone();
             let needs = match gpu_pod_needs(tenant, &self.allowed_tolerations()) {
                 Ok(n) => n,
                 Err(why) => {
@@ -1102,14 +1099,7 @@ impl Syncer {
         let secret_name = names::token_secret(&namespace, &account);
         let key = (namespace, account);
         let fresh = chrono::Utc::now() + chrono::Duration::seconds(TOKEN_SECONDS / 2);
-        if self
-            .inner
-            .tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .is_some_and(|e| *e > fresh)
-        {
+        if self.inner.tokens.lock().get(&key).is_some_and(|e| *e > fresh) {
             return Ok(Some(secret_name));
         }
         Ok(self.write_token(&key.0, &key.1).await?.then_some(secret_name))
@@ -1166,7 +1156,7 @@ impl Syncer {
         });
         self.put_host::<Secret>(secret).await?;
         let key = (namespace.to_owned(), account.to_owned());
-        self.inner.tokens.lock().unwrap_or_else(|e| e.into_inner()).insert(key, expires);
+        self.inner.tokens.lock().insert(key, expires);
         Ok(true)
     }
 
@@ -1202,7 +1192,7 @@ impl Syncer {
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
                     Err(e) => return Err(e.into()),
                 }
-                self.inner.tokens.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+                self.inner.tokens.lock().remove(&key);
                 continue;
             }
             let expires = a
@@ -1371,13 +1361,7 @@ impl Syncer {
             .unwrap_or_default();
         let host_uid = event.metadata.uid.clone().unwrap_or_default();
         let version = event.metadata.resource_version.clone().unwrap_or_default();
-        if !self
-            .inner
-            .events_seen
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .first(&host_uid, version)
-        {
+        if !self.inner.events_seen.lock().first(&host_uid, version) {
             return Ok(());
         }
         let suffix: String =
@@ -1411,7 +1395,7 @@ impl Syncer {
     }
 
     async fn ensure_virtual_node(&self, node: &str) -> Result<(), SyncError> {
-        if self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).contains_key(node) {
+        if self.inner.virtual_nodes.lock().contains_key(node) {
             return Ok(());
         }
         let host_nodes: Api<Node> = Api::all(self.inner.host_client.clone());
@@ -1419,7 +1403,7 @@ impl Syncer {
             Some(n) => to_value(&n)?,
             None => json!({"metadata": {"name": node}}),
         };
-        let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let quota = self.inner.quota.read().clone();
         let wanted = translate::virtual_node(&host_node, &quota);
         let typed: Node = serde_json::from_value(wanted.clone())
             .map_err(|source| SyncError::Decode { kind: "Node", source })?;
@@ -1463,7 +1447,6 @@ impl Syncer {
         self.inner
             .virtual_nodes
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .insert(node.to_owned(), translate::virtual_node_shown(wanted));
         Ok(())
     }
@@ -1491,7 +1474,6 @@ impl Syncer {
                         .inner
                         .virtual_nodes
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
                         .keys()
                         .cloned()
                         .collect();
@@ -1517,12 +1499,10 @@ impl Syncer {
 
     /// Virtual node `name`, if this tenant has one, brought in line with host node `host`.
     async fn refresh_virtual_node(&self, name: &str, host: &Node) -> Result<(), SyncError> {
-        let Some(shown) =
-            self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
-        else {
+        let Some(shown) = self.inner.virtual_nodes.lock().get(name).cloned() else {
             return Ok(());
         };
-        let quota = self.inner.quota.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let quota = self.inner.quota.read().clone();
         let wanted = translate::virtual_node(&to_value(host)?, &quota);
         if translate::virtual_node_shown(&wanted) == shown {
             return Ok(());
@@ -1530,7 +1510,7 @@ impl Syncer {
         match self.write_virtual_node(name, &shown, &wanted).await {
             // Deleted in the tenant: made again when a pod next needs it.
             Err(SyncError::Kube(kube::Error::Api(e))) if e.code == 404 => {
-                self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+                self.inner.virtual_nodes.lock().remove(name);
                 Ok(())
             }
             other => other,
@@ -1567,7 +1547,7 @@ impl Syncer {
                 continue;
             }
             let key = (claim.holder.namespace.clone(), claim.holder.pod.clone());
-            let busy = self.running().contains(&key);
+            let busy = self.inner.running.lock().contains(&key);
             if !busy && !live_hosts.contains(&claim.host_pod) && !wanted.contains(&claim.host_pod) {
                 claims::release(&self.inner.host_client, &self.inner.tenant, &claim.host_pod)
                     .await?;
@@ -1585,7 +1565,7 @@ impl Syncer {
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
                     Err(e) => return Err(e.into()),
                 }
-                self.inner.virtual_nodes.lock().unwrap_or_else(|e| e.into_inner()).remove(&name);
+                self.inner.virtual_nodes.lock().remove(&name);
             }
         }
         Ok(())

@@ -12,8 +12,8 @@ pub mod podsecurity;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::RwLock;
 
+use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::api::{Api, ListParams, Target};
@@ -61,12 +61,12 @@ impl TenantAdmission {
 
     /// Enforce `policy` from now on.
     pub fn set(&self, policy: TenantPolicy) {
-        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+        *self.policy.write() = policy;
     }
 
     /// The policy enforced.
     pub fn policy(&self) -> TenantPolicy {
-        self.policy.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.policy.read().clone()
     }
 }
 

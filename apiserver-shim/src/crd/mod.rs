@@ -19,9 +19,10 @@ mod validate;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use crate::object::now_rfc3339;
@@ -334,7 +335,7 @@ impl Compiled {
         stored: &[carrel_store::Object],
         decode: impl Fn(&carrel_store::Object) -> ApiResult<Value>,
     ) -> ApiResult<Vec<ResourceType>> {
-        let mut cache = self.types.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.types.lock();
         let mut next = HashMap::with_capacity(stored.len());
         let mut all = Vec::new();
         for object in stored {

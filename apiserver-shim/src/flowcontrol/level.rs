@@ -1,9 +1,10 @@
 //! A priority level's seats and queues: who executes now, who waits, and in which order.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use super::{LevelConfig, Refusal};
@@ -127,17 +128,13 @@ impl Level {
         &self.config
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// `width` seats (one at least, at most the flow's share) for a request of `flow`: at once
     /// if they are free to it, else after waiting in the flow's queue. Dropping the future gives
     /// up its place in the queue (or the seats granted).
     pub async fn seat(self: &Arc<Self>, flow: &str, width: usize) -> Result<Seat, Refusal> {
         let width = width.clamp(1, self.config.seats_per_flow);
         let (id, granted) = {
-            let mut guard = self.lock();
+            let mut guard = self.state.lock();
             let state = &mut *guard;
             if !state.flows.contains_key(flow) {
                 state.flows.insert(flow.to_owned(), FlowState::default());
@@ -181,7 +178,7 @@ impl Level {
 
     /// Count a long-running request of `flow`, if the flow may open another.
     pub fn long_running(self: &Arc<Self>, flow: &str) -> Result<LongRunning, Refusal> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         let open = state.flows.get(flow).map_or(0, |f| f.long_running);
         if open >= self.config.long_running_per_flow {
             return Err(Refusal::TooManyLongRunning);
@@ -192,22 +189,22 @@ impl Level {
 
     /// Seats taken now, all flows together.
     pub fn seats_in_use(&self) -> usize {
-        self.lock().in_use
+        self.state.lock().in_use
     }
 
     /// Requests of `flow` waiting for seats now.
     pub fn waiting(&self, flow: &str) -> usize {
-        self.lock().flows.get(flow).map_or(0, |f| f.waiting.len())
+        self.state.lock().flows.get(flow).map_or(0, |f| f.waiting.len())
     }
 
     /// Long-running requests of `flow` open now.
     pub fn long_running_open(&self, flow: &str) -> usize {
-        self.lock().flows.get(flow).map_or(0, |f| f.long_running)
+        self.state.lock().flows.get(flow).map_or(0, |f| f.long_running)
     }
 
     /// Flows the level keeps state for (executing, waiting or holding long-running requests).
     pub fn flows(&self) -> usize {
-        self.lock().flows.len()
+        self.state.lock().flows.len()
     }
 }
 
@@ -226,7 +223,7 @@ impl Drop for Waiting<'_> {
         if self.seated {
             return;
         }
-        let mut state = self.level.lock();
+        let mut state = self.level.state.lock();
         if let Some(queue) = state.flows.get_mut(self.flow) {
             if let Some(at) = queue.waiting.iter().position(|w| w.id == self.id) {
                 queue.waiting.remove(at);
@@ -264,7 +261,7 @@ impl Seat {
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.level.lock().release(&self.level.config, &self.flow, self.width);
+        self.level.state.lock().release(&self.level.config, &self.flow, self.width);
     }
 }
 
@@ -277,7 +274,7 @@ pub struct LongRunning {
 
 impl Drop for LongRunning {
     fn drop(&mut self) {
-        let mut state = self.level.lock();
+        let mut state = self.level.state.lock();
         if let Some(flow) = state.flows.get_mut(&self.flow) {
             flow.long_running = flow.long_running.saturating_sub(1);
         }

@@ -1102,15 +1102,18 @@ pub type Schemas = std::sync::Arc<Map<String, Value>>;
 /// The schemas of one group-version of the built-in registry, built once per process.
 pub fn cached_schemas(group: &str, version: &str) -> Schemas {
     use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::OnceLock;
+
+    use parking_lot::Mutex;
+
     static CACHE: OnceLock<Mutex<HashMap<String, Schemas>>> = OnceLock::new();
     let key = format!("{group}/{version}");
     let cache = CACHE.get_or_init(Default::default);
-    if let Some(found) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+    if let Some(found) = cache.lock().get(&key) {
         return found.clone();
     }
     let built = std::sync::Arc::new(schemas_for(&Registry::host(), group, version));
-    cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, built.clone());
+    cache.lock().insert(key, built.clone());
     built
 }
 

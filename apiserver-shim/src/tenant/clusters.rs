@@ -3,7 +3,9 @@
 //! tenant's long-running requests when the tenant stops being served.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use crate::flowcontrol::{Classified, Classify, Flow, Serving};
 use crate::server::Server;
@@ -38,33 +40,31 @@ impl Clusters {
 
     /// A tenant's API, if it is served.
     pub fn tenant(&self, name: &str) -> Option<Arc<Server>> {
-        self.tenants.read().unwrap_or_else(|e| e.into_inner()).get(name).map(|t| t.server.clone())
+        self.tenants.read().get(name).map(|t| t.server.clone())
     }
 
     /// Serve a tenant's API (replacing any it had, whose watches and log streams end).
     pub fn insert(&self, name: &str, server: Arc<Server>) {
         let tenant = Tenant { server, serving: Serving::new() };
-        let replaced =
-            self.tenants.write().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), tenant);
+        let replaced = self.tenants.write().insert(name.to_owned(), tenant);
         drop(replaced);
     }
 
     /// Stop serving a tenant's API: its watches and log streams end now. It is returned so that
     /// its store can be closed.
     pub fn remove(&self, name: &str) -> Option<Arc<Server>> {
-        let removed = self.tenants.write().unwrap_or_else(|e| e.into_inner()).remove(name);
+        let removed = self.tenants.write().remove(name);
         removed.map(|t| t.server)
     }
 
     /// How many tenants are served.
     pub fn count(&self) -> usize {
-        self.tenants.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.tenants.read().len()
     }
 
     /// The names of the tenants served.
     pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.tenants.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        let mut names: Vec<String> = self.tenants.read().keys().cloned().collect();
         names.sort();
         names
     }
@@ -94,7 +94,7 @@ impl Classify for Clusters {
         };
         let name = rest.split('/').next().unwrap_or_default();
         let within = &rest[name.len()..];
-        let tenants = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        let tenants = self.tenants.read();
         let (flow, pod_intake, objects) = match tenants.get(name) {
             Some(tenant) => (
                 Flow::Tenant { name: name.to_owned(), served: tenant.serving.served() },

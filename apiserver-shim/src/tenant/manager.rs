@@ -11,9 +11,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use carrel_store::{Options, Quota, SledStore, Store};
@@ -157,7 +158,7 @@ impl Manager {
     /// Stop serving a tenant: its cluster, its admission, its hooks.
     fn unserve(&self, name: &str) {
         self.clusters.remove(name);
-        self.admissions.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        self.admissions.lock().remove(name);
         if let Some(hooks) = self.hooks.get() {
             hooks.gone(name);
         }
@@ -269,8 +270,7 @@ impl Manager {
             return Err(e);
         }
         self.ensure_host_namespace(name)?;
-        let admission =
-            self.admissions.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned();
+        let admission = self.admissions.lock().get(name).cloned();
         if let Some(admission) = admission {
             admission.set(Self::policy_of(&tenant));
         }
@@ -398,10 +398,7 @@ impl Manager {
         crate::event_ttl::start(&api);
         let admission = Arc::new(TenantAdmission::default());
         api.set_admission(admission.clone());
-        self.admissions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_owned(), admission);
+        self.admissions.lock().insert(name.to_owned(), admission);
         let base = format!("/tenants/{name}");
         let server = match &self.server_ca_pem {
             None => Server::new(api, &base),

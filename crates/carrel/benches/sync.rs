@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carrel_bench::{ms, ratio, runtime, section, verdict, watchdog, Run, Table};
@@ -32,6 +32,7 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
+use parking_lot::Mutex;
 
 use base64::Engine as _;
 use carrel_apiserver::tenant::manager::host_namespace;
@@ -50,10 +51,10 @@ struct Seen(Arc<Mutex<HashMap<String, Instant>>>);
 
 impl Seen {
     fn mark(&self, key: String) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert_with(Instant::now);
+        self.0.lock().entry(key).or_insert_with(Instant::now);
     }
     fn get(&self, key: &str) -> Option<Instant> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(key).copied()
+        self.0.lock().get(key).copied()
     }
 }
 

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -47,6 +47,7 @@ use carrel_store::{Event, EventKind, Options, SledStore};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 use tokio::sync::watch;
@@ -313,7 +314,7 @@ fn note(seen: &Mutex<Seen>, what: Followed, event: &Event) {
     let now = Instant::now();
     let mut parts = event.key.rsplit('/');
     let (Some(name), namespace) = (parts.next(), parts.next()) else { return };
-    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = seen.lock();
     match what {
         Followed::Tenants => {
             if seen.ready.contains_key(name) {
@@ -418,7 +419,7 @@ async fn tenant_latency(host: &Host, client: &kube::Client, name: &str) -> Bench
     // When the host saw Ready and the Secret (after the clock stopped; these are timestamps).
     let (ready, secret_event) = loop {
         let noted = {
-            let seen = host.seen.lock().unwrap_or_else(|e| e.into_inner());
+            let seen = host.seen.lock();
             let at = |m: &HashMap<String, Instant>| m.get(name).map(|t| t.duration_since(t0));
             (at(&seen.ready), at(&seen.secret))
         };
@@ -739,7 +740,7 @@ fn memory_child(dir: PathBuf) -> BenchResult<()> {
     let host = start_host(&server_rt, &dir.join("carrel"))?;
     let client = client_rt.block_on(client_from(&host.kubeconfig))?;
     let ready = |prefix: &str| {
-        let seen = host.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let seen = host.seen.lock();
         seen.ready.keys().filter(|k| k.starts_with(prefix)).count()
     };
     // A first tenant, so that what is set up once (not per tenant) is not counted.

@@ -2,7 +2,7 @@
 //! through it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::LogParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Api;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use carrel_apiserver::intake::PodIntake;
@@ -41,8 +42,7 @@ struct Running {
 
 impl std::fmt::Debug for Syncers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let running: Vec<String> =
-            self.running.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        let running: Vec<String> = self.running.lock().keys().cloned().collect();
         f.debug_struct("Syncers").field("start", &self.start).field("running", &running).finish()
     }
 }
@@ -69,7 +69,7 @@ impl Syncers {
 
     /// Stop every syncer.
     pub fn stop_all(&self) {
-        for (_, running) in self.running.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+        for (_, running) in self.running.lock().drain() {
             let _ = running.stop.send(true);
         }
     }
@@ -86,9 +86,9 @@ impl TenantHooks for Syncers {
         }
         let quota = gpu_quota(object);
         let tolerations = allowed_tolerations(object);
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut running = self.running.lock();
         if let Some(r) = running.get(tenant) {
-            if let Some(syncer) = r.syncer.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            if let Some(syncer) = r.syncer.lock().as_ref() {
                 syncer.set_quota(quota);
                 syncer.set_allowed_tolerations(tolerations);
             }
@@ -121,7 +121,7 @@ impl TenantHooks for Syncers {
                 let tenant = name.clone();
                 syncer.when_taken_up(move |namespace, pod| intake.settled(&tenant, namespace, pod));
             }
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(syncer.clone());
+            *slot.lock() = Some(syncer.clone());
             tracing::info!(tenant = %name, "syncer started");
             syncer.run(stop_rx).await;
             tracing::info!(tenant = %name, "syncer stopped");
@@ -129,7 +129,7 @@ impl TenantHooks for Syncers {
     }
 
     fn gone(&self, tenant: &str) {
-        if let Some(r) = self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant) {
+        if let Some(r) = self.running.lock().remove(tenant) {
             let _ = r.stop.send(true);
         }
         if let Some(intake) = &self.intake {

@@ -6,8 +6,9 @@
 //! classes do not nest. [`compile`] rewrites those before compiling.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
+use parking_lot::Mutex;
 use regex::{Regex, RegexBuilder};
 
 /// The most a compiled pattern's program may take (the `regex` crate's default is 10 MiB). Go's
@@ -25,13 +26,11 @@ pub(crate) const DFA_SIZE_LIMIT: usize = 256 << 10;
 /// user.
 pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, String> {
     let shared = shared();
-    if let Some(found) =
-        shared.lock().unwrap_or_else(|e| e.into_inner()).get(pattern).and_then(Weak::upgrade)
-    {
+    if let Some(found) = shared.lock().get(pattern).and_then(Weak::upgrade) {
         return Ok(found);
     }
     let compiled = Arc::new(compile_new(pattern)?);
-    let mut map = shared.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = shared.lock();
     // Forget the patterns no longer used, so the map stays as large as what is alive.
     if map.len() >= 1024 && map.len().is_power_of_two() {
         map.retain(|_, weak| weak.strong_count() > 0);
@@ -48,7 +47,7 @@ fn shared() -> &'static Mutex<HashMap<String, Weak<Regex>>> {
 /// Whether the shared patterns have an entry for `pattern`.
 #[cfg(test)]
 pub(crate) fn is_shared(pattern: &str) -> bool {
-    shared().lock().unwrap_or_else(|e| e.into_inner()).contains_key(pattern)
+    shared().lock().contains_key(pattern)
 }
 
 /// Compiles a Go regular expression for one use (CEL's `matches()`, whose pattern may come from

@@ -2,9 +2,10 @@
 //! followed while the container runs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
 /// Lines a follower may fall behind by before it misses some.
@@ -66,10 +67,6 @@ impl LogStore {
         LogStore::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), PodLogs>> {
-        self.pods.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The lines of a container (`None`: the pod's only container); `None` when there is no such
     /// pod or container, or the pod has several containers and none was named.
     pub fn lines(
@@ -78,7 +75,7 @@ impl LogStore {
         pod: &str,
         container: Option<&str>,
     ) -> Option<Vec<LogLine>> {
-        let pods = self.lock();
+        let pods = self.pods.lock();
         let log = pods.get(&(namespace.to_owned(), pod.to_owned()))?.container(container)?;
         Some(log.lines.clone())
     }
@@ -91,7 +88,7 @@ impl LogStore {
         pod: &str,
         container: Option<&str>,
     ) -> Option<(Vec<LogLine>, broadcast::Receiver<LogLine>)> {
-        let pods = self.lock();
+        let pods = self.pods.lock();
         let log = pods.get(&(namespace.to_owned(), pod.to_owned()))?.container(container)?;
         let receiver = match &log.live {
             Some(sender) => sender.subscribe(),
@@ -102,7 +99,7 @@ impl LogStore {
 
     /// The containers with logs in a pod.
     pub fn containers(&self, namespace: &str, pod: &str) -> Option<Vec<String>> {
-        let pods = self.lock();
+        let pods = self.pods.lock();
         Some(
             pods.get(&(namespace.to_owned(), pod.to_owned()))?.containers.keys().cloned().collect(),
         )
@@ -110,7 +107,7 @@ impl LogStore {
 
     /// A container (re)starts: its log begins anew.
     pub(crate) fn start(&self, namespace: &str, pod: &str, container: &str) {
-        let mut pods = self.lock();
+        let mut pods = self.pods.lock();
         let logs = pods.entry((namespace.to_owned(), pod.to_owned())).or_default();
         let (sender, _) = broadcast::channel(FOLLOW_BUFFER);
         logs.containers
@@ -119,7 +116,7 @@ impl LogStore {
 
     /// A container prints a line.
     pub(crate) fn push(&self, namespace: &str, pod: &str, container: &str, text: &str) {
-        let mut pods = self.lock();
+        let mut pods = self.pods.lock();
         let Some(log) = pods
             .get_mut(&(namespace.to_owned(), pod.to_owned()))
             .and_then(|p| p.containers.get_mut(container))
@@ -136,7 +133,7 @@ impl LogStore {
 
     /// A container terminates: followers' receivers end.
     pub(crate) fn finish(&self, namespace: &str, pod: &str, container: &str) {
-        let mut pods = self.lock();
+        let mut pods = self.pods.lock();
         if let Some(log) = pods
             .get_mut(&(namespace.to_owned(), pod.to_owned()))
             .and_then(|p| p.containers.get_mut(container))
@@ -147,7 +144,7 @@ impl LogStore {
 
     /// A pod is gone: its logs are dropped.
     pub(crate) fn remove(&self, namespace: &str, pod: &str) {
-        self.lock().remove(&(namespace.to_owned(), pod.to_owned()));
+        self.pods.lock().remove(&(namespace.to_owned(), pod.to_owned()));
     }
 }
 
