@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use bytes::Bytes;
+use carrel_logging::{Admit, Repeats};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -222,35 +223,25 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// Writes a repeated log line once per window: the first occurrence is written, the next ones
 /// within [`LOG_WINDOW`] are counted, and the first one after it is written with that count.
+///
+/// The accept loop's own bound, whatever logger the process installs; the counting is
+/// [`carrel_logging::Repeats`], keyed by the line.
 #[derive(Debug)]
-pub struct LogLimiter {
-    window: Duration,
-    seen: Mutex<HashMap<&'static str, (Instant, u64)>>,
-}
+pub struct LogLimiter(Repeats<&'static str>);
 
 impl LogLimiter {
     /// Quiet repeats for `window`.
     pub fn new(window: Duration) -> LogLimiter {
-        LogLimiter { window, seen: Mutex::default() }
+        let limits = carrel_logging::Limits { window, distinct: 1, ..Default::default() };
+        LogLimiter(Repeats::new(limits))
     }
 
     /// Whether the line `key` is to be written now: `Some(n)` with the number of repeats not
     /// written since it last was, or `None` to stay quiet.
     pub fn admit(&self, key: &'static str, now: Instant) -> Option<u64> {
-        let mut seen = self.seen.lock();
-        match seen.get_mut(key) {
-            Some((last, suppressed)) if now.duration_since(*last) < self.window => {
-                *suppressed += 1;
-                None
-            }
-            Some((last, suppressed)) => {
-                *last = now;
-                Some(std::mem::take(suppressed))
-            }
-            None => {
-                seen.insert(key, (now, 0));
-                Some(0)
-            }
+        match self.0.admit_at(&key, 0, now) {
+            Admit::Write { unwritten } => Some(unwritten),
+            Admit::Quiet => None,
         }
     }
 }
