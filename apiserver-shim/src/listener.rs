@@ -203,22 +203,15 @@ impl ListenerFlags {
     }
 }
 
-/// A duration such as `90s`, `5m`, `500ms` or `1h` (a positive number and a unit).
+/// A duration such as `90s`, `5m`, `500ms`, `1h` or `1m30s`, as Go's flags read one, and more
+/// than zero.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
-    let number: u64 = number.parse().map_err(|_| format!("{text:?}: want e.g. 90s or 5m"))?;
-    let duration = match unit {
-        "ms" => Duration::from_millis(number),
-        "s" => Duration::from_secs(number),
-        "m" => Duration::from_secs(number.saturating_mul(60)),
-        "h" => Duration::from_secs(number.saturating_mul(3600)),
-        _ => return Err(format!("{text:?}: the unit must be ms, s, m or h")),
-    };
-    if duration.is_zero() {
-        return Err(format!("{text:?}: must be more than zero"));
+    let nanos = carrel_machinery::duration::parse(text)
+        .map_err(|e| format!("{text:?}: want e.g. 90s or 5m ({e})"))?;
+    match u64::try_from(nanos) {
+        Ok(nanos) if nanos > 0 => Ok(Duration::from_nanos(nanos)),
+        _ => Err(format!("{text:?}: must be more than zero")),
     }
-    Ok(duration)
 }
 
 /// Writes a repeated log line once per window: the first occurrence is written, the next ones

@@ -121,9 +121,8 @@ pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Go's `%q` of a string (`strconv.Quote`): the schema crate's, which words CRD errors the same
-/// way.
-pub use carrel_schema::go_quote;
+/// Go's `%q` of a string (`strconv.Quote`), as the schema crate words CRD errors too.
+pub use carrel_machinery::quote::go_quote;
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::names;
 use crate::object::go_quote;
 use crate::status::ApiError;
 
@@ -414,7 +415,7 @@ impl Parser {
         if token != Token::Identifier {
             return Err(format!("found '{literal}', expected: identifier"));
         }
-        let errs = qualified_name_errors(&literal);
+        let errs = names::qualified_name(&literal);
         if !errs.is_empty() {
             return Err(invalid("<nil>", &literal, &errs.join("; ")));
         }
@@ -528,7 +529,7 @@ fn new_requirement(
         }
     }
     for (i, v) in values.iter().enumerate() {
-        let value_errs = label_value_errors(v);
+        let value_errs = names::label_value(v);
         if !value_errs.is_empty() {
             errs.push(invalid(&format!("values[{i}][{key}]"), v, &value_errs.join("; ")));
         }
@@ -567,127 +568,6 @@ fn aggregate(errs: Vec<String>) -> String {
     } else {
         format!("[{}]", seen.join(", "))
     }
-}
-
-// --- validation.IsQualifiedName / IsValidLabelValue / IsDNS1123Subdomain -------------------------
-
-const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const QUALIFIED_NAME_MAX: usize = 63;
-const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
-const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const LABEL_VALUE_MAX: usize = 63;
-const DNS1123_SUBDOMAIN_FMT: &str =
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
-const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_MAX: usize = 253;
-
-/// `validation.RegexError`.
-fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
-    let mut out = msg.to_owned();
-    if examples.is_empty() {
-        return format!("{out} (regex used for validation is '{fmt}')");
-    }
-    out.push_str(" (e.g. ");
-    for (i, example) in examples.iter().enumerate() {
-        if i > 0 {
-            out.push_str(" or ");
-        }
-        out.push_str(&format!("'{example}', "));
-    }
-    out.push_str(&format!("regex used for validation is '{fmt}')"));
-    out
-}
-
-fn max_len_error(n: usize) -> String {
-    format!("must be no more than {n} characters")
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, whole string.
-fn is_qualified_name_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    match (b.first(), b.last()) {
-        (Some(first), Some(last)) => {
-            first.is_ascii_alphanumeric()
-                && last.is_ascii_alphanumeric()
-                && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        }
-        _ => false,
-    }
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`, whole string.
-fn is_dns1123_subdomain(s: &str) -> bool {
-    let lower_alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    s.split('.').all(|label| {
-        let b = label.as_bytes();
-        match (b.first(), b.last()) {
-            (Some(first), Some(last)) => {
-                lower_alnum(first)
-                    && lower_alnum(last)
-                    && b.iter().all(|c| lower_alnum(c) || *c == b'-')
-            }
-            _ => false,
-        }
-    })
-}
-
-/// `validation.IsQualifiedName`: what is wrong with a label key, if anything.
-fn qualified_name_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_owned());
-            } else {
-                if prefix.len() > DNS1123_SUBDOMAIN_MAX {
-                    errs.push(format!("prefix part {}", max_len_error(DNS1123_SUBDOMAIN_MAX)));
-                }
-                if !is_dns1123_subdomain(prefix) {
-                    errs.push(format!(
-                        "prefix part {}",
-                        regex_error(DNS1123_SUBDOMAIN_ERR, DNS1123_SUBDOMAIN_FMT, &["example.com"])
-                    ));
-                }
-            }
-            *name
-        }
-        _ => {
-            let examples = ["MyName", "my.name", "123-abc"];
-            errs.push(format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' {}",
-                regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &examples),
-                "(e.g. 'example.com/MyName')"
-            ));
-            return errs;
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_owned());
-    } else if name.len() > QUALIFIED_NAME_MAX {
-        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX)));
-    }
-    if !is_qualified_name_part(name) {
-        errs.push(format!(
-            "name part {}",
-            regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
-        ));
-    }
-    errs
-}
-
-/// `validation.IsValidLabelValue`: what is wrong with a label value, if anything.
-fn label_value_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > LABEL_VALUE_MAX {
-        errs.push(max_len_error(LABEL_VALUE_MAX));
-    }
-    if !value.is_empty() && !is_qualified_name_part(value) {
-        errs.push(regex_error(LABEL_VALUE_ERR, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
-    }
-    errs
 }
 
 // ------------------------------------------------------------------------------------------------

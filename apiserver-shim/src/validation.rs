@@ -1631,48 +1631,12 @@ fn descriptor(spec: &str) -> Result<(), String> {
             Ok(())
         }
         _ => match spec.strip_prefix("@every ") {
-            Some(duration) => {
-                go_duration(duration).map_err(|e| format!("failed to parse duration {spec}: {e}"))
-            }
+            Some(duration) => carrel_machinery::duration::parse(duration)
+                .map(drop)
+                .map_err(|e| format!("failed to parse duration {spec}: {e}")),
             None => Err(format!("unrecognized descriptor: {spec}")),
         },
     }
-}
-
-/// `time.ParseDuration`'s syntax.
-fn go_duration(s: &str) -> Result<(), String> {
-    let invalid = || format!("time: invalid duration {}", quote(s));
-    let mut rest = s.strip_prefix(['-', '+']).unwrap_or(s);
-    if rest == "0" {
-        return Ok(());
-    }
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    while !rest.is_empty() {
-        let whole = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let mut end = whole;
-        let mut fraction = 0;
-        if rest[end..].starts_with('.') {
-            end += 1;
-            fraction = rest[end..].bytes().take_while(u8::is_ascii_digit).count();
-            end += fraction;
-        }
-        if whole == 0 && fraction == 0 {
-            return Err(invalid());
-        }
-        rest = &rest[end..];
-        let unit_len = rest.find(|c: char| c == '.' || c.is_ascii_digit()).unwrap_or(rest.len());
-        if unit_len == 0 {
-            return Err(format!("time: missing unit in duration {}", quote(s)));
-        }
-        let unit = &rest[..unit_len];
-        if !["ns", "us", "µs", "μs", "ms", "s", "m", "h"].contains(&unit) {
-            return Err(format!("time: unknown unit {} in duration {}", quote(unit), quote(s)));
-        }
-        rest = &rest[unit_len..];
-    }
-    Ok(())
 }
 
 /// `strconv.Atoi`, then robfig/cron's refusal of negative numbers.
@@ -2034,72 +1998,7 @@ fn quantity_of(q: &Value) -> Option<i128> {
 
 /// A resource quantity as `resource.ParseQuantity` reads it, in nano-units (rounded up, and
 /// saturating far beyond anything a cluster counts); `None` if it does not parse.
-pub fn parse_quantity(s: &str) -> Option<i128> {
-    let (negative, body) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let mut mantissa: i128 = 0;
-    let mut digits = 0;
-    let mut scale: i32 = 0;
-    let mut point = false;
-    let mut end = 0;
-    for (i, c) in body.bytes().enumerate() {
-        match c {
-            b'0'..=b'9' => {
-                digits += 1;
-                mantissa = mantissa.saturating_mul(10).saturating_add(i128::from(c - b'0'));
-                if point {
-                    scale += 1;
-                }
-            }
-            b'.' if !point => point = true,
-            _ => break,
-        }
-        end = i + 1;
-    }
-    if digits == 0 {
-        return None;
-    }
-    let (exp10, exp2): (i32, u32) = match &body[end..] {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        suffix => {
-            let exponent = suffix.strip_prefix(['e', 'E'])?;
-            let unsigned = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
-            if unsigned.is_empty() || !unsigned.bytes().all(|c| c.is_ascii_digit()) {
-                return None;
-            }
-            (exponent.parse::<i32>().unwrap_or(if exponent.starts_with('-') { -99 } else { 99 }), 0)
-        }
-    };
-    let mut value = mantissa.saturating_mul(1i128 << exp2);
-    let shift = exp10 - scale + 9;
-    if shift >= 0 {
-        for _ in 0..shift.min(40) {
-            value = value.saturating_mul(10);
-        }
-    } else {
-        let divisor = 10i128.checked_pow(shift.unsigned_abs()).unwrap_or(i128::MAX);
-        value = if value == 0 { 0 } else { (value - 1) / divisor + 1 };
-    }
-    Some(if negative { -value } else { value })
-}
+pub use carrel_machinery::quantity::parse_nanos as parse_quantity;
 
 /// `ValidatePersistentVolumeClaimSpec`, in part.
 fn claim_spec(spec: &Value, path: &str, e: &mut Errors) {
@@ -3139,6 +3038,22 @@ mod tests {
             parse_cron("* * * 13 *").unwrap_err(),
             "end of range (13) above maximum (12): 13"
         );
+    }
+
+    /// `@every` reads its duration with Go's parser: one beyond an int64 of nanoseconds is
+    /// refused, as robfig/cron refuses it, where only the syntax was checked before.
+    #[test]
+    fn cron_every_durations_must_fit_go() {
+        for too_long in ["99999999999999999999h", "2562048h", "9223372036854775808ns"] {
+            assert_eq!(
+                parse_cron(&format!("@every {too_long}")).unwrap_err(),
+                format!(
+                    "failed to parse duration @every {too_long}: time: invalid duration \"{too_long}\""
+                )
+            );
+        }
+        assert!(parse_cron("@every 2562047h").is_ok());
+        assert!(parse_cron("@every 1.5μs").is_ok());
     }
 
     #[test]

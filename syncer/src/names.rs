@@ -137,13 +137,10 @@ pub fn stands_for(
 mod tests {
     use super::*;
 
+    /// A host object name: a DNS-1123 subdomain (tenant names may hold dots) that fits a label
+    /// value.
     fn dns_label(s: &str) -> bool {
-        !s.is_empty()
-            && s.len() <= MAX_NAME
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && s.as_bytes()[0].is_ascii_alphanumeric()
-            && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
+        s.len() <= MAX_NAME && carrel_machinery::names::is_dns1123_subdomain(s)
     }
 
     #[test]
@@ -258,7 +255,11 @@ mod tests {
             );
             pieces.prop_map(move |p| {
                 let joined: String = p.concat();
-                let mut s = joined.replace("..", ".").replace("-.", "-").replace(".-", "-");
+                // A subdomain's dots stand between labels: no two together, none next to a dash.
+                let mut s = joined;
+                while s.contains("..") || s.contains("-.") || s.contains(".-") {
+                    s = s.replace("..", ".").replace("-.", "-").replace(".-", "-");
+                }
                 s.truncate(max);
                 let s = s.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned();
                 if s.is_empty() {

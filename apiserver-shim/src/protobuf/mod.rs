@@ -21,6 +21,7 @@
 //! Malformed input is a 400 BadRequest, never a panic.
 
 use base64::Engine as _;
+use carrel_machinery::duration::format as go_duration;
 use serde_json::{Map, Number, Value};
 
 use crate::status::ApiError;
@@ -524,43 +525,6 @@ fn time(seconds: i64, nanos: i64, micro: bool) -> Result<Value> {
         .ok_or_else(out_of_range)?;
     let format = if micro { "%Y-%m-%dT%H:%M:%S%.6fZ" } else { "%Y-%m-%dT%H:%M:%SZ" };
     Ok(Value::String(at.format(format).to_string()))
-}
-
-/// A duration in nanoseconds as Go's `time.Duration.String` writes it: `1h0m0s`, `1.5s`, `2ms`.
-fn go_duration(nanos: i64) -> String {
-    /// `v / 10^prec` with its fraction, trailing zeros dropped: (`1`, `.5`).
-    fn split(v: u64, prec: u32) -> (u64, String) {
-        let p = 10u64.pow(prec);
-        let (int, frac) = (v / p, v % p);
-        if frac == 0 {
-            return (int, String::new());
-        }
-        let digits = format!("{frac:0width$}", width = prec as usize);
-        (int, format!(".{}", digits.trim_end_matches('0')))
-    }
-    let u = nanos.unsigned_abs();
-    let sign = if nanos < 0 { "-" } else { "" };
-    if u == 0 {
-        return "0s".into();
-    }
-    if u < 1_000_000_000 {
-        let (prec, unit) = if u < 1_000 {
-            (0, "ns")
-        } else if u < 1_000_000 {
-            (3, "µs")
-        } else {
-            (6, "ms")
-        };
-        let (int, frac) = split(u, prec);
-        return format!("{sign}{int}{frac}{unit}");
-    }
-    let (secs, frac) = split(u, 9);
-    let (hours, minutes, seconds) = (secs / 3600, secs / 60 % 60, secs % 60);
-    match (hours, secs / 60) {
-        (0, 0) => format!("{sign}{seconds}{frac}s"),
-        (0, _) => format!("{sign}{minutes}m{seconds}{frac}s"),
-        _ => format!("{sign}{hours}h{minutes}m{seconds}{frac}s"),
-    }
 }
 
 /// One field's value on the wire.

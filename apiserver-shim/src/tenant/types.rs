@@ -208,20 +208,8 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let bad = |why: &str| format!("invalid quantity {text:?}: {why}");
     let digits_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, suffix) = text.split_at(digits_end);
-    let multiplier: u128 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "P" => 1_000_000_000_000_000,
-        "E" => 1_000_000_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        "Pi" => 1 << 50,
-        "Ei" => 1 << 60,
+    let multiplier: u128 = match carrel_machinery::quantity::suffix_scale(suffix) {
+        Some((exp10 @ 0.., exp2)) => 10u128.pow(exp10.unsigned_abs()) << exp2,
         _ => return Err(bad("use a number of bytes with a suffix such as Ki, Mi, Gi or k, M, G")),
     };
     let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
@@ -269,35 +257,22 @@ fn quantity_bytes(value: &Value) -> Option<u64> {
     }
 }
 
-/// A Go duration (`90m`, `1h30m`, `1.5h`, `45s`): a sequence of decimal numbers, each with a
-/// unit among `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`.
+/// A Go duration (`90m`, `1h30m`, `1.5h`, `45s`), as `time.ParseDuration` reads it, that is not
+/// negative. One too long for Go's `int64` of nanoseconds (past about 292 years) reads as the
+/// longest duration, so a TTL stored before TTLs were bounded still counts as the longest one
+/// ([`parse_ttl`] refuses it).
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    use carrel_machinery::duration::{parse, Error};
     let bad = || format!("invalid duration {text:?}: use a Go duration such as 90m or 1h30m");
-    let mut rest = text.trim();
-    if rest.is_empty() {
+    let text = text.trim();
+    if text.starts_with('-') {
         return Err(bad());
     }
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let number_len =
-            rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(number_len);
-        let number: f64 = number.parse().map_err(|_| bad())?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let seconds = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += number * seconds;
-        rest = tail;
+    match parse(text) {
+        Ok(nanos) => Ok(std::time::Duration::from_nanos(nanos.unsigned_abs())),
+        Err(Error::OutOfRange(_)) => Ok(std::time::Duration::MAX),
+        Err(_) => Err(bad()),
     }
-    std::time::Duration::try_from_secs_f64(total).map_err(|_| bad())
 }
 
 /// A tenant object's GPU quota by canonical profile name (`mig-1g.18gb` and `1g.18gb` are one
@@ -462,6 +437,24 @@ mod tests {
         for bad in ["", "10", "h", "1d", "-1h", "1h x"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    /// TTLs are read by Go's parser: a plus sign and the Greek mu are Go's syntax, fractions
+    /// are exact, and a duration past Go's range is the longest one, refused as a TTL.
+    #[test]
+    fn ttls_read_as_go_reads_durations() {
+        assert_eq!(parse_ttl("+1h"), Ok(std::time::Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1μs"), Ok(std::time::Duration::from_micros(1)));
+        assert_eq!(parse_duration("0.1s"), Ok(std::time::Duration::from_millis(100)));
+        assert_eq!(parse_duration("99999999999999999999h"), Ok(std::time::Duration::MAX));
+        assert_eq!(
+            parse_ttl("99999999999999999999h"),
+            Err("\"99999999999999999999h\": must be between 1s and 8760h (365 days)".to_owned())
+        );
+        assert_eq!(
+            parse_duration("-0s"),
+            Err("invalid duration \"-0s\": use a Go duration such as 90m or 1h30m".to_owned())
+        );
     }
 
     #[test]

@@ -203,37 +203,7 @@ pub(crate) fn index(path: &str, i: usize) -> String {
     format!("{path}[{i}]")
 }
 
-/// Go's `strconv.Quote` (`%q` of a string): how Kubernetes quotes a value in its messages.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => {
-                if (c as u32) <= 0xffff {
-                    out.push_str(&format!("\\u{:04x}", c as u32));
-                } else {
-                    out.push_str(&format!("\\U{:08x}", c as u32));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub use carrel_machinery::quote::go_quote;
 
 /// A JSON number as Go holds it after decoding an object: `int64` when it fits, else `float64`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -272,48 +272,7 @@ pub(crate) fn parse_date_time(s: &str) -> Option<DateTime<FixedOffset>> {
 /// A `duration` in nanoseconds: Go's `time.ParseDuration` (`1h30m`, `1.5s`, `300ms`), else the
 /// strfmt long form (`3 days`, `1 hour 5 min`).
 pub(crate) fn parse_duration(s: &str) -> Option<i64> {
-    go_duration(s).or_else(|| long_duration(s))
-}
-
-fn go_duration(s: &str) -> Option<i64> {
-    let (neg, mut rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if rest == "0" {
-        return Some(0);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let num = &rest[..num_len];
-        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-            return None;
-        }
-        rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let scale: f64 = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        total += num.parse::<f64>().ok()? * scale;
-    }
-    if total > i64::MAX as f64 {
-        return None;
-    }
-    let n = total as i64;
-    Some(if neg { -n } else { n })
+    carrel_machinery::duration::parse(s).ok().or_else(|| long_duration(s))
 }
 
 fn long_duration(s: &str) -> Option<i64> {
@@ -407,5 +366,17 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration("-2ms"), Some(-2_000_000));
         assert_eq!(parse_duration("2 weeks"), Some(2 * 604_800_000_000_000));
+    }
+
+    /// Go durations are read in integers, as Go reads them: to the nanosecond, and refused past
+    /// an int64 (a float64 sum rounded the first and let the second through, saturated).
+    #[test]
+    fn go_durations_are_exact_and_bounded() {
+        assert_eq!(parse_duration("9007199254740993ns"), Some(9_007_199_254_740_993));
+        assert_eq!(parse_duration("2562047h47m16.854775807s"), Some(i64::MAX));
+        assert_eq!(parse_duration("-2562047h47m16.854775808s"), Some(i64::MIN));
+        assert_eq!(parse_duration("2562047h47m16.854775808s"), None);
+        assert!(!validate("duration", "9223372036854775808ns"));
+        assert!(validate("duration", "1µs") && validate("duration", "1μs"));
     }
 }

@@ -543,25 +543,6 @@ pub(crate) fn embedded_walk(path: &FPath, x: &Value, s: Option<&Node>, out: &mut
     }
 }
 
-fn dns1035_label_errors(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push("must be no more than 63 characters".to_string());
-    }
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.last().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if !ok {
-        errs.push(
-            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
-                .to_string(),
-        );
-    }
-    errs
-}
-
 /// apiVersion and kind of one embedded resource: required, strings, well formed.
 fn embedded_resource(path: &FPath, x: &Map<String, Value>, out: &mut Vec<FieldError>) {
     if !x.contains_key("apiVersion") {
@@ -600,7 +581,7 @@ fn embedded_resource(path: &FPath, x: &Map<String, Value>, out: &mut Vec<FieldEr
                         out.push(FieldError::required(field, ""))
                     }
                     Value::String(kind) => {
-                        let errs = dns1035_label_errors(&kind.to_lowercase());
+                        let errs = carrel_machinery::names::dns1035_label(&kind.to_lowercase());
                         if !errs.is_empty() {
                             out.push(FieldError::invalid(
                                 field,

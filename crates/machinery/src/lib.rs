@@ -1,0 +1,12 @@
+//! The rules of Kubernetes' API machinery that several parts of Carrel apply, written once:
+//! Go's string quoting ([`quote`]), Go durations ([`duration`]), DNS-1123 names and qualified
+//! names ([`names`]) and resource quantities ([`quantity`]). Each follows the Go code that
+//! kube-apiserver runs, messages included, so what Carrel answers reads as Kubernetes' answer.
+//!
+//! Pure code with no IO and no dependency on the rest of Carrel: the CRD schema crate, the API
+//! server and the syncer all build on it.
+
+pub mod duration;
+pub mod names;
+pub mod quantity;
+pub mod quote;
