@@ -138,6 +138,9 @@ pub struct Limits {
     pub per_ip_exempt: Vec<IpAddr>,
     /// Descriptors client connections may not take.
     pub fd_reserve: FdReserve,
+    /// The count of open connections, which the listener admits through; a clone reads it
+    /// ([`Gate::open`]).
+    pub gate: Arc<Gate>,
 }
 
 impl Default for Limits {
@@ -155,6 +158,7 @@ impl Default for Limits {
             max_connections_per_ip: 1024,
             per_ip_exempt: Vec::new(),
             fd_reserve: FdReserve::default(),
+            gate: Arc::default(),
         }
     }
 }
@@ -361,7 +365,7 @@ pub async fn serve(
     );
     let builder = Arc::new(builder(&limits));
     let limits = Arc::new(limits);
-    let gate = Arc::new(Gate::default());
+    let gate = limits.gate.clone();
     let logs = LogLimiter::new(LOG_WINDOW);
     let mut backoff = Backoff::default();
     tokio::pin!(shutdown);

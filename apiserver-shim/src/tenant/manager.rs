@@ -30,6 +30,7 @@ use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
 use crate::resource::{ResourceType, Subresource};
 use crate::server::Server;
 use crate::status::ApiError;
+use crate::tenant::descriptors::{Descriptors, NoRoom, REASON as NO_DESCRIPTORS};
 use crate::tenant::types::{gpu_quota, parse_duration, store_quota, MAX_TTL, MIN_TTL, TENANTS};
 use crate::tenant::Clusters;
 
@@ -88,6 +89,14 @@ pub enum ManagerError {
         /// Why.
         source: std::io::Error,
     },
+    /// Serving the tenant would take the process past its open-file limit.
+    #[error("tenant {tenant}: {source}")]
+    NoDescriptors {
+        /// The tenant.
+        tenant: String,
+        /// The count.
+        source: NoRoom,
+    },
     /// The tenant's host namespace exists and was not created for this tenant.
     #[error("tenant {tenant}: host namespace {namespace} exists and does not record this tenant's UID: it belongs to something else")]
     NotOwned {
@@ -121,6 +130,8 @@ pub struct Manager {
     server_ca_pem: Option<String>,
     admissions: Mutex<HashMap<String, Arc<TenantAdmission>>>,
     hooks: OnceLock<Arc<dyn TenantHooks>>,
+    /// Room for new tenants in the open-file limit; unchecked until set.
+    descriptors: OnceLock<Descriptors>,
     /// The time TTLs are measured against.
     clock: fn() -> chrono::DateTime<chrono::Utc>,
 }
@@ -146,6 +157,7 @@ impl Manager {
             server_ca_pem,
             admissions: Mutex::default(),
             hooks: OnceLock::new(),
+            descriptors: OnceLock::new(),
             clock: chrono::Utc::now,
         }
     }
@@ -153,6 +165,12 @@ impl Manager {
     /// Call `hooks` as tenants come and go. Only the first call has an effect.
     pub fn set_hooks(&self, hooks: Arc<dyn TenantHooks>) {
         let _ = self.hooks.set(hooks);
+    }
+
+    /// Serve a new tenant only while `descriptors` says one more fits (see
+    /// [`super::descriptors`]). Only the first call has an effect.
+    pub fn set_descriptors(&self, descriptors: Descriptors) {
+        let _ = self.descriptors.set(descriptors);
     }
 
     /// Stop serving a tenant: its cluster, its admission, its hooks.
@@ -265,9 +283,18 @@ impl Manager {
             }
             Err(e) => return Err(e),
         }
-        if let Err(e) = self.serve(name, store_quota(&tenant)) {
-            self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string())?;
-            return Err(e);
+        match self.serve(name, store_quota(&tenant)) {
+            Ok(()) => {}
+            Err(ManagerError::NoDescriptors { source, .. }) => {
+                // Not an error of the manager's: the tick looks again.
+                tracing::warn!(tenant = %name, reason = %source, "not serving the tenant");
+                self.set_status(name, &tenant, "Failed", NO_DESCRIPTORS, &source.to_string())?;
+                return Ok(());
+            }
+            Err(e) => {
+                self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string())?;
+                return Err(e);
+            }
         }
         self.ensure_host_namespace(name)?;
         let admission = self.admissions.lock().get(name).cloned();
@@ -296,6 +323,12 @@ impl Manager {
             let Some(name) = meta_str(tenant, "name") else { continue };
             if !is_deleting(tenant) && expires_at(tenant).is_some_and(|e| e <= now) {
                 self.reconcile(name)?;
+            } else if tenant.pointer("/status/conditions/0/reason") == Some(&json!(NO_DESCRIPTORS))
+            {
+                // Room may have been made since (tenants deleted, the limit raised).
+                if let Err(e) = self.reconcile(name) {
+                    tracing::debug!(tenant = %name, error = %e, "the tenant is still not served");
+                }
             } else if tenant.pointer("/status/conditions/0/reason") == Some(&json!(NOT_OWNED)) {
                 // Its host namespace may have gone since (one being deleted, say).
                 if let Err(e) = self.reconcile(name) {
@@ -383,6 +416,11 @@ impl Manager {
     fn serve(&self, name: &str, quota: Quota) -> Result<(), ManagerError> {
         if self.clusters.tenant(name).is_some() {
             return Ok(());
+        }
+        if let Some(descriptors) = self.descriptors.get() {
+            descriptors
+                .room_for_one()
+                .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source })?;
         }
         let dir = self.store_dir(name);
         std::fs::create_dir_all(&dir).map_err(|source| ManagerError::Io {
@@ -833,6 +871,45 @@ mod tests {
         assert!(!f.dir.path().join("tenants/team-a").exists());
         assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code, 404);
         assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 404);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_tenant_without_room_in_the_open_file_limit_fails_clearly_until_there_is() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let f = fixture_in(tempfile::tempdir().unwrap());
+        let open = Arc::new(AtomicU64::new(100));
+        let counted = open.clone();
+        let count: crate::tenant::descriptors::Count =
+            Arc::new(move || Ok((counted.load(Ordering::SeqCst), 1024)));
+        f.manager.set_descriptors(Descriptors::counted(512, 48, count));
+        create(&f, "team-a", json!({}));
+        f.manager.reconcile("team-a").unwrap();
+        assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 200);
+
+        // The process nears its limit: a new tenant is refused, with the reason in its status.
+        open.store(1024 - 512 - 47, Ordering::SeqCst);
+        create(&f, "team-b", json!({}));
+        f.manager.reconcile("team-b").unwrap();
+        let tenant = f.host.get(&f.manager.target(), "team-b").unwrap();
+        assert_eq!(tenant["status"]["phase"], "Failed", "{tenant}");
+        let condition = &tenant["status"]["conditions"][0];
+        assert_eq!(condition["reason"], "InsufficientFileDescriptors", "{tenant}");
+        let message = condition["message"].as_str().unwrap();
+        assert!(message.contains("465 of the process's 1024 file descriptors"), "{message}");
+        assert_eq!(status_of(&f, "/tenants/team-b/api/v1/namespaces").await, 404);
+        assert!(!f.dir.path().join("tenants/team-b").exists(), "no store was opened");
+        // The tenant served keeps being served.
+        assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 200);
+        f.manager.tick().unwrap();
+        let tenant = f.host.get(&f.manager.target(), "team-b").unwrap();
+        assert_eq!(tenant["status"]["phase"], "Failed", "still no room");
+
+        // Room is made: the next tick serves it.
+        open.store(300, Ordering::SeqCst);
+        f.manager.tick().unwrap();
+        let tenant = f.host.get(&f.manager.target(), "team-b").unwrap();
+        assert_eq!(tenant["status"]["phase"], "Ready", "{tenant}");
+        assert_eq!(status_of(&f, "/tenants/team-b/api/v1/namespaces").await, 200);
     }
 
     /// `EIO`, on Linux.

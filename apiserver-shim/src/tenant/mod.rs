@@ -2,6 +2,7 @@
 //! the manager that turns `Tenant` objects into running tenant clusters.
 
 pub mod clusters;
+pub mod descriptors;
 pub mod manager;
 pub mod types;
 

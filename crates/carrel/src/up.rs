@@ -15,6 +15,7 @@ use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
 use carrel_apiserver::server::clusters_router;
+use carrel_apiserver::tenant::descriptors::Descriptors;
 use carrel_apiserver::tenant::manager::Manager;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::Certificates;
@@ -38,6 +39,10 @@ const FD_RESERVE_BASE: u64 = 512;
 /// Descriptors kept for each store served (its log, checkpoint files and blobs) and the
 /// syncer of its tenant.
 const FD_RESERVE_PER_STORE: u64 = 24;
+
+/// The connections to this listener one tenant's syncer holds at most (to its own API and to
+/// the host; measured at about 10).
+const FD_PER_TENANT_SYNCER: u64 = 16;
 
 /// `carrel up` options.
 #[derive(Debug, clap::Args)]
@@ -168,17 +173,6 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
     tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
-    {
-        let manager = manager.clone();
-        tokio::task::spawn_blocking(move || manager.resume())
-            .await
-            .context("resuming tenants")?
-            .context("resuming tenants")?;
-    }
-    let config = certs.server_config().context("TLS configuration")?;
-
-    let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
-    announce(&endpoint, &kubeconfig_path, clusters.names().len(), args.sim_nodes, &args.sim_gpus);
     // Client connections may not take the descriptors the stores need: those of the process,
     // and those of the host store and of every tenant's store served.
     let mut limits = args.listener.limits();
@@ -191,6 +185,30 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let stores = clusters.clone();
     limits.fd_reserve =
         FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.count());
+    // A new tenant is served only while the listener's reckoning leaves room for it: its
+    // store's reserve and its syncer's connections, beside the stores' reserves and the
+    // connections open now. Otherwise it goes Failed with the reason, before any connection or
+    // store would fail, and the tenants served keep working.
+    let (stores, gate) = (clusters.clone(), limits.gate.clone());
+    let in_use = move || {
+        let nofile = rlimit::getrlimit(rlimit::Resource::NOFILE)?.0;
+        let stores = u64::try_from(1 + stores.count()).unwrap_or(u64::MAX);
+        let connections = u64::try_from(gate.open()).unwrap_or(u64::MAX);
+        Ok((FD_RESERVE_PER_STORE.saturating_mul(stores).saturating_add(connections), nofile))
+    };
+    let per_tenant = FD_RESERVE_PER_STORE + if args.no_syncers { 0 } else { FD_PER_TENANT_SYNCER };
+    manager.set_descriptors(Descriptors::counted(FD_RESERVE_BASE, per_tenant, Arc::new(in_use)));
+    {
+        let manager = manager.clone();
+        tokio::task::spawn_blocking(move || manager.resume())
+            .await
+            .context("resuming tenants")?
+            .context("resuming tenants")?;
+    }
+    let config = certs.server_config().context("TLS configuration")?;
+
+    let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
+    announce(&endpoint, &kubeconfig_path, clusters.names().len(), args.sim_nodes, &args.sim_gpus);
     let router = clusters_router(clusters);
     listener::serve(listener, Some(config), router, limits, shutdown_signal()).await;
     let _ = stop_tx.send(true);

@@ -204,3 +204,73 @@ fn idle_connections_cannot_take_the_stores_descriptors() {
     assert!(!text.contains("Too many open files"), "{text}");
     up.stop();
 }
+
+/// The phase of a tenant, as the host API says.
+fn phase(up: &Up, name: &str) -> String {
+    let out = up
+        .kubectl(&up.host_kubeconfig(), &["get", "tenant", name, "-o", "jsonpath={.status.phase}"]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn tenants_beyond_the_open_file_limit_are_refused_clearly_and_served_once_there_is_room() {
+    let _turn = one_at_a_time();
+    // Both limits at 1,024: carrel up keeps 512 for itself and serves a new tenant only while
+    // 48 more fit, so a few tenants in it refuses the next.
+    let data = tempfile::tempdir().unwrap();
+    let log = data.path().join("carrel.log");
+    let up = Up::start_logged(data.path(), Some("-n 1024"), &["--sim-nodes", "1"], &log);
+    let mut served = Vec::new();
+    let mut refused = None;
+    for i in 0..40 {
+        let name = format!("team-{i}");
+        let kubeconfig = up.home.path().join(format!("{name}.kubeconfig"));
+        let path = kubeconfig.to_string_lossy().into_owned();
+        let out = up.carrel(&["tenant", "create", &name, "--wait", "--kubeconfig-out", &path]);
+        if out.status.success() {
+            served.push((name, kubeconfig));
+            continue;
+        }
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(said.contains(&format!("tenant {name} failed")), "{said}");
+        assert!(said.contains("file descriptors are in use"), "{said}");
+        assert!(said.contains("raise the open-file limit"), "{said}");
+        refused = Some(name);
+        break;
+    }
+    let refused = refused.expect("a tenant beyond the open-file limit is refused");
+    assert!(served.len() >= 2, "only {} tenants fit under 1,024 descriptors", served.len());
+    say(&format!(
+        "{} tenants served under 1,024 descriptors; {refused} refused; {} open",
+        served.len(),
+        open_files(up.pid())
+    ));
+    assert_eq!(phase(&up, &refused), "Failed");
+    let reason = up.kubectl(
+        &up.host_kubeconfig(),
+        &["get", "tenant", &refused, "-o", "jsonpath={.status.conditions[0].reason}"],
+    );
+    assert_eq!(String::from_utf8_lossy(&reason.stdout), "InsufficientFileDescriptors");
+
+    // Every tenant served keeps being served, with room to spare in the limit.
+    for (name, kubeconfig) in &served {
+        ok(up.kubectl(kubeconfig, &["create", "configmap", "after"]));
+        assert_eq!(phase(&up, name), "Ready");
+    }
+    assert!(open_files(up.pid()) < 1024 - 200, "{} files open", open_files(up.pid()));
+
+    // Room is made: the refused tenant is served without being touched.
+    for (name, _) in served.iter().rev().take(3) {
+        ok(up.carrel(&["tenant", "delete", name, "--wait"]));
+    }
+    common::eventually("the refused tenant served", Duration::from_secs(60), || {
+        let phase = phase(&up, &refused);
+        (phase == "Ready", phase)
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(!text.contains("Too many open files"), "{text}");
+    let (lines, most_repeated) = log_volume(&log);
+    assert!(lines < 200, "{lines} log lines:\n{text}");
+    assert!(most_repeated < 50, "one message {most_repeated} times");
+    up.stop();
+}
