@@ -16,8 +16,8 @@ pub mod cdi;
 pub mod claims;
 pub mod enforce;
 pub mod events;
-pub mod inventory;
 pub mod metrics;
+pub mod publish;
 pub mod sim;
 
 use std::path::PathBuf;
@@ -187,7 +187,7 @@ async fn node_loop(agent: Agent, mut stop: watch::Receiver<bool>) {
         &node,
         config.evict_violators,
     );
-    let mut publisher = inventory::Publisher::new(agent.client.clone(), &node);
+    let mut publisher = publish::Publisher::new(agent.client.clone(), &node);
     let leases: Api<Lease> = Api::namespaced(agent.client.clone(), CLAIM_NAMESPACE);
     let watch_config = watcher::Config::default().labels(&format!("{LABEL_NODE}={node}"));
     let (reader, writer) = reflector::store();
@@ -242,13 +242,13 @@ async fn node_loop(agent: Agent, mut stop: watch::Receiver<bool>) {
         }
         let read = claims::blocking(&agent.backend, {
             let node = node.clone();
-            move |b| inventory::read(b, &node)
+            move |b| publish::read(b, &node)
         })
         .await;
         match read {
             Ok(Ok(inventory)) => match publisher.publish(&inventory).await {
                 Ok(_) => {}
-                Err(inventory::InventoryError::NodeMissing(_)) => {
+                Err(publish::InventoryError::NodeMissing(_)) => {
                     tracing::debug!(%node, "the Node is not registered yet")
                 }
                 Err(e) => tracing::warn!(%node, error = %e, "inventory publication failed"),

@@ -19,7 +19,7 @@
 //! Host names come from [`names`] only.
 
 pub mod claims;
-pub mod names;
+pub mod host_names;
 pub mod translate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -54,7 +54,7 @@ pub enum SyncError {
         source: serde_json::Error,
     },
     /// The host object under the name the syncer derives is someone else's: it does not record
-    /// this tenant and tenant object ([`names::stands_for`]). It is left alone.
+    /// this tenant and tenant object ([`host_names::stands_for`]). It is left alone.
     #[error("host {kind} {name} exists and records another owner: left alone")]
     Taken {
         /// The kind.
@@ -184,8 +184,8 @@ fn copied_objects<K: Copied>(copies: &Store<K>) -> Vec<Key> {
         .filter_map(|copy| {
             let a = copy.meta().annotations.as_ref()?;
             Some((
-                a.get(names::ANNOTATION_NAMESPACE)?.clone(),
-                a.get(names::ANNOTATION_NAME)?.clone(),
+                a.get(host_names::ANNOTATION_NAMESPACE)?.clone(),
+                a.get(host_names::ANNOTATION_NAME)?.clone(),
             ))
         })
         .collect()
@@ -403,7 +403,8 @@ impl Syncer {
     async fn watch_host_pods(self, writer: reflector::store::Writer<Pod>) {
         let api: Api<Pod> =
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
+        let config =
+            watcher::Config::default().labels(&host_names::host_selector(&self.inner.tenant));
         self.watch_pods(api, config, writer, tenant_key, "the host pods").await;
     }
 
@@ -484,7 +485,8 @@ impl Syncer {
     {
         let host: Api<K> =
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let config = watcher::Config::default().labels(&names::host_selector(&self.inner.tenant));
+        let config =
+            watcher::Config::default().labels(&host_names::host_selector(&self.inner.tenant));
         let host_stream = reflector::reflector(writer, watcher(host, config)).default_backoff();
         // The tenant object each copy the host watch shows stands for.
         let (copied_tx, mut copied) = mpsc::unbounded_channel::<Key>();
@@ -494,9 +496,10 @@ impl Syncer {
                 if let Ok(watcher::Event::Apply(copy) | watcher::Event::InitApply(copy)) = event {
                     // Token Secrets carry no tenant object's name: they are not copies.
                     let Some(a) = copy.meta().annotations.as_ref() else { continue };
-                    if let (Some(ns), Some(name)) =
-                        (a.get(names::ANNOTATION_NAMESPACE), a.get(names::ANNOTATION_NAME))
-                    {
+                    if let (Some(ns), Some(name)) = (
+                        a.get(host_names::ANNOTATION_NAMESPACE),
+                        a.get(host_names::ANNOTATION_NAME),
+                    ) {
                         let _ = copied_tx.send((ns.clone(), name.clone()));
                     }
                 }
@@ -570,7 +573,7 @@ impl Syncer {
         else {
             return;
         };
-        let host_name = names::host_name(ns, name);
+        let host_name = host_names::host_name(ns, name);
         let Some(copy) = copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace))
         else {
             return; // No pod has referenced it: nothing to keep in line.
@@ -595,7 +598,7 @@ impl Syncer {
     where
         K: Copied,
     {
-        let host_name = names::host_name(namespace, name);
+        let host_name = host_names::host_name(namespace, name);
         if copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace)).is_none() {
             return;
         }
@@ -711,7 +714,7 @@ impl Syncer {
     /// Bring one tenant pod and its host pod in line. `Some(delay)` asks to look again later.
     pub async fn reconcile(&self, key: &Key) -> Result<Option<Duration>, SyncError> {
         let (namespace, name) = key;
-        let host_name = names::host_pod(namespace, name);
+        let host_name = host_names::host_pod(namespace, name);
         let pair = async {
             let tenant_pod = self.tenant_pod(namespace, name).await?;
             // A new pod's host pod is made by this reconcile: when the cache has none, there is
@@ -793,7 +796,10 @@ impl Syncer {
             (Some(tenant), Some(host)) => {
                 let tenant_uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
                 let recorded = host
-                    .pointer(&format!("/metadata/annotations/{}", escape(names::ANNOTATION_UID)))
+                    .pointer(&format!(
+                        "/metadata/annotations/{}",
+                        escape(host_names::ANNOTATION_UID)
+                    ))
                     .and_then(Value::as_str);
                 if tenant_uid != recorded {
                     // Left from an earlier pod of the same name.
@@ -976,10 +982,10 @@ impl Syncer {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let existing = api.get(host_name).await?;
-                let identity = names::host_annotations(namespace, name, "");
+                let identity = host_names::host_annotations(namespace, name, "");
                 let (labels, annotations) =
                     (existing.metadata.labels.as_ref(), existing.metadata.annotations.as_ref());
-                if !names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
+                if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
                     let taken = SyncError::Taken { kind: "Pod", name: host_name.to_owned() };
                     return self.host_name_taken(tenant, taken).await;
                 }
@@ -988,7 +994,7 @@ impl Syncer {
                     .metadata
                     .annotations
                     .as_ref()
-                    .and_then(|a| a.get(names::ANNOTATION_UID))
+                    .and_then(|a| a.get(host_names::ANNOTATION_UID))
                     .map(String::as_str);
                 if !is_ours(&existing, &self.inner.tenant) || recorded != uid {
                     // Another pod's host pod under this name (an earlier pod of the same name):
@@ -1063,7 +1069,7 @@ impl Syncer {
                 let (labels, annotations) =
                     (current.meta().labels.as_ref(), current.meta().annotations.as_ref());
                 let identity = typed.meta().annotations.clone().unwrap_or_default();
-                if !names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
+                if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
                     let kind = if K::kind(&()) == "Secret" { "Secret" } else { "ConfigMap" };
                     return Err(SyncError::Taken { kind, name });
                 }
@@ -1096,7 +1102,7 @@ impl Syncer {
         let Some((namespace, account)) = token_key(pod) else {
             return Ok(None);
         };
-        let secret_name = names::token_secret(&namespace, &account);
+        let secret_name = host_names::token_secret(&namespace, &account);
         let key = (namespace, account);
         let fresh = chrono::Utc::now() + chrono::Duration::seconds(TOKEN_SECONDS / 2);
         if self.inner.tokens.lock().get(&key).is_some_and(|e| *e > fresh) {
@@ -1142,13 +1148,13 @@ impl Syncer {
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {
-                "name": names::token_secret(namespace, account),
+                "name": host_names::token_secret(namespace, account),
                 "namespace": self.inner.host_namespace,
-                "labels": names::host_labels(&self.inner.tenant),
+                "labels": host_names::host_labels(&self.inner.tenant),
                 "annotations": {
-                    names::ANNOTATION_NAMESPACE: namespace,
-                    names::ANNOTATION_SERVICE_ACCOUNT: account,
-                    names::ANNOTATION_TOKEN_EXPIRES: expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    host_names::ANNOTATION_NAMESPACE: namespace,
+                    host_names::ANNOTATION_SERVICE_ACCOUNT: account,
+                    host_names::ANNOTATION_TOKEN_EXPIRES: expires.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
                 },
             },
             "type": "Opaque",
@@ -1179,14 +1185,15 @@ impl Syncer {
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
         for secret in secrets.state() {
             let Some(a) = secret.metadata.annotations.as_ref() else { continue };
-            let (Some(namespace), Some(account)) =
-                (a.get(names::ANNOTATION_NAMESPACE), a.get(names::ANNOTATION_SERVICE_ACCOUNT))
-            else {
+            let (Some(namespace), Some(account)) = (
+                a.get(host_names::ANNOTATION_NAMESPACE),
+                a.get(host_names::ANNOTATION_SERVICE_ACCOUNT),
+            ) else {
                 continue;
             };
             let key = (namespace.clone(), account.clone());
             if !used.contains(&key) {
-                let name = names::token_secret(namespace, account);
+                let name = host_names::token_secret(namespace, account);
                 match api.delete(&name, &DeleteParams::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
@@ -1196,7 +1203,7 @@ impl Syncer {
                 continue;
             }
             let expires = a
-                .get(names::ANNOTATION_TOKEN_EXPIRES)
+                .get(host_names::ANNOTATION_TOKEN_EXPIRES)
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.with_timezone(&chrono::Utc));
             if expires.is_none_or(|t| t < due) {
@@ -1356,7 +1363,7 @@ impl Syncer {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(names::ANNOTATION_UID))
+            .and_then(|a| a.get(host_names::ANNOTATION_UID))
             .cloned()
             .unwrap_or_default();
         let host_uid = event.metadata.uid.clone().unwrap_or_default();
@@ -1539,7 +1546,10 @@ impl Syncer {
             .iter()
             .filter(|p| !finished(p))
             .filter_map(|p| {
-                Some(names::host_pod(p.metadata.namespace.as_deref()?, p.metadata.name.as_deref()?))
+                Some(host_names::host_pod(
+                    p.metadata.namespace.as_deref()?,
+                    p.metadata.name.as_deref()?,
+                ))
             })
             .collect();
         for claim in claims::all_claims(&self.inner.host_client).await? {
@@ -1555,7 +1565,9 @@ impl Syncer {
         }
         let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
         let list = nodes
-            .list(&ListParams::default().labels(&format!("{}=true", names::LABEL_VIRTUAL_NODE)))
+            .list(
+                &ListParams::default().labels(&format!("{}=true", host_names::LABEL_VIRTUAL_NODE)),
+            )
             .await?;
         for n in list.items {
             let Some(name) = n.metadata.name else { continue };
@@ -1644,18 +1656,18 @@ fn is_ours(pod: &Pod, tenant: &str) -> bool {
     pod.metadata
         .labels
         .as_ref()
-        .is_some_and(|l| l.get(names::LABEL_TENANT).map(String::as_str) == Some(tenant))
+        .is_some_and(|l| l.get(host_names::LABEL_TENANT).map(String::as_str) == Some(tenant))
 }
 
 /// Whether host pod `host` was written by the syncer of `tenant` for tenant pod
-/// `namespace/name` ([`names::stands_for`]).
+/// `namespace/name` ([`host_names::stands_for`]).
 fn stands_for_pod(host: &Value, tenant: &str, namespace: &str, name: &str) -> bool {
     let map = |pointer: &str| {
         host.pointer(pointer)
             .and_then(|m| serde_json::from_value::<BTreeMap<String, String>>(m.clone()).ok())
     };
-    let identity = names::host_annotations(namespace, name, "");
-    names::stands_for(
+    let identity = host_names::host_annotations(namespace, name, "");
+    host_names::stands_for(
         map("/metadata/labels").as_ref(),
         map("/metadata/annotations").as_ref(),
         tenant,
@@ -1666,7 +1678,10 @@ fn stands_for_pod(host: &Value, tenant: &str, namespace: &str, name: &str) -> bo
 /// The tenant pod a host pod stands for.
 fn tenant_key(host: &Pod) -> Option<Key> {
     let a = host.metadata.annotations.as_ref()?;
-    Some((a.get(names::ANNOTATION_NAMESPACE)?.clone(), a.get(names::ANNOTATION_NAME)?.clone()))
+    Some((
+        a.get(host_names::ANNOTATION_NAMESPACE)?.clone(),
+        a.get(host_names::ANNOTATION_NAME)?.clone(),
+    ))
 }
 
 #[cfg(test)]

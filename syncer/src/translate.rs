@@ -10,7 +10,7 @@ use carrel_gpu::pod_refs::{self, Reference, Referent};
 use carrel_gpu::runtime_env::steers_runtime;
 use carrel_gpu::Claim;
 
-use crate::names;
+use crate::host_names;
 
 /// Where a tenant pod's service-account token is mounted, as the kubelet mounts it.
 pub const TOKEN_MOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -77,10 +77,10 @@ pub fn host_copy(tenant: &str, host_namespace: &str, object: &Value) -> Value {
         "apiVersion": "v1",
         "kind": object["kind"],
         "metadata": {
-            "name": names::host_name(namespace, name),
+            "name": host_names::host_name(namespace, name),
             "namespace": host_namespace,
-            "labels": names::host_labels(tenant),
-            "annotations": names::host_annotations(namespace, name, uid),
+            "labels": host_names::host_labels(tenant),
+            "annotations": host_names::host_annotations(namespace, name, uid),
         },
     });
     for field in ["data", "binaryData", "type", "immutable"] {
@@ -190,7 +190,7 @@ fn expand_env_from(c: &mut Value, namespace: &str, sources: &EnvSources) {
                 continue;
             }
             let mut reference =
-                json!({"name": names::host_name(namespace, &source.name), "key": key});
+                json!({"name": host_names::host_name(namespace, &source.name), "key": key});
             if let Some(optional) = &source.optional {
                 reference["optional"] = optional.clone();
             }
@@ -238,9 +238,9 @@ fn tenant_downward_items(items: Option<&mut Value>) {
             continue;
         };
         let recorded = match path.as_str() {
-            Some("metadata.name") => names::ANNOTATION_NAME,
-            Some("metadata.namespace") => names::ANNOTATION_NAMESPACE,
-            Some("metadata.uid") => names::ANNOTATION_UID,
+            Some("metadata.name") => host_names::ANNOTATION_NAME,
+            Some("metadata.namespace") => host_names::ANNOTATION_NAMESPACE,
+            Some("metadata.uid") => host_names::ANNOTATION_UID,
             _ => continue,
         };
         *path = json!(format!("metadata.annotations['{recorded}']"));
@@ -259,7 +259,7 @@ fn rename_references(source: &mut Value, table: &[Reference], namespace: &str) {
 fn rename(value: &mut Value, pointer: &str, namespace: &str) {
     if let Some(slot) = value.pointer_mut(pointer) {
         if let Some(name) = slot.as_str().filter(|n| !n.is_empty()) {
-            *slot = Value::String(names::host_name(namespace, name));
+            *slot = Value::String(host_names::host_name(namespace, name));
         }
     }
 }
@@ -283,7 +283,7 @@ fn is_gpu_resource(name: &str) -> bool {
 
 /// The host pod for tenant pod `pod` of `tenant` (its node selector and affinity kept: the
 /// tenant's virtual nodes carry the host nodes' names and topology labels): in `host_namespace`, named by
-/// [`names::host_pod`], its references renamed, no `nvidia.com/*` resources, no service-account
+/// [`host_names::host_pod`], its references renamed, no `nvidia.com/*` resources, no service-account
 /// token of the host (the tenant's comes from `token_secret`, mounted where the kubelet would
 /// mount one), bound to the claimed devices' node with the devices named for CDI injection.
 ///
@@ -407,7 +407,7 @@ pub fn host_pod(
                 if let Some(Value::Array(mounts)) = mounts {
                     if !mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT) {
                         mounts.push(json!({
-                            "name": names::TOKEN_VOLUME,
+                            "name": host_names::TOKEN_VOLUME,
                             "mountPath": TOKEN_MOUNT,
                             "readOnly": true,
                         }));
@@ -420,7 +420,8 @@ pub fn host_pod(
         let volumes =
             host_spec.as_object_mut().map(|o| o.entry("volumes").or_insert_with(|| json!([])));
         if let Some(Value::Array(volumes)) = volumes {
-            volumes.push(json!({"name": names::TOKEN_VOLUME, "secret": {"secretName": secret}}));
+            volumes
+                .push(json!({"name": host_names::TOKEN_VOLUME, "secret": {"secretName": secret}}));
         }
     }
 
@@ -432,20 +433,20 @@ pub fn host_pod(
         .filter(|(k, _)| host_annotation_allowed(k))
         .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
         .collect();
-    annotations.extend(names::host_annotations(namespace, name, uid));
+    annotations.extend(host_names::host_annotations(namespace, name, uid));
     if let Some(first) = claims.first() {
         host_spec["nodeName"] = json!(first.node);
         let devices: Vec<String> =
             claims.iter().map(|c| format!("nvidia.com/gpu={}", c.instance_uuid)).collect();
-        annotations.insert(names::ANNOTATION_CDI.to_owned(), devices.join(","));
+        annotations.insert(host_names::ANNOTATION_CDI.to_owned(), devices.join(","));
     }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": names::host_pod(namespace, name),
+            "name": host_names::host_pod(namespace, name),
             "namespace": host_namespace,
-            "labels": names::host_labels(tenant),
+            "labels": host_names::host_labels(tenant),
             "annotations": annotations,
         },
         "spec": host_spec,
@@ -583,7 +584,7 @@ pub fn virtual_node(host_node: &Value, quota: &BTreeMap<String, i64>) -> Value {
             labels.insert(k.clone(), v.clone());
         }
     }
-    labels.insert(names::LABEL_VIRTUAL_NODE.to_owned(), json!("true"));
+    labels.insert(host_names::LABEL_VIRTUAL_NODE.to_owned(), json!("true"));
     let mut resources = Map::new();
     for key in ["cpu", "memory", "pods", "ephemeral-storage"] {
         if let Some(v) = host_node.pointer(&format!("/status/allocatable/{key}")) {
@@ -770,7 +771,7 @@ mod tests {
                 let pointer = format!("/{}{}", r.source, r.pointer);
                 assert_eq!(
                     at.pointer(&pointer),
-                    Some(&json!(names::host_name("ml", "admin-kubeconfig"))),
+                    Some(&json!(host_names::host_name("ml", "admin-kubeconfig"))),
                     "{r:?}: {h}"
                 );
             }
@@ -798,8 +799,8 @@ mod tests {
             .insert(&json!({"kind": "Secret", "metadata": {"name": "sec"}, "data": {"K": "eA=="}}));
         assert!(missing_env_sources(&p, &sources).is_empty());
         let h = host_pod("t", "carrel-t", &p, &[], None, &sources, &[]);
-        let cfg = names::host_name("ml", "cfg");
-        let sec = names::host_name("ml", "sec");
+        let cfg = host_names::host_name("ml", "cfg");
+        let sec = host_names::host_name("ml", "sec");
         let c = &h["spec"]["containers"][0];
         assert!(c.get("envFrom").is_none(), "{c}");
         assert_eq!(

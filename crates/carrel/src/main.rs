@@ -3,7 +3,7 @@
 mod gpu;
 mod host;
 mod run;
-mod sync;
+mod syncers;
 mod tenant;
 mod up;
 

@@ -24,7 +24,7 @@ use carrel_node_agent::{run_scheduler, Agent, AgentConfig, PodMap};
 use carrel_store::{Options, SledStore};
 
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
-use crate::sync::{SimPodLogs, Syncers};
+use crate::syncers::{SimPodLogs, Syncers};
 
 /// How long a new pod holds its room in the sync window if its syncer never takes it up.
 const INTAKE_LIMIT: Duration = Duration::from_secs(2);

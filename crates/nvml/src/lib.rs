@@ -15,8 +15,8 @@ use std::fmt;
 use carrel_gpu::{GpuModel, Placement, Profile, Shape};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub mod inventory;
 mod nvml;
+pub mod scan;
 mod sim;
 
 pub use nvml::{Nvml, NVML_LIBRARY};

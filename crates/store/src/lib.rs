@@ -20,13 +20,13 @@
 mod codec;
 mod commit;
 mod continue_token;
+mod durable;
 mod error;
 mod faults;
 mod history;
 mod hub;
 mod io;
 mod sled_store;
-mod sync;
 mod wal;
 mod watch;
 

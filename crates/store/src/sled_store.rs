@@ -24,9 +24,9 @@ use parking_lot::{Mutex, RwLock};
 use crate::codec::{self, DecodeError};
 use crate::commit::Commit;
 use crate::continue_token::ContinueToken;
+use crate::durable::{sync_dir, DiskSync};
 use crate::hub::Hub;
 use crate::io::{Failure, Retry};
-use crate::sync::{sync_dir, DiskSync};
 use crate::wal::{self, Wal};
 use crate::watch::Watch;
 use crate::{

@@ -20,7 +20,7 @@ use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_node_agent::{LogLine, LogStore};
-use carrel_syncer::{names, Config, Syncer};
+use carrel_syncer::{host_names, Config, Syncer};
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {
@@ -197,7 +197,7 @@ impl PodLogs for TenantPodLogs {
         options: LogOptions,
     ) -> BoxFuture<'static, ApiResult<LogStream>> {
         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-        let host_name = names::host_pod(namespace, name);
+        let host_name = host_names::host_pod(namespace, name);
         let api: Api<Pod> = Api::namespaced(self.host.clone(), &self.host_namespace);
         Box::pin(async move {
             let params = LogParams {

@@ -59,7 +59,7 @@ pub enum InventoryError {
 /// Read the node's inventory from `backend`: every GPU of a known model with its instances, all
 /// free.
 pub fn read(backend: &dyn GpuBackend, node_name: &str) -> Result<carrel_gpu::Node, BackendError> {
-    let mut node = carrel_nvml::inventory::node(backend, node_name)?;
+    let mut node = carrel_nvml::scan::node(backend, node_name)?;
     for instance in node.gpus.iter_mut().flat_map(|g| g.instances.iter_mut()) {
         instance.holder = None;
     }
