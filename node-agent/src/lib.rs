@@ -7,8 +7,6 @@
 //!   and optionally evicted.
 //! - [`cdi`]: a CDI spec naming the node's claimed devices.
 //! - [`metrics`]: Prometheus metrics in DCGM exporter style.
-//! - [`sim`]: for the embedded host of `carrel up`, a simulated kubelet ([`sim::kubelet`]) and
-//!   scheduler ([`sim::scheduler`]).
 //!
 //! [`Agent`] runs them all for one node.
 
@@ -18,7 +16,6 @@ pub mod enforce;
 pub mod events;
 pub mod metrics;
 pub mod publish;
-pub mod sim;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,8 +34,6 @@ use tokio::sync::watch;
 
 pub use claims::HeldDevice;
 pub use enforce::{PodMap, PodOfProcess, ProcCgroups};
-pub use sim::logs::{LogLine, LogStore};
-pub use sim::scheduler::run_scheduler;
 
 /// How one node's agent runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,27 +42,20 @@ pub struct AgentConfig {
     pub node_name: String,
     /// How often the GPUs are read again (inventory, claims, enforcement).
     pub inventory_interval: Duration,
-    /// Play the kubelet for this node (the embedded host of `carrel up`).
-    pub simulate_kubelet: bool,
     /// Where to write the node's CDI spec; `None`: no CDI spec.
     pub cdi_dir: Option<PathBuf>,
     /// Delete pods found using a MIG device they do not hold.
     pub evict_violators: bool,
-    /// With `simulate_kubelet`: the most pods the node runs (the kubelet's `maxPods`).
-    pub max_pods: u32,
 }
 
 impl AgentConfig {
-    /// The defaults for node `node_name`: GPUs read every 5 s, no kubelet (110 pods when it is
-    /// played), no CDI, no eviction.
+    /// The defaults for node `node_name`: GPUs read every 5 s, no CDI, no eviction.
     pub fn new(node_name: &str) -> AgentConfig {
         AgentConfig {
             node_name: node_name.to_owned(),
             inventory_interval: Duration::from_secs(5),
-            simulate_kubelet: false,
             cdi_dir: None,
             evict_violators: false,
-            max_pods: sim::kubelet::DEFAULT_MAX_PODS,
         }
     }
 }
@@ -86,7 +74,6 @@ pub struct Agent {
     backend: Arc<dyn GpuBackend>,
     pod_of_process: Arc<dyn PodOfProcess>,
     config: AgentConfig,
-    logs: LogStore,
     held: Arc<RwLock<Vec<HeldDevice>>>,
     violations: Arc<metrics::Violations>,
 }
@@ -120,15 +107,9 @@ impl Agent {
             backend,
             pod_of_process,
             config,
-            logs: LogStore::new(),
             held: Arc::new(RwLock::new(Vec::new())),
             violations: Arc::new(metrics::Violations::default()),
         }
-    }
-
-    /// The simulated containers' logs (empty unless the agent simulates the kubelet).
-    pub fn logs(&self) -> LogStore {
-        self.logs.clone()
     }
 
     /// The claimed devices the last pass found.
@@ -148,20 +129,7 @@ impl Agent {
 
     /// Run every loop until `stop` turns true.
     pub async fn run(self, stop: watch::Receiver<bool>) -> Result<(), AgentError> {
-        let kubelet = self.config.simulate_kubelet.then(|| {
-            let kubelet = sim::kubelet::Kubelet::new(
-                self.client.clone(),
-                &self.config.node_name,
-                self.config.max_pods,
-                self.logs.clone(),
-            );
-            tokio::spawn(kubelet.run(stop.clone()))
-        });
-        let node = tokio::spawn(node_loop(self, stop));
-        node.await?;
-        if let Some(kubelet) = kubelet {
-            kubelet.await?;
-        }
+        tokio::spawn(node_loop(self, stop)).await?;
         Ok(())
     }
 }

@@ -38,13 +38,6 @@ struct Args {
     /// Simulated GPUs: MODELxCOUNT[:mig=PROFILE*N[,PROFILE*N...]] (with --backend sim).
     #[arg(long)]
     sim_gpus: Option<String>,
-    /// Play the kubelet for this node (register it, run its pods without containers).
-    #[arg(long)]
-    simulate_kubelet: bool,
-    /// With --simulate-kubelet: the most pods the node runs, as the kubelet's maxPods.
-    #[arg(long, default_value_t = carrel_node_agent::sim::kubelet::DEFAULT_MAX_PODS,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(carrel_node_agent::sim::kubelet::MAX_PODS_LIMIT)))]
-    max_pods: u32,
     /// Directory for the node's CDI spec (e.g. /var/run/cdi).
     #[arg(long)]
     cdi_dir: Option<PathBuf>,
@@ -117,10 +110,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let config = AgentConfig {
         node_name: args.node_name.clone(),
         inventory_interval: Duration::from_secs_f64(args.inventory_interval),
-        simulate_kubelet: args.simulate_kubelet,
         cdi_dir: args.cdi_dir.clone(),
         evict_violators: args.evict_violators,
-        max_pods: args.max_pods,
     };
     let agent = Agent::new(client, backend, pods, config);
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use carrel_gpu::{Claim, GpuModel, Holder, Placement, Shape, CLAIM_NAMESPACE};
-use carrel_node_agent::sim::scheduler::{schedule_once, SchedulerError};
 use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_nvml::{GpuBackend, Simulator};
+use carrel_sim::scheduler::{schedule_once, SchedulerError};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
@@ -193,18 +193,19 @@ async fn the_agent_runs_a_simulated_node() {
     let config = AgentConfig {
         node_name: NODE.into(),
         inventory_interval: Duration::from_millis(200),
-        simulate_kubelet: true,
         cdi_dir: Some(cdi_dir.path().to_path_buf()),
         evict_violators: false,
-        max_pods: 110,
     };
     let agent = Agent::new(client.clone(), backend, pod_map.clone(), config);
-    let logs = agent.logs();
+    // The node's kubelet, played beside its agent as carrel up plays it.
+    let logs = carrel_sim::LogStore::new();
+    let kubelet = carrel_sim::kubelet::Kubelet::new(client.clone(), NODE, 110, logs.clone());
     let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let metrics_addr = metrics_listener.local_addr().unwrap();
     let metrics = agent.metrics_router();
     tokio::spawn(async move { axum::serve(metrics_listener, metrics).await });
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let kubelet = tokio::spawn(kubelet.run(stop.clone()));
     let running = tokio::spawn(agent.run(stop));
 
     // The Node is registered, Ready, and carries the inventory.
@@ -247,11 +248,11 @@ async fn the_agent_runs_a_simulated_node() {
     assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", NODE));
     assert_eq!(Some(&owner.uid), node.metadata.uid.as_ref());
     // A renewal moves its renewTime on.
-    let renewer = carrel_node_agent::sim::kubelet::Kubelet::new(
+    let renewer = carrel_sim::kubelet::Kubelet::new(
         client.clone(),
         NODE,
         110,
-        carrel_node_agent::sim::logs::LogStore::new(),
+        carrel_sim::logs::LogStore::new(),
     );
     let before = spec.renew_time.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -522,6 +523,7 @@ async fn the_agent_runs_a_simulated_node() {
 
     stop_tx.send(true).unwrap();
     tokio::time::timeout(TIMEOUT, running).await.expect("the agent stops").unwrap().unwrap();
+    tokio::time::timeout(TIMEOUT, kubelet).await.expect("the kubelet stops").unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

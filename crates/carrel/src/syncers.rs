@@ -19,7 +19,7 @@ use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
 use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
-use carrel_node_agent::{LogLine, LogStore};
+use carrel_sim::{LogLine, LogStore};
 use carrel_syncer::{host_names, Config, Syncer};
 
 /// One syncer per served tenant, and tenant pod logs read from the host.

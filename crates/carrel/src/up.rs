@@ -20,7 +20,9 @@ use carrel_apiserver::tenant::manager::Manager;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{Api, Server};
-use carrel_node_agent::{run_scheduler, Agent, AgentConfig, PodMap};
+use carrel_node_agent::{Agent, AgentConfig, PodMap};
+use carrel_sim::kubelet::Kubelet;
+use carrel_sim::{run_scheduler, LogStore};
 use carrel_store::{Options, SledStore};
 
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
@@ -63,8 +65,8 @@ pub struct Args {
     sim_gpus: String,
     /// The most pods each simulated node runs, as a kubelet's maxPods; the scheduler places no
     /// more, and pods bound past it fail as OutOfpods.
-    #[arg(long, default_value_t = carrel_node_agent::sim::kubelet::DEFAULT_MAX_PODS,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(carrel_node_agent::sim::kubelet::MAX_PODS_LIMIT)))]
+    #[arg(long, default_value_t = carrel_sim::kubelet::DEFAULT_MAX_PODS,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(carrel_sim::kubelet::MAX_PODS_LIMIT)))]
     sim_max_pods: u32,
     /// How many new pods, across tenants, may be stored before their syncers have taken them
     /// up; further pod creates wait their turn, tenant by tenant. Default: half the cores, at
@@ -158,12 +160,14 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         let backend = carrel_nvml::Simulator::from_spec(&args.sim_gpus, &name)
             .with_context(|| format!("--sim-gpus {}", args.sim_gpus))?;
         let mut config = AgentConfig::new(&name);
-        config.simulate_kubelet = true;
-        config.max_pods = args.sim_max_pods;
         config.inventory_interval = Duration::from_secs(2);
         config.cdi_dir = Some(data.join("cdi"));
         let agent = Agent::new(client.clone(), Arc::new(backend), Arc::new(PodMap::new()), config);
-        logs.insert(name, agent.logs());
+        // The node's kubelet, played beside its agent.
+        let node_logs = LogStore::new();
+        let kubelet = Kubelet::new(client.clone(), &name, args.sim_max_pods, node_logs.clone());
+        tasks.push(tokio::spawn(kubelet.run(stop_rx.clone())));
+        logs.insert(name, node_logs);
         let stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = agent.run(stop).await {

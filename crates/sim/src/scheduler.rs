@@ -21,8 +21,8 @@ use tokio::sync::watch;
 use carrel_gpu::fit::{self, NodeFacts, PodNeeds};
 use kube::api::{Patch, PatchParams};
 
-use super::kubelet::LABEL_SIMULATED;
-use crate::events::{EventTarget, EventType, Recorder};
+use crate::kubelet::LABEL_SIMULATED;
+use carrel_node_agent::events::{EventTarget, EventType, Recorder};
 
 /// The scheduler name this scheduler serves.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";

@@ -33,8 +33,8 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::logs::LogStore;
-use crate::events::{EventTarget, EventType, Recorder};
+use crate::logs::LogStore;
+use carrel_node_agent::events::{EventTarget, EventType, Recorder};
 
 /// An event the kubelet has to say about a pod.
 #[derive(Debug)]
