@@ -1,0 +1,449 @@
+//! Field selectors: a port of `k8s.io/apimachinery/pkg/fields/selector.go`, and the fields each
+//! resource accepts.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::object::go_quote;
+use crate::status::ApiError;
+
+/// A field selector operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldOp {
+    /// `field=value`.
+    Equals,
+    /// `field==value`.
+    DoubleEquals,
+    /// `field!=value`.
+    NotEquals,
+}
+
+/// One term of a field selector. The value is unescaped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldRequirement {
+    /// The field, as the client wrote it (e.g. `spec.nodeName`, `regarding.name`).
+    pub field: String,
+    /// The operator.
+    pub op: FieldOp,
+    /// The value the field is compared with.
+    pub value: String,
+}
+
+/// A parsed `fieldSelector`: the AND of its terms. No terms selects everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldSelector {
+    /// Sorted as `fields.ParseSelector` sorts the raw terms.
+    requirements: Vec<FieldRequirement>,
+}
+
+impl FieldSelector {
+    /// Parse `fieldSelector` the way `fields.ParseSelector` does. An empty string selects
+    /// everything; empty terms (`a=b,,c=d`) are skipped. Which fields exist is not checked here:
+    /// see [`check_supported`](Self::check_supported).
+    // The signature is the crate's: `ApiError` is what every handler returns.
+    pub fn parse(s: &str) -> Result<FieldSelector, ApiError> {
+        let mut parts = split_terms(s);
+        parts.sort();
+        let mut requirements = Vec::new();
+        for part in parts {
+            if part.is_empty() {
+                continue;
+            }
+            let Some((field, op, raw)) = split_term(part) else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                )));
+            };
+            let value = unescape_value(raw).map_err(ApiError::bad_request)?;
+            if field.is_empty() && value.is_empty() {
+                // ParseSelector's identity Transform turns such a term into Everything().
+                continue;
+            }
+            requirements.push(FieldRequirement { field: field.to_owned(), op, value });
+        }
+        Ok(FieldSelector { requirements })
+    }
+
+    /// Check every field is selectable on this resource, as kube-apiserver's field label
+    /// conversion does before listing or watching. The first unsupported field (in sorted term
+    /// order) gives a 400 with kube-apiserver's text for that kind, e.g.
+    /// `field label not supported: spec.foo` (pods, events, …) or
+    /// `"spec.foo" is not a known field selector: only "metadata.name", "metadata.namespace"`
+    /// (kinds with no field label conversion of their own, e.g. configmaps).
+    // The signature is the crate's: `ApiError` is what every handler returns.
+    pub fn check_supported(&self, group: &str, plural: &str) -> Result<(), ApiError> {
+        let kind = Kind::of(group, plural);
+        for r in &self.requirements {
+            kind.convert(&r.field).map_err(ApiError::bad_request)?;
+        }
+        Ok(())
+    }
+
+    /// Whether an object of this resource satisfies every term. A field this resource does not
+    /// select on reads as `""` (as `fields.Set.Get` does); callers should have refused it with
+    /// [`check_supported`](Self::check_supported) first.
+    pub fn matches(&self, group: &str, plural: &str, object: &Value) -> bool {
+        self.requirements.iter().all(|r| {
+            let have = field_value(group, plural, object, &r.field).unwrap_or_default();
+            match r.op {
+                FieldOp::Equals | FieldOp::DoubleEquals => have == r.value,
+                FieldOp::NotEquals => have != r.value,
+            }
+        })
+    }
+
+    /// Whether the selector selects everything.
+    pub fn is_everything(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// The name pinned by a `metadata.name=`/`==` term, if any (`RequiresExactMatch`), so callers
+    /// can look one object up instead of listing. They must still apply [`matches`](Self::matches)
+    /// to it, for the other terms.
+    pub fn exact_name(&self) -> Option<&str> {
+        self.requirements
+            .iter()
+            .find(|r| r.field == "metadata.name" && r.op != FieldOp::NotEquals)
+            .map(|r| r.value.as_str())
+    }
+
+    /// The terms, in the order `fields.ParseSelector` sorts them.
+    pub fn requirements(&self) -> &[FieldRequirement] {
+        &self.requirements
+    }
+}
+
+impl fmt::Display for FieldSelector {
+    /// `Selector.String()`: `field=value` terms (values escaped), joined with `,`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, r) in self.requirements.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let op = if r.op == FieldOp::NotEquals { "!=" } else { "=" };
+            let value = r.value.replace('\\', r"\\").replace(',', r"\,").replace('=', r"\=");
+            write!(f, "{}{op}{value}", r.field)?;
+        }
+        Ok(())
+    }
+}
+
+/// `fields.splitTerms`: split on commas not escaped by a backslash (the backslash stays).
+fn split_terms(s: &str) -> Vec<&str> {
+    if s.is_empty() {
+        return Vec::new();
+    }
+    let mut terms = Vec::new();
+    let mut start = 0;
+    let mut in_slash = false;
+    for (i, c) in s.char_indices() {
+        if in_slash {
+            in_slash = false;
+        } else if c == '\\' {
+            in_slash = true;
+        } else if c == ',' {
+            terms.push(&s[start..i]);
+            start = i + 1;
+        }
+    }
+    terms.push(&s[start..]);
+    terms
+}
+
+/// `fields.splitTerm`: split at the first `!=`, `==` or `=`.
+fn split_term(term: &str) -> Option<(&str, FieldOp, &str)> {
+    for (i, _) in term.char_indices() {
+        let rest = &term[i..];
+        for (text, op) in
+            [("!=", FieldOp::NotEquals), ("==", FieldOp::DoubleEquals), ("=", FieldOp::Equals)]
+        {
+            if let Some(value) = rest.strip_prefix(text) {
+                return Some((&term[..i], op, value));
+            }
+        }
+    }
+    None
+}
+
+/// `fields.UnescapeValue`: `\\`, `\,` and `\=` are the only escapes; a bare `,` or `=` is refused.
+fn unescape_value(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut in_slash = false;
+    for c in s.chars() {
+        if in_slash {
+            match c {
+                '\\' | ',' | '=' => out.push(c),
+                _ => return Err(format!("invalid field selector: invalid escape sequence: \\{c}")),
+            }
+            in_slash = false;
+            continue;
+        }
+        match c {
+            '\\' => in_slash = true,
+            // Go prints the rune with %v, that is as its number.
+            ',' | '=' => {
+                return Err(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                ))
+            }
+            _ => out.push(c),
+        }
+    }
+    if in_slash {
+        return Err("invalid field selector: invalid escape sequence: \\".to_owned());
+    }
+    Ok(out)
+}
+
+/// Which field label conversion (and selectable field set) a resource has.
+///
+/// Sources (kubernetes v1.33): `pkg/apis/core/v1/conversion.go` (`addConversionFuncs`: Pod, Node,
+/// ReplicationController; `AddFieldLabelConversionsForEvent`, `…ForNamespace`, `…ForSecret`,
+/// `…ForService`), `pkg/apis/batch/v1/conversion.go` (Job), `pkg/apis/events/v1/conversion.go`
+/// (events.k8s.io Event, mapping `regarding.*` onto the core fields), and for every other kind
+/// `runtime.DefaultMetaV1FieldSelectorConversion` (only `metadata.name`, `metadata.namespace`).
+/// The values come from the registries' `ToSelectableFields`/`GetAttrs`
+/// (`pkg/registry/core/pod/strategy.go` and the like). Notably, `apps/v1` registers no
+/// conversion, so `status.replicas` is refused for replicasets even though their registry
+/// computes it (kubernetes/kubernetes#135136); batch/v1 CronJobs select on metadata only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Default { cluster_scoped: bool },
+    Pod,
+    Node,
+    ReplicationController,
+    CoreEvent,
+    Namespace,
+    Secret,
+    Service,
+    Job,
+    EventsV1Event,
+}
+
+impl Kind {
+    fn of(group: &str, plural: &str) -> Kind {
+        match (group, plural) {
+            ("", "pods") => Kind::Pod,
+            ("", "nodes") => Kind::Node,
+            ("", "replicationcontrollers") => Kind::ReplicationController,
+            ("", "events") => Kind::CoreEvent,
+            ("", "namespaces") => Kind::Namespace,
+            ("", "secrets") => Kind::Secret,
+            ("", "services") => Kind::Service,
+            ("batch", "jobs") => Kind::Job,
+            ("events.k8s.io", "events") => Kind::EventsV1Event,
+            _ => Kind::Default {
+                cluster_scoped: crate::resource::BUILT_IN
+                    .iter()
+                    .any(|t| t.group == group && t.plural == plural && !t.namespaced),
+            },
+        }
+    }
+
+    /// The kind's field label conversion: the field as the selectable field set names it, or
+    /// kube-apiserver's error text.
+    fn convert(self, label: &str) -> Result<&str, String> {
+        let meta = matches!(label, "metadata.name" | "metadata.namespace");
+        let accepted = match self {
+            Kind::Default { .. } => {
+                return if meta {
+                    Ok(label)
+                } else {
+                    Err(format!(
+                        "{} is not a known field selector: only {:?}, {:?}",
+                        go_quote(label),
+                        "metadata.name",
+                        "metadata.namespace"
+                    ))
+                };
+            }
+            Kind::Job => {
+                return if meta || label == "status.successful" {
+                    Ok(label)
+                } else {
+                    Err(format!("field label {} not supported for batchv1.Job", go_quote(label)))
+                };
+            }
+            Kind::Pod => {
+                if label == "spec.host" {
+                    // Old v1 clients' name for spec.nodeName.
+                    return Ok("spec.nodeName");
+                }
+                meta || matches!(
+                    label,
+                    "spec.nodeName"
+                        | "spec.restartPolicy"
+                        | "spec.schedulerName"
+                        | "spec.serviceAccountName"
+                        | "spec.hostNetwork"
+                        | "status.phase"
+                        | "status.podIP"
+                        | "status.podIPs"
+                        | "status.nominatedNodeName"
+                )
+            }
+            Kind::Node => matches!(label, "metadata.name" | "spec.unschedulable"),
+            Kind::ReplicationController => meta || label == "status.replicas",
+            Kind::CoreEvent => {
+                meta || matches!(
+                    label,
+                    "involvedObject.kind"
+                        | "involvedObject.namespace"
+                        | "involvedObject.name"
+                        | "involvedObject.uid"
+                        | "involvedObject.apiVersion"
+                        | "involvedObject.resourceVersion"
+                        | "involvedObject.fieldPath"
+                        | "reason"
+                        | "reportingComponent"
+                        | "source"
+                        | "type"
+                )
+            }
+            Kind::Namespace => matches!(label, "metadata.name" | "status.phase"),
+            Kind::Secret => meta || label == "type",
+            Kind::Service => meta || matches!(label, "spec.clusterIP" | "spec.type"),
+            Kind::EventsV1Event => {
+                let mapped = match label {
+                    "regarding.kind" => "involvedObject.kind",
+                    "regarding.namespace" => "involvedObject.namespace",
+                    "regarding.name" => "involvedObject.name",
+                    "regarding.uid" => "involvedObject.uid",
+                    "regarding.apiVersion" => "involvedObject.apiVersion",
+                    "regarding.resourceVersion" => "involvedObject.resourceVersion",
+                    "regarding.fieldPath" => "involvedObject.fieldPath",
+                    "reportingController" => "reportingComponent",
+                    "reason" | "source" | "type" | "metadata.name" | "metadata.namespace" => label,
+                    _ => return Err(format!("field label not supported: {label}")),
+                };
+                return Ok(mapped);
+            }
+        };
+        if accepted {
+            Ok(label)
+        } else {
+            Err(format!("field label not supported: {label}"))
+        }
+    }
+
+    /// The value of a (converted) field in the kind's selectable field set; `""` for a field the
+    /// set lacks, as `fields.Set.Get` answers.
+    fn value(self, object: &Value, field: &str) -> String {
+        let text = |pointer: &str| str_at(object, pointer).to_owned();
+        match (self, field) {
+            (_, "metadata.name") => text("/metadata/name"),
+            (Kind::Default { cluster_scoped: true }, "metadata.namespace") => String::new(),
+            (_, "metadata.namespace") => text("/metadata/namespace"),
+
+            (Kind::Pod, "spec.nodeName") => text("/spec/nodeName"),
+            (Kind::Pod, "spec.restartPolicy") => or_default(text("/spec/restartPolicy"), "Always"),
+            (Kind::Pod, "spec.schedulerName") => {
+                or_default(text("/spec/schedulerName"), "default-scheduler")
+            }
+            (Kind::Pod, "spec.serviceAccountName") => text("/spec/serviceAccountName"),
+            (Kind::Pod, "spec.hostNetwork") => bool_at(object, "/spec/hostNetwork").to_string(),
+            (Kind::Pod, "status.phase") => text("/status/phase"),
+            (Kind::Pod, "status.podIP") => {
+                // v1 -> internal conversion: podIP wins when set, else podIPs[0].
+                let ip = text("/status/podIP");
+                if ip.is_empty() {
+                    text("/status/podIPs/0/ip")
+                } else {
+                    ip
+                }
+            }
+            (Kind::Pod, "status.nominatedNodeName") => text("/status/nominatedNodeName"),
+
+            (Kind::Node, "spec.unschedulable") => {
+                bool_at(object, "/spec/unschedulable").to_string()
+            }
+            (Kind::ReplicationController, "status.replicas") => int_at(object, "/status/replicas"),
+            (Kind::Job, "status.successful") => int_at(object, "/status/succeeded"),
+            (Kind::Namespace, "status.phase") => or_default(text("/status/phase"), "Active"),
+            (Kind::Secret, "type") => or_default(text("/type"), "Opaque"),
+            (Kind::Service, "spec.clusterIP") => text("/spec/clusterIP"),
+            (Kind::Service, "spec.type") => or_default(text("/spec/type"), "ClusterIP"),
+
+            (Kind::CoreEvent, _) => event_value(
+                object,
+                field,
+                "involvedObject",
+                "source/component",
+                "reportingComponent",
+            ),
+            (Kind::EventsV1Event, _) => event_value(
+                object,
+                field,
+                "regarding",
+                "deprecatedSource/component",
+                "reportingController",
+            ),
+
+            // Accepted by the conversion but absent from the field set (e.g. status.podIPs).
+            _ => String::new(),
+        }
+    }
+}
+
+/// An event's selectable field, from a core/v1 or an events.k8s.io/v1 object.
+fn event_value(
+    object: &Value,
+    field: &str,
+    reference: &str,
+    source_component: &str,
+    reporting: &str,
+) -> String {
+    let text = |pointer: String| str_at(object, &pointer).to_owned();
+    if let Some(sub) = field.strip_prefix("involvedObject.") {
+        return text(format!("/{reference}/{sub}"));
+    }
+    match field {
+        "reason" => text("/reason".to_owned()),
+        "type" => text("/type".to_owned()),
+        "reportingComponent" => text(format!("/{reporting}")),
+        "source" => or_default(
+            text(format!("/{source_component}")),
+            str_at(object, &format!("/{reporting}")),
+        ),
+        _ => String::new(),
+    }
+}
+
+fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+    object.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn bool_at(object: &Value, pointer: &str) -> bool {
+    object.pointer(pointer).and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn int_at(object: &Value, pointer: &str) -> String {
+    object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0).to_string()
+}
+
+fn or_default(value: String, default: &str) -> String {
+    if value.is_empty() {
+        default.to_owned()
+    } else {
+        value
+    }
+}
+
+/// The value of a selectable field of an object of this resource, as kube-apiserver compares it:
+/// a string, booleans as `"true"`/`"false"`, integers in decimal, missing fields as `""` — except
+/// that fields the API always defaults read as their default when missing (pods'
+/// `spec.restartPolicy` `Always` and `spec.schedulerName` `default-scheduler`, secrets' `type`
+/// `Opaque`, services' `spec.type` `ClusterIP`, namespaces' `status.phase` `Active`).
+///
+/// `field` is named as a client writes it in `fieldSelector` (`spec.host` on pods, `regarding.*`
+/// and `reportingController` on events.k8s.io events). `None` if the resource does not accept
+/// the field; the table and its sources are on the private `Kind` enum in this module. Every
+/// resource accepts `metadata.name`; every one but nodes and namespaces accepts
+/// `metadata.namespace` (`""` on cluster-scoped objects).
+pub fn field_value(group: &str, plural: &str, object: &Value, field: &str) -> Option<String> {
+    let kind = Kind::of(group, plural);
+    let converted = kind.convert(field).ok()?;
+    Some(kind.value(object, converted))
+}
