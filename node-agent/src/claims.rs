@@ -21,7 +21,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 
-use crate::events::{EventTarget, EventType, Recorder};
+use carrel_events::{EventTarget, EventType, Recorder};
 
 /// Annotation on every Lease of a claim: the MIG device UUID serving it.
 pub const ANNOTATION_INSTANCE: &str = "gpu.carrel.dev/instance";

@@ -21,8 +21,8 @@ use kube::Client;
 use parking_lot::RwLock;
 
 use crate::claims::{blocking, HeldDevice};
-use crate::events::{EventTarget, EventType, Recorder};
 use crate::metrics::Violations;
+use carrel_events::{EventTarget, EventType, Recorder};
 
 /// Reason of the Event written for a process on a device its pod does not hold.
 pub const REASON_VIOLATION: &str = "MigDeviceViolation";

@@ -13,7 +13,6 @@
 pub mod cdi;
 pub mod claims;
 pub mod enforce;
-pub mod events;
 pub mod metrics;
 pub mod publish;
 
@@ -31,6 +30,11 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use parking_lot::RwLock;
 use tokio::sync::watch;
+
+use carrel_events::Recorder;
+
+/// `source.component` and `reportingComponent` of the agent's Events.
+pub const COMPONENT: &str = "carrel-node-agent";
 
 pub use claims::HeldDevice;
 pub use enforce::{PodMap, PodOfProcess, ProcCgroups};
@@ -139,7 +143,7 @@ impl Agent {
 async fn node_loop(agent: Agent, mut stop: watch::Receiver<bool>) {
     let config = &agent.config;
     let node = config.node_name.clone();
-    let recorder = Arc::new(events::Recorder::new(agent.client.clone(), &node));
+    let recorder = Arc::new(Recorder::for_component(agent.client.clone(), COMPONENT, &node));
     let mut reconciler = claims::Reconciler::new(
         agent.client.clone(),
         agent.backend.clone(),

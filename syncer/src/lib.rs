@@ -36,6 +36,7 @@ use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use carrel_events::{EventTarget, EventType, Recorder};
 use carrel_gpu::requests::{gpu_requests, WHOLE_GPU};
 use carrel_gpu::Holder;
 
@@ -118,6 +119,8 @@ struct Inner {
     tenant_ca_pem: Option<String>,
     resync: Duration,
     tenant_client: kube::Client,
+    /// Writes the syncer's own Events in the tenant.
+    recorder: Recorder,
     host_client: kube::Client,
     tenant_pods: Store<Pod>,
     host_pods: Store<Pod>,
@@ -289,6 +292,9 @@ impl<K> Copied for K where
 /// What [`Syncer::when_taken_up`] calls, with a pod's namespace and name.
 type TakenUp = Box<dyn Fn(&str, &str) + Send + Sync>;
 
+/// `source.component` and `reportingComponent` of the syncer's own Events in the tenant.
+pub const COMPONENT: &str = "carrel-syncer";
+
 impl Syncer {
     /// A syncer between a tenant API (`tenant`, as the tenant's admin) and the host (`host`).
     pub fn new(tenant: kube::Client, host: kube::Client, config: Config) -> Syncer {
@@ -303,6 +309,7 @@ impl Syncer {
                 allowed_tolerations: RwLock::default(),
                 tenant_ca_pem: config.tenant_ca_pem,
                 resync: config.resync,
+                recorder: Recorder::for_component(tenant.clone(), COMPONENT, ""),
                 tenant_client: tenant,
                 host_client: host,
                 tenant_pods,
@@ -1316,6 +1323,7 @@ impl Syncer {
         self.tenant_event(tenant, "Warning", "FailedScheduling", why).await
     }
 
+    /// An Event about a tenant pod, written by the syncer's recorder (repeats aggregated).
     async fn tenant_event(
         &self,
         pod: &Value,
@@ -1324,25 +1332,10 @@ impl Syncer {
         message: &str,
     ) -> Result<(), SyncError> {
         let (namespace, name) = namespace_and_name(pod);
-        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
-        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let event = json!({
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": format!("{name}.{:x}", chrono::Utc::now().timestamp_nanos_opt().unwrap_or_default())},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
-            "type": kind,
-            "reason": reason,
-            "message": message,
-            "count": 1,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "source": {"component": "carrel-syncer"},
-        });
-        let typed: Event = serde_json::from_value(event)
-            .map_err(|source| SyncError::Decode { kind: "Event", source })?;
-        let api: Api<Event> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-        api.create(&PostParams::default(), &typed).await?;
+        let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_owned);
+        let target = EventTarget::pod(namespace, name, uid);
+        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
+        self.inner.recorder.record(&target, kind, reason, message).await?;
         Ok(())
     }
 

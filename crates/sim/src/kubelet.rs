@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::logs::LogStore;
-use carrel_node_agent::events::{EventTarget, EventType, Recorder};
+use carrel_events::{EventTarget, EventType, Recorder};
 
 /// An event the kubelet has to say about a pod.
 #[derive(Debug)]

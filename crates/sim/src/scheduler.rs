@@ -22,7 +22,7 @@ use carrel_gpu::fit::{self, NodeFacts, PodNeeds};
 use kube::api::{Patch, PatchParams};
 
 use crate::kubelet::LABEL_SIMULATED;
-use carrel_node_agent::events::{EventTarget, EventType, Recorder};
+use carrel_events::{EventTarget, EventType, Recorder};
 
 /// The scheduler name this scheduler serves.
 pub const DEFAULT_SCHEDULER: &str = "default-scheduler";

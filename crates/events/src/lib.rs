@@ -1,5 +1,6 @@
-//! Kubernetes Events about the objects the agent acts on (core `v1` Events), aggregated as
-//! client-go's recorder aggregates them: a repeat of an event already written (same object, type,
+//! Kubernetes Events about the objects a Carrel component acts on (core `v1` Events): the node
+//! agent, the simulated kubelets and scheduler, and the syncer write theirs through one
+//! [`Recorder`] each, aggregated as client-go's recorder aggregates them: a repeat of an event already written (same object, type,
 //! reason and message) raises that Event's `count` and `lastTimestamp` instead of writing another.
 //! Repeats are written at most once per [`REPEAT_INTERVAL`]; the ones in between are counted and
 //! carried by the next write.
@@ -13,9 +14,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use parking_lot::Mutex;
-
-/// `source.component` and `reportingComponent` of the agent's Events.
-pub const COMPONENT: &str = "carrel-node-agent";
 
 /// The least time between two writes of one repeated Event.
 pub const REPEAT_INTERVAL: Duration = Duration::from_secs(30);
@@ -98,7 +96,7 @@ struct Written {
     at: Instant,
 }
 
-/// Writes Events for one node's agent.
+/// Writes the Events of one component.
 pub struct Recorder {
     client: Client,
     component: String,
@@ -113,11 +111,6 @@ impl std::fmt::Debug for Recorder {
 }
 
 impl Recorder {
-    /// A recorder whose Events name `host` (the node) as their source.
-    pub fn new(client: Client, host: &str) -> Recorder {
-        Recorder::for_component(client, COMPONENT, host)
-    }
-
     /// A recorder writing Events as `component` (e.g. `default-scheduler`) on `host` (may be
     /// empty).
     pub fn for_component(client: Client, component: &str, host: &str) -> Recorder {
