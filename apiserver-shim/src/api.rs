@@ -159,6 +159,12 @@ pub fn parse_resource_version(rv: &str) -> ApiResult<Revision> {
     })
 }
 
+impl crate::flowcontrol::ObjectCount for Api {
+    fn objects(&self) -> u64 {
+        self.store.usage().objects
+    }
+}
+
 impl Api {
     /// A tenant's cluster API over `store`, with the system namespaces created if missing.
     pub fn new(store: Arc<dyn Store>) -> ApiResult<Api> {

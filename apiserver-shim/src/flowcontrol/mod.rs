@@ -198,13 +198,19 @@ pub struct Classified<'a> {
     pub flow: Flow,
     /// The path within the cluster, e.g. `/api/v1/pods`.
     pub path: &'a str,
-    /// The objects the cluster stores, all kinds together: the most one LIST can read, from
-    /// which its [`width`] is reckoned.
-    pub objects: u64,
+    /// What counts the objects the cluster stores, all kinds together: the most one LIST can
+    /// read, from which its [`width`] is reckoned. Asked only for a LIST.
+    pub objects: Option<Arc<dyn ObjectCount>>,
     /// Whether the cluster's pod creates wait in a `PodIntake` (`intake.rs`), which is their
     /// flow control: they take no seat then, since what ends their wait (the syncer taking up
     /// stored pods, through the same cluster's API) needs seats of the same flow.
     pub pod_intake: bool,
+}
+
+/// Counts the objects a cluster stores (for a LIST's [`width`]).
+pub trait ObjectCount: Send + Sync + std::fmt::Debug {
+    /// The objects stored now, all kinds together.
+    fn objects(&self) -> u64;
 }
 
 /// Says which flow a request path belongs to.
@@ -309,8 +315,9 @@ impl FlowControl {
             Ok(open) => open,
             Err(refusal) => return refused(&flow, refusal),
         };
-        let width =
-            width(request.method(), classified.path, request.uri().query(), classified.objects);
+        let width = width(request.method(), classified.path, request.uri().query(), || {
+            classified.objects.as_ref().map_or(0, |count| count.objects())
+        });
         let seat = match level.seat(&flow, width).await {
             Ok(seat) => seat,
             Err(refusal) => return refused(&flow, refusal),
@@ -367,6 +374,16 @@ mod tests {
     use super::level::tests::until;
     use super::*;
 
+    /// A count of stored objects the tests set.
+    #[derive(Debug, Default)]
+    struct Stored(AtomicU64);
+
+    impl ObjectCount for Stored {
+        fn objects(&self) -> u64 {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
     /// Flows by path for the layer's tests: `/tenants/<name>/…` is the tenant's (served while
     /// `serving` holds it; pod creates through an intake where `pod_intake` names it),
     /// `/healthz` is exempt, the rest the host's.
@@ -376,16 +393,16 @@ mod tests {
         /// Tenants whose pod creates wait in a pod intake.
         pod_intake: Mutex<Vec<String>>,
         /// The objects every tenant stores.
-        objects: AtomicU64,
+        objects: Arc<Stored>,
     }
 
     impl Classify for Paths {
         fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
             if path == "/healthz" {
-                return Classified { flow: Flow::Exempt, path, pod_intake: false, objects: 0 };
+                return Classified { flow: Flow::Exempt, path, pod_intake: false, objects: None };
             }
             let Some(rest) = path.strip_prefix("/tenants/") else {
-                return Classified { flow: Flow::Host, path, pod_intake: false, objects: 0 };
+                return Classified { flow: Flow::Host, path, pod_intake: false, objects: None };
             };
             let name = rest.split('/').next().unwrap_or_default();
             let serving = self.serving.lock().unwrap();
@@ -394,8 +411,8 @@ mod tests {
                 None => Flow::Unserved,
             };
             let pod_intake = self.pod_intake.lock().unwrap().iter().any(|t| t == name);
-            let objects = self.objects.load(Ordering::SeqCst);
-            Classified { flow, path: &rest[name.len()..], pod_intake, objects }
+            let objects: Arc<dyn ObjectCount> = self.objects.clone();
+            Classified { flow, path: &rest[name.len()..], pod_intake, objects: Some(objects) }
         }
     }
 
@@ -477,7 +494,7 @@ mod tests {
     async fn a_list_takes_a_seat_for_every_hundred_objects_its_tenant_stores() {
         let paths = Arc::new(Paths::default());
         paths.serving.lock().unwrap().insert("a".into(), Serving::new());
-        paths.objects.store(250, Ordering::SeqCst);
+        paths.objects.0.store(250, Ordering::SeqCst);
         let layer = FlowControlLayer::new(paths, &tenants_config(4, 4, 1));
         let held = Held::default();
         let service = layer.layer(held.service());

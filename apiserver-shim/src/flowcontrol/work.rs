@@ -39,12 +39,17 @@ pub const OBJECTS_PER_SEAT: u64 = 100;
 /// The seats a request takes (APF's width): a LIST one for every [`OBJECTS_PER_SEAT`] objects it
 /// may read, anything else one. The level clamps it to a flow's share.
 ///
-/// `objects` is what the cluster stores, all kinds together: the most one LIST can read. A
+/// `objects` counts what the cluster stores (asked only for a LIST), all kinds together: the most one LIST can read. A
 /// `limit` without a selector bounds the read further; with a selector the store reads on until
 /// `limit` objects match, so the bound is the cluster's. The estimate errs high for a kind with
 /// few objects beside many of another kind; the cost of that falls on the same tenant's own
 /// share. `path` is within the cluster.
-pub fn width(method: &Method, path: &str, query: Option<&str>, objects: u64) -> usize {
+pub fn width(
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    objects: impl FnOnce() -> u64,
+) -> usize {
     if method != Method::GET || !is_collection(path) || is_long_running(method, path, query) {
         return 1;
     }
@@ -57,6 +62,7 @@ pub fn width(method: &Method, path: &str, query: Option<&str>, objects: u64) -> 
             _ => {}
         }
     }
+    let objects = objects();
     let read = match limit {
         Some(limit) if !selector => limit.min(objects),
         _ => objects,
@@ -130,7 +136,7 @@ mod tests {
             (&Method::DELETE, "/api/v1/namespaces/d/configmaps", None, 10_000, 1),
         ];
         for (method, path, query, objects, want) in cases {
-            assert_eq!(width(method, path, query, objects), want, "{method} {path}?{query:?}");
+            assert_eq!(width(method, path, query, || objects), want, "{method} {path}?{query:?}");
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::flowcontrol::{Classified, Classify, Flow, Serving};
+use crate::flowcontrol::{Classified, Classify, Flow, ObjectCount, Serving};
 use crate::server::Server;
 
 /// The path prefix of tenants' APIs.
@@ -89,8 +89,9 @@ impl Classify for Clusters {
     fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
         let Some(rest) = path.strip_prefix(TENANTS_PREFIX) else {
             let flow = if crate::server::is_health(path) { Flow::Exempt } else { Flow::Host };
-            let objects = self.host.api().store().usage().objects;
-            return Classified { flow, path, pod_intake: self.host.has_pod_intake(), objects };
+            let objects: Arc<dyn ObjectCount> = self.host.api().clone();
+            let pod_intake = self.host.has_pod_intake();
+            return Classified { flow, path, pod_intake, objects: Some(objects) };
         };
         let name = rest.split('/').next().unwrap_or_default();
         let within = &rest[name.len()..];
@@ -99,9 +100,9 @@ impl Classify for Clusters {
             Some(tenant) => (
                 Flow::Tenant { name: name.to_owned(), served: tenant.serving.served() },
                 tenant.server.has_pod_intake(),
-                tenant.server.api().store().usage().objects,
+                Some(tenant.server.api().clone() as Arc<dyn ObjectCount>),
             ),
-            None => (Flow::Unserved, false, 0),
+            None => (Flow::Unserved, false, None),
         };
         Classified { flow, path: within, pod_intake, objects }
     }
