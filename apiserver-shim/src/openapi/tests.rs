@@ -1,5 +1,6 @@
 use super::*;
 
+use super::paths::{operation_prefix, tag};
 use crate::resource::BUILT_IN;
 
 fn core_v1() -> Value {
