@@ -20,14 +20,14 @@
 //! `spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string"`.
 
 mod cel;
-mod defaults;
+mod defaulting;
 mod error;
 mod formats;
 mod node;
 mod parse;
 mod prune;
 mod regex_go;
-mod validate;
+mod validator;
 
 use std::collections::HashSet;
 
@@ -121,8 +121,8 @@ impl Schema {
     /// allowed) gets the default, in objects, in list items and in additionalProperties maps, at
     /// any depth (defaults are defaulted further).
     pub fn apply_defaults(&self, object: &mut Value) {
-        defaults::prune_nulls(object, Some(&self.root));
-        defaults::apply(object, &self.root);
+        defaulting::prune_nulls(object, Some(&self.root));
+        defaulting::apply(object, &self.root);
     }
 
     /// Validates an object against the schema and evaluates its `x-kubernetes-validations`
@@ -136,10 +136,10 @@ impl Schema {
     /// says so.
     pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let mut errs = Vec::new();
-        validate::OpenApi { prefix: None }.check(&self.root, object, "", &mut errs);
-        validate::embedded_walk(&validate::FPath::nil(), object, Some(&self.root), &mut errs);
+        validator::OpenApi { prefix: None }.check(&self.root, object, "", &mut errs);
+        validator::embedded_walk(&validator::FPath::nil(), object, Some(&self.root), &mut errs);
         if let Value::Object(m) = object {
-            validate::list_walk_map(&validate::FPath::nil(), &self.root, m, &mut errs);
+            validator::list_walk_map(&validator::FPath::nil(), &self.root, m, &mut errs);
         }
         if self.root.has_rules {
             let blocking = errs.iter().any(|e| {

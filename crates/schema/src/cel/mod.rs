@@ -29,7 +29,7 @@ pub(crate) use self::cost::{
 use self::library::base_context;
 use crate::error::{Bad, FieldError, Num, Reason};
 use crate::node::Node;
-use crate::validate::FPath;
+use crate::validator::FPath;
 
 /// One rule as written in the schema.
 #[derive(Debug, Clone, Default)]

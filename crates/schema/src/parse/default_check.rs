@@ -3,7 +3,7 @@
 
 use crate::error::{child, key, Bad, FieldError};
 use crate::node::Node;
-use crate::validate::{embedded_walk, FPath, OpenApi};
+use crate::validator::{embedded_walk, FPath, OpenApi};
 
 pub(super) fn validate_defaults(
     s: &Node,
