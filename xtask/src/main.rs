@@ -6,6 +6,10 @@
 //! API server's protobuf request decoder walks: for every message reachable from the kinds the
 //! server accepts, its fields with their numbers, wire types and JSON names.
 //!
+//! `cargo run -p xtask -- gen-annotations` writes `apiserver-shim/src/openapi/annotation_table.rs`,
+//! the list, map and patch annotations of the served schemas, from the Go comment tags k8s-pb
+//! keeps in its doc comments (see `annotations.rs`).
+//!
 //! - Field numbers and wire types come from the `k8s-pb` crate (kube-rs's prost bindings of
 //!   Kubernetes' `generated.proto` files): its source is parsed with `syn`, reading each field's
 //!   `#[prost(...)]` attribute and Rust type.
@@ -16,6 +20,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod annotations;
 mod output;
 mod protobuf;
 
@@ -28,7 +33,8 @@ fn main() -> Result<()> {
     let mode = Mode::from_args(&args);
     match args.first().map(String::as_str) {
         Some("gen-protobuf") => protobuf::generate(mode),
-        _ => bail!("usage: cargo run -p xtask -- gen-protobuf [--check]"),
+        Some("gen-annotations") => annotations::generate(mode),
+        _ => bail!("usage: cargo run -p xtask -- gen-protobuf|gen-annotations [--check]"),
     }
 }
 
@@ -40,5 +46,6 @@ mod tests {
     #[test]
     fn generated_files_are_fresh() {
         protobuf::generate(Mode::Check).unwrap_or_else(|e| panic!("{e:#}"));
+        annotations::generate(Mode::Check).unwrap_or_else(|e| panic!("{e:#}"));
     }
 }

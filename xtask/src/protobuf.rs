@@ -19,7 +19,7 @@ const OUTPUT: &str = "apiserver-shim/src/protobuf/schema.rs";
 /// the server serves, and the reviews, token requests and scales clients post.
 macro_rules! kinds {
     ($($group:ident :: $version:ident :: { $($kind:ident),* $(,)? })*) => {
-        fn kinds(generator: &mut SchemaGenerator) -> Vec<Root> {
+        pub(crate) fn kinds(generator: &mut SchemaGenerator) -> Vec<Root> {
             vec![$($(root::<api::$group::$version::$kind>(generator),)*)*]
         }
     };
@@ -64,7 +64,7 @@ const WELL_KNOWN: &[(&str, &str)] = &[
 ];
 
 /// A kind: its `apiVersion`, `kind` and OpenAPI schema name (`io.k8s.api.core.v1.ConfigMap`).
-struct Root {
+pub(crate) struct Root {
     api_version: &'static str,
     kind: &'static str,
     schema_name: String,
@@ -90,13 +90,13 @@ struct Info {
 
 /// The properties of an OpenAPI definition.
 #[derive(Clone, Debug, Default)]
-struct Props {
-    names: Vec<String>,
+pub(crate) struct Props {
+    pub(crate) names: Vec<String>,
     required: Vec<String>,
 }
 
 impl Props {
-    fn of(definition: &Value) -> Props {
+    pub(crate) fn of(definition: &Value) -> Props {
         let strings = |v: Option<&Value>| -> Vec<String> {
             match v {
                 Some(Value::Object(map)) => map.keys().cloned().collect(),
@@ -114,7 +114,7 @@ impl Props {
 
     /// The property a lowerCamelCased field name stands for: the same, or the same ignoring case
     /// and underscores (`podIp` is `podIP`).
-    fn find(&self, camel: &str) -> Option<&str> {
+    pub(crate) fn find(&self, camel: &str) -> Option<&str> {
         self.names
             .iter()
             .find(|p| *p == camel)
@@ -124,10 +124,10 @@ impl Props {
 }
 
 /// A message in k8s-pb: module path (`["api", "core", "v1"]`) and Rust name.
-type Key = (Vec<String>, String);
+pub(crate) type Key = (Vec<String>, String);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Scalar {
+pub(crate) enum Scalar {
     String,
     Bytes,
     Bool,
@@ -153,7 +153,7 @@ impl Scalar {
 }
 
 #[derive(Clone, Debug)]
-enum Ty {
+pub(crate) enum Ty {
     Scalar(Scalar),
     Message(Key),
 }
@@ -166,16 +166,37 @@ enum Card {
 }
 
 #[derive(Clone, Debug)]
-struct PbField {
+pub(crate) struct PbField {
     tag: u32,
-    rust_name: String,
-    ty: Ty,
+    pub(crate) rust_name: String,
+    pub(crate) ty: Ty,
     card: Card,
+    /// The Go comment tags of its doc (`+listType=map`, `+listMapKey=name`), as `(tag, value)`.
+    pub(crate) markers: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug)]
-struct PbMessage {
-    fields: Vec<PbField>,
+pub(crate) struct PbMessage {
+    pub(crate) fields: Vec<PbField>,
+    /// The Go comment tags of the message's own doc (`+structType=atomic`).
+    pub(crate) markers: Vec<(String, String)>,
+}
+
+/// The Go comment tags (`+name=value` lines) of a doc comment.
+fn markers(attrs: &[syn::Attribute]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("doc")) {
+        let syn::Meta::NameValue(nv) = &attr.meta else { continue };
+        let syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(text), .. }) = &nv.value else {
+            continue;
+        };
+        let text = text.value();
+        let Some(tag) = text.trim().strip_prefix('+') else { continue };
+        if let Some((name, value)) = tag.split_once('=') {
+            out.push((name.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    out
 }
 
 /// Run the generator.
@@ -443,7 +464,7 @@ pub fn generate(mode: Mode) -> Result<()> {
 }
 
 /// `cargo metadata` of this workspace.
-fn cargo_metadata() -> Result<Value> {
+pub(crate) fn cargo_metadata() -> Result<Value> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
         .args(["metadata", "--format-version", "1"])
@@ -457,7 +478,7 @@ fn cargo_metadata() -> Result<Value> {
 }
 
 /// The version and manifest path of the one package called `name`.
-fn package(metadata: &Value, name: &str) -> Result<(String, PathBuf)> {
+pub(crate) fn package(metadata: &Value, name: &str) -> Result<(String, PathBuf)> {
     let found: Vec<&Value> = metadata["packages"]
         .as_array()
         .ok_or_else(|| anyhow!("no packages in cargo metadata"))?
@@ -475,7 +496,7 @@ fn package(metadata: &Value, name: &str) -> Result<(String, PathBuf)> {
 }
 
 /// Every prost message in k8s-pb's source, by module path and name.
-fn parse_k8s_pb(src: &Path) -> Result<BTreeMap<Key, PbMessage>> {
+pub(crate) fn parse_k8s_pb(src: &Path) -> Result<BTreeMap<Key, PbMessage>> {
     let mut files = Vec::new();
     collect_rs_files(src, &mut files)?;
     files.sort();
@@ -525,11 +546,13 @@ fn collect_messages(
                     let rust_name =
                         field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
                     let rust_name = rust_name.trim_start_matches("r#").to_owned();
-                    let field = parse_field(field, rust_name.clone(), module)
+                    let mut parsed = parse_field(field, rust_name.clone(), module)
                         .with_context(|| format!("field {}.{rust_name}", s.ident))?;
-                    fields.push(field);
+                    parsed.markers = markers(&field.attrs);
+                    fields.push(parsed);
                 }
-                out.insert((module.to_vec(), s.ident.to_string()), PbMessage { fields });
+                let message = PbMessage { fields, markers: markers(&s.attrs) };
+                out.insert((module.to_vec(), s.ident.to_string()), message);
             }
             syn::Item::Mod(m) => {
                 if let Some((_, items)) = &m.content {
@@ -601,14 +624,20 @@ fn parse_field(field: &syn::Field, rust_name: String, module: &[String]) -> Resu
         let (key, value) = map.split_once(',').ok_or_else(|| anyhow!("map attribute {map:?}"))?;
         let key = Scalar::parse(key.trim()).ok_or_else(|| anyhow!("unsupported map key {key}"))?;
         let ty = resolve(value.trim(), 1)?;
-        return Ok(PbField { tag, rust_name, ty, card: Card::Map(key) });
+        return Ok(PbField { tag, rust_name, ty, card: Card::Map(key), markers: Vec::new() });
     }
     let kind = kind.ok_or_else(|| anyhow!("no type in #[prost]"))?;
     if kind == "enumeration" || kind == "oneof" {
         bail!("{kind} is not supported");
     }
     let ty = resolve(&kind, 0)?;
-    Ok(PbField { tag, rust_name, ty, card: if repeated { Card::Repeated } else { Card::Single } })
+    Ok(PbField {
+        tag,
+        rust_name,
+        ty,
+        card: if repeated { Card::Repeated } else { Card::Single },
+        markers: Vec::new(),
+    })
 }
 
 /// The path of the message type inside `Option<…>`, `Vec<…>`, `Box<…>` or (the value of)
@@ -654,7 +683,10 @@ fn resolve_path(path: &[String], module: &[String]) -> Result<Key> {
 }
 
 /// The k8s-pb message of an OpenAPI schema name (`io.k8s.api.core.v1.ConfigMap`).
-fn key_of_schema_name(schema_name: &str, messages: &BTreeMap<Key, PbMessage>) -> Option<Key> {
+pub(crate) fn key_of_schema_name(
+    schema_name: &str,
+    messages: &BTreeMap<Key, PbMessage>,
+) -> Option<Key> {
     let rest = schema_name.strip_prefix("io.k8s.")?;
     let (module, name) = rest.rsplit_once('.')?;
     let module: Vec<String> = module.split('.').map(str::to_owned).collect();
@@ -667,7 +699,7 @@ fn is_list_wrapper(message: &PbMessage) -> bool {
 }
 
 /// `pod_ip` → `podIp`, `external_i_ps` → `externalIPs`.
-fn lower_camel(snake: &str) -> String {
+pub(crate) fn lower_camel(snake: &str) -> String {
     let mut out = String::new();
     for (i, part) in snake.split('_').enumerate() {
         let mut chars = part.chars();

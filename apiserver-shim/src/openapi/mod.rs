@@ -25,6 +25,7 @@
 //! `crate::strict_json`), so PATCH lists the parameter ([`SERVER_FIELD_VALIDATION`]) and kubectl
 //! sends `fieldValidation=Strict` instead of validating against `/openapi/v2` first.
 
+mod annotation_table;
 pub mod annotations;
 mod paths;
 mod schemas;
