@@ -6,7 +6,7 @@
 //! Every change queues the tenant pod's key; [`Syncer::reconcile`] brings the two sides in line
 //! from what both clusters hold, so a restarted syncer picks up where the last one stopped:
 //!
-//! - tenant pod without host pod: copy what it references, claim its GPUs ([`claims`]), create
+//! - tenant pod without host pod: copy what it references, claim its GPUs ([`placement`]), create
 //!   the host pod ([`translate::host_pod`]); if a host pod had been made for it (its UID is
 //!   recorded on the tenant pod), the host pod was deleted under the tenant: the tenant pod fails;
 //! - host pod without tenant pod: delete it and release its claims;
@@ -16,10 +16,10 @@
 //! The host copies of ConfigMaps and Secrets follow their tenant objects, and leave the host
 //! with them.
 //!
-//! Host names come from [`names`] only.
+//! Host names come from [`host_names`] only.
 
-pub mod claims;
 pub mod host_names;
+pub mod placement;
 pub mod translate;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -46,6 +46,9 @@ pub enum SyncError {
     /// A Kubernetes API call failed.
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// Reading or writing the claim Leases failed.
+    #[error(transparent)]
+    Leases(#[from] carrel_gpu::leases::LeaseError),
     /// An object did not have the shape its kind promises.
     #[error("decoding a {kind}: {source}")]
     Decode {
@@ -779,22 +782,24 @@ impl Syncer {
             }
             (None, Some(host)) => {
                 self.delete_host_pod(&host).await?;
-                claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                placement::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                 Ok(None)
             }
             (None, None) => {
-                claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                placement::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
                 Ok(None)
             }
             (Some(tenant), None) => {
                 if translate_terminal(&tenant) {
-                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
+                        .await?;
                     return Ok(None);
                 }
                 if was_scheduled(&tenant) {
                     // Its host pod was scheduled (the tenant saw it) and is gone: deleted under
                     // the tenant. (One deleted before it was scheduled is simply made again.)
-                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
+                        .await?;
                     self.fail_tenant_pod(&tenant, "the pod's host pod was deleted").await?;
                     return Ok(None);
                 }
@@ -811,12 +816,14 @@ impl Syncer {
                 if tenant_uid != recorded {
                     // Left from an earlier pod of the same name.
                     self.delete_host_pod(&host).await?;
-                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
+                        .await?;
                     return Ok(Some(Duration::from_millis(50)));
                 }
                 self.status_up(&tenant, &host).await?;
                 if translate_terminal(&host) {
-                    claims::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
+                        .await?;
                 }
                 Ok(None)
             }
@@ -876,9 +883,9 @@ impl Syncer {
 
     /// The profiles and counts a pod's GPU resources stand for; `nvidia.com/gpu` becomes the
     /// tenant's first `7g` profile with quota.
-    fn pod_request(&self, pod: &Value) -> Result<claims::PodRequest, String> {
+    fn pod_request(&self, pod: &Value) -> Result<placement::PodRequest, String> {
         let quota = self.inner.quota.read().clone();
-        let mut request = claims::PodRequest::new();
+        let mut request = placement::PodRequest::new();
         for (resource, n) in gpu_requests(pod)? {
             let profile = if resource == WHOLE_GPU {
                 quota
@@ -934,7 +941,7 @@ impl Syncer {
                     return Ok(None);
                 }
             };
-            match claims::acquire(
+            match placement::acquire(
                 &self.inner.host_client,
                 &quota,
                 &needs,
@@ -946,7 +953,7 @@ impl Syncer {
             .await
             {
                 Ok(c) => held = c,
-                Err(claims::ClaimFailure::Host(e)) => return Err(e),
+                Err(placement::ClaimFailure::Host(e)) => return Err(e),
                 Err(e) => {
                     self.unschedulable(tenant, &e.to_string()).await?;
                     return Ok(Some(Duration::from_secs(2)));
@@ -1545,14 +1552,14 @@ impl Syncer {
                 ))
             })
             .collect();
-        for claim in claims::all_claims(&self.inner.host_client).await? {
+        for claim in placement::all_claims(&self.inner.host_client).await? {
             if claim.holder.tenant != self.inner.tenant {
                 continue;
             }
             let key = (claim.holder.namespace.clone(), claim.holder.pod.clone());
             let busy = self.inner.running.lock().contains(&key);
             if !busy && !live_hosts.contains(&claim.host_pod) && !wanted.contains(&claim.host_pod) {
-                claims::release(&self.inner.host_client, &self.inner.tenant, &claim.host_pod)
+                placement::release(&self.inner.host_client, &self.inner.tenant, &claim.host_pod)
                     .await?;
             }
         }

@@ -1,18 +1,17 @@
-//! Claiming MIG devices in the host: the fleet read from the node agents' inventories and the
-//! claim Leases, the allocator's choice, and the Leases written (see `carrel_gpu::claim`).
+//! GPU placement: the fleet read from the node agents' inventories and the claim Leases, the
+//! allocator's choice among the nodes a pod may run on, and the claim taken through
+//! `carrel_gpu::leases`, which owns the claim Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node as HostNode;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::ListParams;
 use kube::Api;
 
-use carrel_gpu::claim::{LABEL_CLAIM, LABEL_HOST_POD, LABEL_TENANT};
 use carrel_gpu::fit::{self, Misfit, NodeFacts, PodNeeds};
+use carrel_gpu::leases::{self, Selection};
 use carrel_gpu::{
-    allocate, apply_claims, distinct, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas,
-    Request, CLAIM_NAMESPACE,
+    allocate, apply_claims, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas, Request,
 };
 
 use crate::SyncError;
@@ -114,25 +113,7 @@ async fn pods_on(host: &kube::Client, node: &str) -> Result<usize, SyncError> {
 
 /// Every claim, once each (every Lease of a claim carries all of it).
 pub async fn all_claims(host: &kube::Client) -> Result<Vec<Claim>, SyncError> {
-    claims_matching(host, &format!("{LABEL_CLAIM}=true")).await
-}
-
-async fn claims_matching(host: &kube::Client, selector: &str) -> Result<Vec<Claim>, SyncError> {
-    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
-    let list = leases.list(&ListParams::default().labels(selector)).await?;
-    let parsed = list.items.into_iter().filter_map(|lease| {
-        let annotations = lease.metadata.annotations.as_ref()?;
-        Claim::from_metadata(annotations)
-            .map_err(|e| {
-                tracing::warn!(
-                    lease = lease.metadata.name.as_deref().unwrap_or(""),
-                    error = %e,
-                    "a claim Lease that does not parse"
-                )
-            })
-            .ok()
-    });
-    Ok(distinct(parsed))
+    Ok(leases::list(host, Selection::All).await?)
 }
 
 /// The claims of one host pod.
@@ -141,64 +122,11 @@ pub async fn claims_of(
     tenant: &str,
     host_pod: &str,
 ) -> Result<Vec<Claim>, SyncError> {
-    let mut claims = claims_matching(
-        host,
-        &format!("{LABEL_CLAIM}=true,{LABEL_TENANT}={tenant},{LABEL_HOST_POD}={host_pod}"),
-    )
-    .await?;
+    let mut claims = leases::list(host, Selection::HostPod { tenant, host_pod }).await?;
     claims.sort_by(|a, b| {
         (&a.node, &a.gpu_uuid, a.placement.start).cmp(&(&b.node, &b.gpu_uuid, b.placement.start))
     });
     Ok(claims)
-}
-
-fn lease_for(claim: &Claim, name: &str) -> Lease {
-    Lease {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(CLAIM_NAMESPACE.to_owned()),
-            labels: Some(claim.labels()),
-            annotations: Some(claim.annotations()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
-            holder_identity: Some(claim.holder_identity()),
-            ..Default::default()
-        }),
-    }
-}
-
-/// Create the Leases of `claim`; `Ok(false)` when one exists already (another claim holds a slot),
-/// after deleting the ones this call created.
-pub async fn try_claim(host: &kube::Client, claim: &Claim) -> Result<bool, SyncError> {
-    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
-    let mut made = Vec::new();
-    for name in claim.lease_names() {
-        match leases.create(&PostParams::default(), &lease_for(claim, &name)).await {
-            Ok(_) => made.push(name),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                for n in made.iter().rev() {
-                    delete_lease(&leases, n).await?;
-                }
-                return Ok(false);
-            }
-            Err(e) => {
-                for n in made.iter().rev() {
-                    let _ = delete_lease(&leases, n).await;
-                }
-                return Err(e.into());
-            }
-        }
-    }
-    Ok(true)
-}
-
-async fn delete_lease(leases: &Api<Lease>, name: &str) -> Result<(), SyncError> {
-    match leases.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Delete every Lease of the host pod's claims.
@@ -207,20 +135,7 @@ pub async fn release(
     tenant: &str,
     host_pod: &str,
 ) -> Result<usize, SyncError> {
-    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
-    let selector =
-        format!("{LABEL_CLAIM}=true,{LABEL_TENANT}={tenant},{LABEL_HOST_POD}={host_pod}");
-    let list = leases.list(&ListParams::default().labels(&selector)).await?;
-    let n = list.items.len();
-    for lease in list.items {
-        if let Some(name) = lease.metadata.name {
-            delete_lease(&leases, &name).await?;
-        }
-    }
-    if n > 0 {
-        tracing::debug!(%tenant, %host_pod, leases = n, "released device claims");
-    }
-    Ok(n)
+    Ok(leases::release(host, tenant, host_pod).await?)
 }
 
 /// One pod's GPU request: profile (canonical) → count; `nvidia.com/gpu` already mapped to a `7g`
@@ -268,7 +183,7 @@ pub async fn acquire(
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;
         for claim in plan {
-            if try_claim(host, &claim).await? {
+            if leases::try_claim(host, &claim).await.map_err(SyncError::from)? {
                 won.push(claim);
             } else {
                 lost = true;
