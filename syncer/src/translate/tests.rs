@@ -125,8 +125,7 @@ fn env_from_becomes_explicit_allowed_entries() {
     let mut sources = EnvSources::default();
     sources.insert(&json!({"kind": "ConfigMap", "metadata": {"name": "cfg"},
         "data": {"A": "1", "LD_PRELOAD": "/x.so", "LD_AUDIT": "/a.so", "NVIDIA_VISIBLE_DEVICES": "all", "B": "2"}}));
-    sources
-        .insert(&json!({"kind": "Secret", "metadata": {"name": "sec"}, "data": {"K": "eA=="}}));
+    sources.insert(&json!({"kind": "Secret", "metadata": {"name": "sec"}, "data": {"K": "eA=="}}));
     assert!(missing_env_sources(&p, &sources).is_empty());
     let h = host_pod("t", "carrel-t", &p, &[], None, &sources, &[]);
     let cfg = host_names::host_name("ml", "cfg");
@@ -214,8 +213,7 @@ fn fields_only_the_tenant_has_are_named() {
         &[],
     );
     assert!(
-        h["spec"].get("priorityClassName").is_none()
-            && h["spec"].get("runtimeClassName").is_none()
+        h["spec"].get("priorityClassName").is_none() && h["spec"].get("runtimeClassName").is_none()
     );
     assert_eq!(h["spec"]["dnsPolicy"], "ClusterFirst");
 }
@@ -296,10 +294,7 @@ fn downward_api_files_show_the_tenant_pod() {
         {"path": "cpu", "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"}},
     ]);
     assert_eq!(h["spec"]["volumes"][0]["downwardAPI"]["items"], want);
-    assert_eq!(
-        h["spec"]["volumes"][1]["projected"]["sources"][0]["downwardAPI"]["items"],
-        want
-    );
+    assert_eq!(h["spec"]["volumes"][1]["projected"]["sources"][0]["downwardAPI"]["items"], want);
     // And those annotations hold the tenant pod's values.
     let annotations = &h["metadata"]["annotations"];
     assert_eq!(annotations["carrel.dev/tenant-name"], "train");
@@ -317,8 +312,7 @@ fn without_claims_the_host_schedules_and_opting_out_of_the_token_is_kept() {
     assert!(h["metadata"]["annotations"].get("cdi.k8s.io/carrel-gpu").is_none());
     assert!(h["spec"]["containers"][0].get("volumeMounts").is_none());
     let bare = json!({"metadata": {"name": "b", "namespace": "d"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
-    let h =
-        host_pod("t", "carrel-t", &bare, &[], Some("b-x-d-token"), &EnvSources::default(), &[]);
+    let h = host_pod("t", "carrel-t", &bare, &[], Some("b-x-d-token"), &EnvSources::default(), &[]);
     assert_eq!(h["spec"]["volumes"][0]["secret"]["secretName"], "b-x-d-token", "{h}");
     assert!(h["spec"].get("initContainers").is_none(), "{h}");
 }
