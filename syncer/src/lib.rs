@@ -33,6 +33,8 @@ mod tokens;
 pub mod translate;
 mod virtual_nodes;
 
+use pods::finished;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -501,16 +503,6 @@ fn namespace_and_name(object: &Value) -> (&str, &str) {
 
 fn to_value<T: serde::Serialize>(object: &T) -> Result<Value, SyncError> {
     serde_json::to_value(object).map_err(|source| SyncError::Decode { kind: "object", source })
-}
-
-/// `a/b` in a JSON pointer.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
-/// Whether a pod has finished (Succeeded or Failed).
-fn finished(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
 fn is_ours(pod: &Pod, tenant: &str) -> bool {

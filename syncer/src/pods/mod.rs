@@ -1,7 +1,13 @@
 //! Tenant pods and their host pods: one reconcile per tenant pod brings the pair in line
 //! (create, replace, delete, fail, wait), its GPUs claimed through [`crate::placement`].
 
+mod decide;
 mod status_up;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use decide::finished;
+use decide::{decide, devices_ready, Facts, Step};
 
 use crate::*;
 
@@ -32,35 +38,6 @@ pub(crate) fn gpu_pod_needs(
     Ok(needs)
 }
 
-/// Whether the pod's status says it was scheduled: the syncer copied that from its host pod.
-pub(crate) fn was_scheduled(pod: &Value) -> bool {
-    pod.pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "PodScheduled" && c["status"] == "True")
-}
-
-pub(crate) fn translate_terminal(pod: &Value) -> bool {
-    matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"))
-}
-
-/// Whether host pod `host` was written by the syncer of `tenant` for tenant pod
-/// `namespace/name` ([`host_names::stands_for`]).
-pub(crate) fn stands_for_pod(host: &Value, tenant: &str, namespace: &str, name: &str) -> bool {
-    let map = |pointer: &str| {
-        host.pointer(pointer)
-            .and_then(|m| serde_json::from_value::<BTreeMap<String, String>>(m.clone()).ok())
-    };
-    let identity = host_names::host_annotations(namespace, name, "");
-    host_names::stands_for(
-        map("/metadata/labels").as_ref(),
-        map("/metadata/annotations").as_ref(),
-        tenant,
-        &identity,
-    )
-}
-
 impl Syncer {
     /// Bring one tenant pod and its host pod in line. `Some(delay)` asks to look again later.
     pub async fn reconcile(&self, key: &Key) -> Result<Option<Duration>, SyncError> {
@@ -72,7 +49,7 @@ impl Syncer {
             // none to ask the host for (a create that finds one answers 409, handled there).
             // Anything else must know for sure that its host pod is gone.
             let fresh =
-                tenant_pod.as_ref().is_some_and(|t| !was_scheduled(t) && !translate_terminal(t));
+                tenant_pod.as_ref().is_some_and(|t| !decide::scheduled(t) && !decide::finished(t));
             let host_pod = self.host_pod(&host_name, !fresh).await?;
             Ok::<_, SyncError>((tenant_pod, host_pod))
         };
@@ -83,12 +60,17 @@ impl Syncer {
                 return Err(e);
             }
         };
+        let facts = Facts {
+            tenant: &self.inner.tenant,
+            namespace,
+            name,
+            tenant_pod: tenant_pod.as_deref(),
+            host_pod: host_pod.as_deref(),
+        };
         // A host pod that records another tenant pod is not this pod's.
         let on_host = tenant_pod.is_some()
-            && host_pod
-                .as_ref()
-                .is_some_and(|h| stands_for_pod(h, &self.inner.tenant, namespace, name));
-        let outcome = self.line_up(key, &host_name, tenant_pod, host_pod).await;
+            && host_pod.as_deref().is_some_and(|h| decide::stands_for(h, &facts));
+        let outcome = self.carry_out(decide(&facts), &facts, &host_name).await;
         if !on_host {
             self.taken_up(key);
         }
@@ -101,71 +83,61 @@ impl Syncer {
         }
     }
 
-    pub(crate) async fn line_up(
+    /// Do what [`decide`] said for the pod `facts` describe.
+    async fn carry_out(
         &self,
-        (namespace, name): &Key,
+        step: Step,
+        facts: &Facts<'_>,
         host_name: &str,
-        tenant_pod: Option<Value>,
-        host_pod: Option<Value>,
     ) -> Result<Option<Duration>, SyncError> {
-        let theirs = host_pod
-            .as_ref()
-            .is_some_and(|h| !stands_for_pod(h, &self.inner.tenant, namespace, name));
-        match (tenant_pod, host_pod) {
-            (tenant, Some(_)) if theirs => {
+        let release = || placement::release(&self.inner.host_client, &self.inner.tenant, host_name);
+        let tenant = facts.tenant_pod.map(to_value).transpose()?;
+        let host = facts.host_pod.map(to_value).transpose()?;
+        match (step, tenant, host) {
+            (Step::HostNameTaken, tenant, _) => {
                 // Not this pod's host pod: neither adopted nor deleted.
                 let taken = SyncError::Taken { kind: "Pod", name: host_name.to_owned() };
-                tracing::warn!(tenant = %self.inner.tenant, pod = %format!("{namespace}/{name}"), "{taken}");
+                let pod = format!("{}/{}", facts.namespace, facts.name);
+                tracing::warn!(tenant = %self.inner.tenant, %pod, "{taken}");
                 match tenant {
                     Some(tenant) => self.host_name_taken(&tenant, taken).await,
                     None => Ok(None),
                 }
             }
-            (None, Some(host)) => {
+            (Step::DeleteHostPod, _, Some(host)) => {
                 self.delete_host_pod(&host).await?;
-                placement::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+                release().await?;
                 Ok(None)
             }
-            (None, None) => {
-                placement::release(&self.inner.host_client, &self.inner.tenant, host_name).await?;
+            (Step::Release, _, _) => {
+                release().await?;
                 Ok(None)
             }
-            (Some(tenant), None) => {
-                if translate_terminal(&tenant) {
-                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
-                        .await?;
-                    return Ok(None);
+            (Step::Fail { why, release: claimed }, Some(tenant), _) => {
+                if claimed {
+                    release().await?;
                 }
-                if was_scheduled(&tenant) {
-                    // Its host pod was scheduled (the tenant saw it) and is gone: deleted under
-                    // the tenant. (One deleted before it was scheduled is simply made again.)
-                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
-                        .await?;
-                    self.fail_tenant_pod(&tenant, "the pod's host pod was deleted").await?;
-                    return Ok(None);
-                }
+                self.fail_tenant_pod(&tenant, &why).await?;
+                Ok(None)
+            }
+            (Step::CreateHostPod, Some(tenant), _) => {
                 self.create_host_pod(&tenant, host_name).await
             }
-            (Some(tenant), Some(host)) => {
-                let tenant_uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);
-                let recorded = host
-                    .pointer(&format!(
-                        "/metadata/annotations/{}",
-                        escape(host_names::ANNOTATION_UID)
-                    ))
-                    .and_then(Value::as_str);
-                if tenant_uid != recorded {
-                    // Left from an earlier pod of the same name.
-                    self.delete_host_pod(&host).await?;
-                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
-                        .await?;
-                    return Ok(Some(Duration::from_millis(50)));
-                }
+            (Step::ReplaceHostPod, _, Some(host)) => {
+                self.delete_host_pod(&host).await?;
+                release().await?;
+                Ok(Some(Duration::from_millis(50)))
+            }
+            (Step::CopyStatusUp { release: done }, Some(tenant), Some(host)) => {
                 self.status_up(&tenant, &host).await?;
-                if translate_terminal(&host) {
-                    placement::release(&self.inner.host_client, &self.inner.tenant, host_name)
-                        .await?;
+                if done {
+                    release().await?;
                 }
+                Ok(None)
+            }
+            // Every step names the objects it acts on: the facts hold them.
+            (step, _, _) => {
+                tracing::error!(tenant = %self.inner.tenant, ?step, "a step without its objects");
                 Ok(None)
             }
         }
@@ -175,17 +147,14 @@ impl Syncer {
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<Value>, SyncError> {
+    ) -> Result<Option<Arc<Pod>>, SyncError> {
         let cached = self.inner.tenant_pods.get(&ObjectRef::new(name).within(namespace));
         match cached {
-            Some(p) => Ok(Some(to_value(&*p)?)),
+            Some(p) => Ok(Some(p)),
             None => {
                 // The cache may lag behind a create; ask.
                 let api: Api<Pod> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-                match api.get_opt(name).await? {
-                    Some(p) => Ok(Some(to_value(&p)?)),
-                    None => Ok(None),
-                }
+                Ok(api.get_opt(name).await?.map(Arc::new))
             }
         }
     }
@@ -195,17 +164,17 @@ impl Syncer {
         &self,
         host_name: &str,
         confirm: bool,
-    ) -> Result<Option<Value>, SyncError> {
+    ) -> Result<Option<Arc<Pod>>, SyncError> {
         let cached =
             self.inner.host_pods.get(&ObjectRef::new(host_name).within(&self.inner.host_namespace));
         match cached {
-            Some(p) => Ok(Some(to_value(&*p)?)),
+            Some(p) => Ok(Some(p)),
             None if !confirm => Ok(None),
             None => {
                 let api: Api<Pod> =
                     Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
                 match api.get_opt(host_name).await? {
-                    Some(p) if is_ours(&p, &self.inner.tenant) => Ok(Some(to_value(&p)?)),
+                    Some(p) if is_ours(&p, &self.inner.tenant) => Ok(Some(Arc::new(p))),
                     _ => Ok(None),
                 }
             }
@@ -257,17 +226,6 @@ impl Syncer {
         host_name: &str,
     ) -> Result<Option<Duration>, SyncError> {
         let (namespace, name) = namespace_and_name(tenant);
-        let unsynced = translate::unsynced_references(tenant);
-        if !unsynced.is_empty() {
-            // The tenant API refuses these; a pod stored before that rule gets no host pod that
-            // would name the host's objects.
-            let why = format!(
-                "{}: not carried to the host cluster, which would resolve them in its own namespace",
-                unsynced.join(", ")
-            );
-            self.fail_tenant_pod(tenant, &why).await?;
-            return Ok(None);
-        }
         let request = match self.pod_request(tenant) {
             Ok(r) => r,
             Err(why) => {
@@ -308,7 +266,7 @@ impl Syncer {
                     return Ok(Some(Duration::from_secs(2)));
                 }
             }
-            if held.iter().any(|c| c.instance_uuid.is_empty()) {
+            if !devices_ready(&held) {
                 // The node agent is creating the instances; it writes their UUIDs on the claims.
                 return Ok(Some(Duration::from_millis(20)));
             }
