@@ -39,10 +39,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::scheduler::{scheduler, ScheduleRequest};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use parking_lot::{Mutex, RwLock};
@@ -50,6 +54,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use carrel_events::{EventTarget, EventType, Recorder};
+use carrel_gpu::leases::Selection;
 use carrel_gpu::requests::{gpu_requests, WHOLE_GPU};
 use carrel_gpu::Holder;
 
@@ -134,9 +139,16 @@ struct Inner {
     host_client: kube::Client,
     tenant_pods: Store<Pod>,
     host_pods: Store<Pod>,
-    stores: Mutex<Option<(reflector::store::Writer<Pod>, reflector::store::Writer<Pod>)>>,
-    queue: mpsc::UnboundedSender<Key>,
-    queue_rx: Mutex<Option<mpsc::UnboundedReceiver<Key>>>,
+    /// The host's nodes: virtual nodes follow them, and GPU placement reads their inventories.
+    host_nodes: Store<Node>,
+    /// Every claim Lease: GPU placement reads the fleet's holders from it, and a change to one
+    /// of the tenant's claims (the node agent made its device) triggers its pod's reconcile.
+    claim_leases: Store<Lease>,
+    /// The writers of the caches above, until [`Syncer::run`] starts the watches.
+    writers: Mutex<Option<Writers>>,
+    /// Requests to reconcile a tenant pod, now or later: the scheduler's input.
+    queue: UnboundedSender<ScheduleRequest<Key>>,
+    queue_rx: Mutex<Option<UnboundedReceiver<ScheduleRequest<Key>>>>,
     /// The virtual nodes written, each as its tenant is shown it ([`translate::virtual_node_shown`]).
     virtual_nodes: Mutex<HashMap<String, Value>>,
     /// Told when the quota changes: the virtual nodes show it.
@@ -186,6 +198,14 @@ impl<T: Eq + std::hash::Hash> Relist<T> {
     }
 }
 
+/// The writers of a syncer's caches.
+struct Writers {
+    tenant_pods: reflector::store::Writer<Pod>,
+    host_pods: reflector::store::Writer<Pod>,
+    host_nodes: reflector::store::Writer<Node>,
+    claim_leases: reflector::store::Writer<Lease>,
+}
+
 /// What [`Syncer::when_taken_up`] calls, with a pod's namespace and name.
 type TakenUp = Box<dyn Fn(&str, &str) + Send + Sync>;
 
@@ -197,7 +217,9 @@ impl Syncer {
     pub fn new(tenant: kube::Client, host: kube::Client, config: Config) -> Syncer {
         let (tenant_pods, tenant_writer) = reflector::store();
         let (host_pods, host_writer) = reflector::store();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (host_nodes, nodes_writer) = reflector::store();
+        let (claim_leases, leases_writer) = reflector::store();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
         Syncer {
             inner: Arc::new(Inner {
                 tenant: config.tenant,
@@ -211,7 +233,14 @@ impl Syncer {
                 host_client: host,
                 tenant_pods,
                 host_pods,
-                stores: Mutex::new(Some((tenant_writer, host_writer))),
+                host_nodes,
+                claim_leases,
+                writers: Mutex::new(Some(Writers {
+                    tenant_pods: tenant_writer,
+                    host_pods: host_writer,
+                    host_nodes: nodes_writer,
+                    claim_leases: leases_writer,
+                })),
                 queue: tx,
                 queue_rx: Mutex::new(Some(rx)),
                 virtual_nodes: Mutex::default(),
@@ -257,16 +286,17 @@ impl Syncer {
 
     /// Watch and reconcile until `stop` turns true. Only the first call runs.
     pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let stores = self.inner.stores.lock().take();
+        let writers = self.inner.writers.lock().take();
         let rx = self.inner.queue_rx.lock().take();
-        let (Some((tenant_writer, host_writer)), Some(rx)) = (stores, rx) else {
+        let (Some(writers), Some(rx)) = (writers, rx) else {
             return;
         };
         let tasks = vec![
-            tokio::spawn(self.clone().watch_tenant_pods(tenant_writer)),
-            tokio::spawn(self.clone().watch_host_pods(host_writer)),
+            tokio::spawn(self.clone().watch_tenant_pods(writers.tenant_pods)),
+            tokio::spawn(self.clone().watch_host_pods(writers.host_pods)),
+            tokio::spawn(self.clone().watch_claims(writers.claim_leases)),
             tokio::spawn(self.clone().watch_host_events()),
-            tokio::spawn(self.clone().watch_host_nodes()),
+            tokio::spawn(self.clone().watch_host_nodes(writers.host_nodes)),
             tokio::spawn(self.clone().mirror::<ConfigMap>(reflector::store())),
             tokio::spawn(self.clone().mirror::<Secret>({
                 let (secrets, writer) = reflector::store();
@@ -286,22 +316,65 @@ impl Syncer {
         }
     }
 
+    /// Reconcile tenant pod `key` as soon as it is not being reconciled.
     fn enqueue(&self, key: Key) {
-        let _ = self.inner.queue.send(key);
+        self.enqueue_at(key, tokio::time::Instant::now());
     }
 
+    /// Reconcile tenant pod `key` after `after` (or sooner, if asked).
     fn enqueue_later(&self, key: Key, after: Duration) {
-        let this = self.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(after).await;
-            this.enqueue(key);
-        });
+        self.enqueue_at(key, tokio::time::Instant::now() + after);
+    }
+
+    fn enqueue_at(&self, key: Key, run_at: tokio::time::Instant) {
+        let _ = self.inner.queue.unbounded_send(ScheduleRequest { message: key, run_at });
     }
 
     async fn watch_tenant_pods(self, writer: reflector::store::Writer<Pod>) {
         let api: Api<Pod> = Api::all(self.inner.tenant_client.clone());
         let key_of = |p: &Pod| Some((p.metadata.namespace.clone()?, p.metadata.name.clone()?));
         self.watch_pods(api, watcher::Config::default(), writer, key_of, "the tenant's pods").await;
+    }
+
+    /// Keep the cache of the claim Leases; a change to one of this tenant's claims queues the
+    /// pod holding it (the node agent writes the device it made on the claim: the pod waiting
+    /// for it can now run).
+    async fn watch_claims(self, writer: reflector::store::Writer<Lease>) {
+        let api = carrel_gpu::leases::api(&self.inner.host_client);
+        let config = watcher::Config::default().labels(&Selection::All.labels());
+        let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(
+                    watcher::Event::Apply(lease)
+                    | watcher::Event::Delete(lease)
+                    | watcher::Event::InitApply(lease),
+                ) => {
+                    let Some(annotations) = lease.metadata.annotations.as_ref() else { continue };
+                    let Ok(claim) = carrel_gpu::Claim::from_metadata(annotations) else { continue };
+                    if claim.holder.tenant == self.inner.tenant {
+                        self.enqueue((claim.holder.namespace, claim.holder.pod));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the claim Leases")
+                }
+            }
+        }
+    }
+
+    /// What the caches hold of the host's nodes and claims, once both are filled; `None` before.
+    fn cached_fleet(&self) -> Option<placement::Cached> {
+        let ready =
+            |r: Option<Result<(), reflector::store::WriterDropped>>| matches!(r, Some(Ok(())));
+        let nodes_ready = ready(self.inner.host_nodes.wait_until_ready().now_or_never());
+        let leases_ready = ready(self.inner.claim_leases.wait_until_ready().now_or_never());
+        (nodes_ready && leases_ready).then(|| placement::Cached {
+            nodes: self.inner.host_nodes.state(),
+            leases: self.inner.claim_leases.state(),
+        })
     }
 
     async fn watch_host_pods(self, writer: reflector::store::Writer<Pod>) {
@@ -378,24 +451,23 @@ impl Syncer {
         }
     }
 
-    /// Runs reconciles, one at a time per key, many keys at once.
-    async fn work(self, mut rx: mpsc::UnboundedReceiver<Key>) {
-        let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Key>();
-        let mut dirty: HashSet<Key> = HashSet::new();
+    /// Runs reconciles, one at a time per key, many keys at once. The queue is
+    /// `kube_runtime`'s scheduler: requests for one key are merged (the earliest time wins), and
+    /// a key being reconciled is held until that reconcile is done.
+    async fn work(self, requests: UnboundedReceiver<ScheduleRequest<Key>>) {
+        let mut queue = std::pin::pin!(scheduler(requests));
+        let mut reconciles = FuturesUnordered::new();
         loop {
+            let running = &self.inner.running;
+            let mut ready = queue.as_mut().hold_unless(|k| !running.lock().contains(k));
             tokio::select! {
-                Some(key) = rx.recv() => {
-                    if self.inner.running.lock().contains(&key) {
-                        dirty.insert(key);
-                        continue;
-                    }
+                Some(key) = ready.next() => {
                     self.inner.running.lock().insert(key.clone());
-                    self.spawn_reconcile(key, done_tx.clone());
+                    // On a task of its own, so reconciles of many keys run in parallel.
+                    reconciles.push(tokio::spawn(self.clone().reconcile_once(key)));
                 }
-                Some(key) = done_rx.recv() => {
-                    if dirty.remove(&key) {
-                        self.spawn_reconcile(key, done_tx.clone());
-                    } else {
+                Some(done) = reconciles.next(), if !reconciles.is_empty() => {
+                    if let Ok(key) = done {
                         self.inner.running.lock().remove(&key);
                     }
                 }
@@ -404,29 +476,28 @@ impl Syncer {
         }
     }
 
-    fn spawn_reconcile(&self, key: Key, done: mpsc::UnboundedSender<Key>) {
-        let this = self.clone();
-        tokio::spawn(async move {
-            let outcome = this.reconcile(&key).await;
-            let mut failures = this.inner.failures.lock();
-            match outcome {
-                Ok(later) => {
-                    failures.remove(&key);
-                    if let Some(after) = later {
-                        this.enqueue_later(key.clone(), after);
-                    }
-                }
-                Err(e) => {
-                    let n = failures.entry(key.clone()).or_insert(0);
-                    *n = n.saturating_add(1);
-                    let delay = retry_delay(*n);
-                    tracing::warn!(tenant = %this.inner.tenant, pod = %format!("{}/{}", key.0, key.1), error = %e, retry_in = ?delay, "sync failed");
-                    this.enqueue_later(key.clone(), delay);
+    /// Reconcile tenant pod `key`, and ask for the next reconcile it wants: later when it asks,
+    /// backed off after a failure. `key`, for the caller.
+    async fn reconcile_once(self, key: Key) -> Key {
+        let outcome = self.reconcile(&key).await;
+        let mut failures = self.inner.failures.lock();
+        match outcome {
+            Ok(later) => {
+                failures.remove(&key);
+                if let Some(after) = later {
+                    self.enqueue_later(key.clone(), after);
                 }
             }
-            drop(failures);
-            let _ = done.send(key);
-        });
+            Err(e) => {
+                let n = failures.entry(key.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                let delay = retry_delay(*n);
+                tracing::warn!(tenant = %self.inner.tenant, pod = %format!("{}/{}", key.0, key.1), error = %e, retry_in = ?delay, "sync failed");
+                self.enqueue_later(key.clone(), delay);
+            }
+        }
+        drop(failures);
+        key
     }
 
     /// Claims whose pod is gone, and virtual nodes no pod of the tenant runs on.

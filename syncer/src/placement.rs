@@ -3,7 +3,9 @@
 //! `carrel_gpu::leases`, which owns the claim Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node as HostNode;
 use kube::api::ListParams;
 use kube::Api;
@@ -44,15 +46,29 @@ pub async fn fleet(host: &kube::Client) -> Result<(Fleet, Vec<Claim>), SyncError
     Ok((fleet, claims))
 }
 
-/// [`fleet`], with what the scheduling filters need to know of each of its nodes.
+/// [`fleet`], with what the scheduling filters need to know of each of its nodes, as the host
+/// lists them now.
 async fn fleet_and_nodes(
     host: &kube::Client,
 ) -> Result<(Fleet, Vec<Claim>, Vec<NodeFacts>), SyncError> {
     let nodes: Api<HostNode> = Api::all(host.clone());
     let list = nodes.list(&ListParams::default().labels(&format!("{GPU_NODE_LABEL}=true"))).await?;
+    fleet_of(list.items.iter(), all_claims(host).await?)
+}
+
+/// The fleet of the GPU nodes among `nodes` (those labelled [`GPU_NODE_LABEL`] with an
+/// inventory), with `claims` applied, and what the scheduling filters need to know of each node.
+fn fleet_of<'a>(
+    nodes: impl IntoIterator<Item = &'a HostNode>,
+    claims: Vec<Claim>,
+) -> Result<(Fleet, Vec<Claim>, Vec<NodeFacts>), SyncError> {
     let mut fleet = Fleet::default();
     let mut facts = Vec::new();
-    for node in list.items {
+    for node in nodes {
+        let labels = node.metadata.labels.as_ref();
+        if labels.and_then(|l| l.get(GPU_NODE_LABEL)).map(String::as_str) != Some("true") {
+            continue;
+        }
         let Some(inventory) =
             node.metadata.annotations.as_ref().and_then(|a| a.get(INVENTORY_ANNOTATION))
         else {
@@ -60,7 +76,7 @@ async fn fleet_and_nodes(
         };
         match serde_json::from_str::<carrel_gpu::Node>(inventory) {
             Ok(n) => {
-                let json = serde_json::to_value(&node)
+                let json = serde_json::to_value(node)
                     .map_err(|source| SyncError::Decode { kind: "Node", source })?;
                 let mut f = NodeFacts::of_node(&json);
                 // The allocator knows the node by the name its inventory gives.
@@ -76,9 +92,17 @@ async fn fleet_and_nodes(
         }
     }
     fleet.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let claims = all_claims(host).await?;
     apply_claims(&mut fleet, claims.iter());
     Ok((fleet, claims, facts))
+}
+
+/// What the syncer's caches hold of the host: its nodes and the claim Leases.
+#[derive(Debug, Default)]
+pub struct Cached {
+    /// The host's nodes.
+    pub nodes: Vec<Arc<HostNode>>,
+    /// Every claim Lease.
+    pub leases: Vec<Arc<Lease>>,
 }
 
 /// The GPU nodes of `nodes` that a pod with `needs` may run on, and why each of the others may
@@ -146,8 +170,10 @@ pub type PodRequest = BTreeMap<String, u32>;
 /// may run on: the first node (in name order) where the allocator places them all. Claims this
 /// host pod already has are returned as they are. Quota usage counts the tenant's devices on
 /// every node.
+#[allow(clippy::too_many_arguments)]
 pub async fn acquire(
     host: &kube::Client,
+    mut cached: Option<Cached>,
     quota: &BTreeMap<String, i64>,
     needs: &PodNeeds,
     holder: &Holder,
@@ -166,9 +192,17 @@ pub async fn acquire(
             tracing::warn!(%profile, "quota for an unknown profile ignored");
         }
     }
-    for _attempt in 0..8 {
-        let (fleet, _, nodes) = fleet_and_nodes(host).await?;
-        let plan = plan_with_room(
+    let attempts = 8 + usize::from(cached.is_some());
+    for _attempt in 0..attempts {
+        let from_cache = cached.is_some();
+        let (fleet, _, nodes) = match cached.take() {
+            Some(c) => fleet_of(
+                c.nodes.iter().map(AsRef::as_ref),
+                leases::claims_in(c.leases.iter().map(AsRef::as_ref)),
+            )?,
+            None => fleet_and_nodes(host).await?,
+        };
+        let planned = plan_with_room(
             host,
             &fleet,
             &nodes,
@@ -179,7 +213,13 @@ pub async fn acquire(
             host_pod,
             request,
         )
-        .await?;
+        .await;
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(ClaimFailure::Host(e)) => return Err(ClaimFailure::Host(e)),
+            Err(_) if from_cache => continue,
+            Err(e) => return Err(e),
+        };
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;
         for claim in plan {

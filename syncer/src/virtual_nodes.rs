@@ -63,15 +63,16 @@ impl Syncer {
 
     /// Keep the virtual nodes in line with their host nodes (readiness, cordon, taints, labels,
     /// addresses) and with the quota, writing only when what the tenant is shown changes.
-    pub(crate) async fn watch_host_nodes(self) {
-        // No cache of the host's nodes: a tenant uses few of them, and a large host has many.
+    pub(crate) async fn watch_host_nodes(self, writer: reflector::store::Writer<Node>) {
+        // One cache of the host's nodes, which GPU placement reads too.
         let api: Api<Node> = Api::all(self.inner.host_client.clone());
-        let stream = watcher(api.clone(), watcher::Config::default()).default_backoff();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
         futures::pin_mut!(stream);
         loop {
-            let changed: Vec<Node> = tokio::select! {
+            let changed: Vec<Arc<Node>> = tokio::select! {
                 event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => vec![n],
+                    Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => vec![Arc::new(n)],
                     Some(Ok(_)) => continue,
                     Some(Err(e)) => {
                         tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host nodes");
@@ -87,15 +88,10 @@ impl Syncer {
                         .keys()
                         .cloned()
                         .collect();
-                    let mut nodes = Vec::new();
-                    for name in names {
-                        match api.get_opt(&name).await {
-                            Ok(Some(n)) => nodes.push(n),
-                            Ok(None) => {}
-                            Err(e) => tracing::debug!(tenant = %self.inner.tenant, node = %name, error = %e, "reading a host node"),
-                        }
-                    }
-                    nodes
+                    names
+                        .iter()
+                        .filter_map(|name| self.inner.host_nodes.get(&ObjectRef::new(name)))
+                        .collect()
                 }
             };
             for host in changed {

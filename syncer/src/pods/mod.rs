@@ -250,6 +250,7 @@ impl Syncer {
             };
             match placement::acquire(
                 &self.inner.host_client,
+                self.cached_fleet(),
                 &quota,
                 &needs,
                 &holder,
@@ -267,8 +268,9 @@ impl Syncer {
                 }
             }
             if !devices_ready(&held) {
-                // The node agent is creating the instances; it writes their UUIDs on the claims.
-                return Ok(Some(Duration::from_millis(20)));
+                // The node agent is creating the instances; it writes their UUIDs on the claims,
+                // and the claim Leases' watch queues the pod again then.
+                return Ok(None);
             }
         }
         let env_sources = match self.copy_references(tenant).await {
