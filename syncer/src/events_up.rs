@@ -121,18 +121,8 @@ impl Syncer {
         copy["involvedObject"] = json!({"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid});
         let typed: Event = serde_json::from_value(copy)
             .map_err(|source| SyncError::Decode { kind: "Event", source })?;
-        let api: Api<Event> = Api::namespaced(self.inner.tenant_client.clone(), &namespace);
-        match api.create(&PostParams::default(), &typed).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                let current = api.get(&event_name).await?;
-                let mut replacement = typed;
-                replacement.metadata.resource_version = current.metadata.resource_version;
-                api.replace(&event_name, &PostParams::default(), &replacement).await?;
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        carrel_events::put(&self.inner.tenant_client, &typed).await?;
+        Ok(())
     }
 }
 
