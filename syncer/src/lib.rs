@@ -279,7 +279,8 @@ impl Syncer {
     /// Call `f` with a tenant pod's namespace and name once a reconcile has taken it up: made its
     /// host pod, or found it needs none (gone, finished, not placeable), or failed trying (the
     /// retry is queued). Pods already on the host are not reported again. Only the first call
-    /// has an effect.
+    /// has an effect. `carrel up` does not use it: it observes pods taken up through the APIs;
+    /// a failed attempt, which the APIs do not show, is reported only here.
     pub fn when_taken_up(&self, f: impl Fn(&str, &str) + Send + Sync + 'static) {
         let _ = self.inner.taken_up.set(Box::new(f));
     }
