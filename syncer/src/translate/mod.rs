@@ -1,7 +1,7 @@
 //! Pure translations between tenant and host objects, one module each: the objects a pod
-//! references and their host copies ([`references`](mod@references)), a tenant pod into its host pod
-//! ([`host_pod`](mod@host_pod)), a host pod's status back into the tenant's ([`status`](mod@status)), and a virtual node
-//! ([`virtual_node`](mod@virtual_node)).
+//! references and their host copies ([`references`](mod@references)), a tenant pod into its
+//! host pod ([`host_pod`](mod@host_pod)), a host pod's status back into the tenant's
+//! ([`status`](mod@status)), and a virtual node ([`virtual_node`](mod@virtual_node)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
