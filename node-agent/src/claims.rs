@@ -1,7 +1,8 @@
 //! Claim reconciliation: the node's device claims (Leases in [`CLAIM_NAMESPACE`] labelled with the
 //! node) made real on its GPUs.
 //!
-//! Leases are grouped into claims by GPU and start slot ([`group_claims`]). A claim counts only
+//! Leases are grouped into claims by GPU and start slot ([`group_claims`], from
+//! `carrel_gpu::leases`, which owns the claim Leases' format). A claim counts only
 //! when every one of its [`Claim::lease_names`] exists and all its Leases describe the same claim;
 //! otherwise a claimer is between creating and rolling back, and the claim is left alone. For each
 //! complete claim, [`plan`] decides what the GPU needs: nothing when an instance of the claim's
@@ -10,107 +11,23 @@
 //! complete claim covers is never destroyed; free instances nobody claims stay, to be reused.
 //! Every Lease of the claim is then annotated with the MIG device UUID ([`ANNOTATION_INSTANCE`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use carrel_gpu::claim::overlaps;
+pub use carrel_gpu::leases::{
+    group_claims, Grouped, GroupedClaim, IgnoredLeases, ANNOTATION_INSTANCE,
+};
 use carrel_gpu::{Claim, Placement, Shape, CLAIM_NAMESPACE};
 use carrel_nvml::{BackendError, GpuBackend, GpuInfo, MigInstance};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::Client;
-use serde_json::json;
 
 use carrel_events::{EventTarget, EventType, Recorder};
 
-/// Annotation on every Lease of a claim: the MIG device UUID serving it.
-pub const ANNOTATION_INSTANCE: &str = "gpu.carrel.dev/instance";
 /// Reason of the Warning Event written when a claim cannot be made real.
 pub const REASON_CLAIM_FAILED: &str = "MigClaimFailed";
-
-/// A complete claim, with the Leases that make it up.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupedClaim {
-    /// The claim (its `instance_uuid` is whatever the first Lease says).
-    pub claim: Claim,
-    /// Lease name → its [`ANNOTATION_INSTANCE`] value (empty when unset).
-    pub leases: BTreeMap<String, String>,
-}
-
-/// Leases that do not (yet) make a complete claim.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct IgnoredLeases {
-    /// The Leases.
-    pub leases: Vec<String>,
-    /// Why they are ignored.
-    pub reason: String,
-}
-
-/// Leases sorted into claims.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Grouped {
-    /// The complete claims, by GPU UUID and start slot.
-    pub complete: Vec<GroupedClaim>,
-    /// What was left out, and why.
-    pub ignored: Vec<IgnoredLeases>,
-}
-
-/// Sort Leases (name, annotations) into claims: a claim is complete when every Lease it names
-/// exists and every Lease carrying it describes the same claim (the instance UUID aside, which
-/// the agent writes one Lease at a time).
-pub fn group_claims<'a>(
-    leases: impl IntoIterator<Item = (&'a str, &'a BTreeMap<String, String>)>,
-) -> Grouped {
-    let mut by_key: BTreeMap<(String, u8), Vec<(String, Claim)>> = BTreeMap::new();
-    let mut grouped = Grouped::default();
-    for (name, annotations) in leases {
-        match Claim::from_metadata(annotations) {
-            Ok(claim) => by_key
-                .entry((claim.gpu_uuid.clone(), claim.placement.start))
-                .or_default()
-                .push((name.to_owned(), claim)),
-            Err(e) => grouped
-                .ignored
-                .push(IgnoredLeases { leases: vec![name.to_owned()], reason: e.to_string() }),
-        }
-    }
-    for (_, mut members) in by_key {
-        members.sort_by(|a, b| a.0.cmp(&b.0));
-        let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
-        let first = members[0].1.clone();
-        let comparable = |c: &Claim| Claim { instance_uuid: String::new(), ..c.clone() };
-        if members.iter().any(|(_, c)| comparable(c) != comparable(&first)) {
-            grouped.ignored.push(IgnoredLeases {
-                leases: names,
-                reason: "the Leases describe different claims".into(),
-            });
-            continue;
-        }
-        let wanted = first.lease_names();
-        let have: BTreeSet<&String> = names.iter().collect();
-        let missing: Vec<&String> = wanted.iter().filter(|n| !have.contains(n)).collect();
-        if !missing.is_empty() {
-            grouped.ignored.push(IgnoredLeases {
-                reason: format!("incomplete: no Lease {missing:?} yet"),
-                leases: names,
-            });
-            continue;
-        }
-        if names.len() != wanted.len() {
-            grouped.ignored.push(IgnoredLeases {
-                reason: format!("Leases {names:?} are not exactly the claim's {wanted:?}"),
-                leases: names,
-            });
-            continue;
-        }
-        let leases = members
-            .iter()
-            .map(|(name, claim)| (name.clone(), claim.instance_uuid.clone()))
-            .collect();
-        grouped.complete.push(GroupedClaim { claim: first, leases });
-    }
-    grouped
-}
 
 /// One GPU as the backend reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -403,9 +320,8 @@ impl Reconciler {
             if current == mig_uuid {
                 continue;
             }
-            let patch = json!({"metadata": {"annotations": {ANNOTATION_INSTANCE: mig_uuid}}});
             if let Err(e) =
-                self.leases.patch(lease, &PatchParams::default(), &Patch::Merge(&patch)).await
+                carrel_gpu::leases::annotate_instance(&self.leases, lease, mig_uuid).await
             {
                 tracing::warn!(
                     node = %self.node_name,
@@ -477,64 +393,6 @@ mod tests {
             host_namespace: "carrel-t".into(),
             host_pod: "p-x-default".into(),
         }
-    }
-
-    fn leases_of(claim: &Claim) -> Vec<(String, BTreeMap<String, String>)> {
-        claim.lease_names().into_iter().map(|n| (n, claim.annotations())).collect()
-    }
-
-    fn group(leases: &[(String, BTreeMap<String, String>)]) -> Grouped {
-        group_claims(leases.iter().map(|(n, a)| (n.as_str(), a)))
-    }
-
-    #[test]
-    fn complete_claims_are_grouped() {
-        let a = claim("GPU-A", Shape::G3, 4);
-        let b = claim("GPU-A", Shape::G1Me, 0);
-        let mut leases = leases_of(&a);
-        leases.extend(leases_of(&b));
-        let grouped = group(&leases);
-        assert!(grouped.ignored.is_empty(), "{:?}", grouped.ignored);
-        assert_eq!(grouped.complete.len(), 2);
-        assert_eq!(grouped.complete[0].claim, b);
-        assert_eq!(grouped.complete[0].leases.len(), 2, "slot 0 and the media engine");
-        assert_eq!(grouped.complete[1].claim, a);
-        assert_eq!(grouped.complete[1].leases.len(), 4);
-    }
-
-    #[test]
-    fn incomplete_or_disagreeing_claims_are_ignored() {
-        let a = claim("GPU-A", Shape::G3, 0);
-        let mut leases = leases_of(&a);
-        leases.pop();
-        let grouped = group(&leases);
-        assert!(grouped.complete.is_empty());
-        assert_eq!(grouped.ignored.len(), 1);
-        assert!(grouped.ignored[0].reason.contains("incomplete"), "{:?}", grouped.ignored);
-
-        let mut leases = leases_of(&a);
-        leases[1].1.insert("gpu.carrel.dev/pod".into(), "other".into());
-        let grouped = group(&leases);
-        assert!(grouped.complete.is_empty());
-        assert!(grouped.ignored[0].reason.contains("different"), "{:?}", grouped.ignored);
-
-        let mut leases = leases_of(&a);
-        leases[0].1.remove("gpu.carrel.dev/gpu");
-        leases.extend(leases_of(&claim("GPU-B", Shape::G1, 2)));
-        let grouped = group(&leases);
-        assert_eq!(grouped.complete.len(), 1, "the other GPU's claim still counts");
-        assert_eq!(grouped.ignored.len(), 2, "{:?}", grouped.ignored);
-    }
-
-    #[test]
-    fn instance_annotations_written_one_lease_at_a_time_still_agree() {
-        let a = claim("GPU-A", Shape::G2, 2);
-        let mut leases = leases_of(&a);
-        leases[0].1.insert(ANNOTATION_INSTANCE.into(), "MIG-X".into());
-        let grouped = group(&leases);
-        assert_eq!(grouped.complete.len(), 1);
-        let values: Vec<&str> = grouped.complete[0].leases.values().map(String::as_str).collect();
-        assert_eq!(values, ["MIG-X", ""]);
     }
 
     fn gpus(sim: &Simulator) -> Vec<GpuState> {

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use carrel_gpu::claim::LABEL_NODE;
+use carrel_gpu::leases::Selection;
 use carrel_gpu::CLAIM_NAMESPACE;
 use carrel_nvml::GpuBackend;
 use futures::StreamExt;
@@ -161,7 +161,7 @@ async fn node_loop(agent: Agent, mut stop: watch::Receiver<bool>) {
     );
     let mut publisher = publish::Publisher::new(agent.client.clone(), &node);
     let leases: Api<Lease> = Api::namespaced(agent.client.clone(), CLAIM_NAMESPACE);
-    let watch_config = watcher::Config::default().labels(&format!("{LABEL_NODE}={node}"));
+    let watch_config = watcher::Config::default().labels(&Selection::Node(&node).labels());
     let (reader, writer) = reflector::store();
     let stream = watcher(leases, watch_config).default_backoff().reflect(writer);
     let mut stream = std::pin::pin!(stream);

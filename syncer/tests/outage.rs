@@ -450,7 +450,7 @@ async fn racing_claimers_never_share_a_slot() {
                 host_namespace: format!("carrel-t{i}"),
                 host_pod: "p-x-default".into(),
             };
-            let won = carrel_syncer::claims::try_claim(&host, &claim).await.expect("claim");
+            let won = carrel_gpu::leases::try_claim(&host, &claim).await.expect("claim");
             (claim, won)
         });
     }
@@ -472,7 +472,8 @@ async fn racing_claimers_never_share_a_slot() {
     }
     assert!(engines <= 1, "{winners:?}");
     // What the host holds is exactly the winners' Leases: the losers rolled theirs back.
-    let claims = carrel_syncer::claims::all_claims(&host).await.expect("claims");
+    let claims =
+        carrel_gpu::leases::list(&host, carrel_gpu::leases::Selection::All).await.expect("claims");
     assert_eq!(claims.len(), winners.len(), "{claims:?}");
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
         Api::namespaced(host.clone(), carrel_gpu::CLAIM_NAMESPACE);

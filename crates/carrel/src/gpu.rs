@@ -26,7 +26,7 @@ pub async fn run(kubeconfig: Option<&Path>, command: GpuCommand) -> anyhow::Resu
     match command {
         GpuCommand::Map { output } => {
             let client = host::client(kubeconfig).await?;
-            let (fleet, _) = carrel_syncer::claims::fleet(&client)
+            let (fleet, _) = carrel_syncer::placement::fleet(&client)
                 .await
                 .context("reading the GPU inventory and claims from the host")?;
             let text = match output.as_deref() {

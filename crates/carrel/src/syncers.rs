@@ -1,5 +1,8 @@
-//! What `carrel up` runs beside each tenant's API: its syncer, and the pod logs the tenant reads
-//! through it.
+//! What `carrel up` runs beside each tenant's API: its syncer, the watch that gives a pod's room
+//! in the intake window back once the syncer has taken it up ([`taken_up`]), and the pod logs the
+//! tenant reads through it.
+
+mod taken_up;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -35,6 +38,15 @@ pub struct Syncers {
     running: Mutex<HashMap<String, Running>>,
 }
 
+/// A task that ends with its owner.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 struct Running {
     syncer: Arc<Mutex<Option<Syncer>>>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -50,7 +62,7 @@ impl std::fmt::Debug for Syncers {
 impl Syncers {
     /// Syncers that reach the host with `host`, spawned on `handle`; `ca_pem` is the CA workloads
     /// trust for their tenant API. With `intake`, each tenant's new pods wait for room in it
-    /// before they are stored, and its syncer gives the room back as it takes them up.
+    /// before they are stored, and the room goes back as its syncer takes them up ([`taken_up`]).
     pub fn new(
         host: kube::Client,
         handle: tokio::runtime::Handle,
@@ -115,15 +127,22 @@ impl TenantHooks for Syncers {
             else {
                 return;
             };
+            let taken_up = intake.map(|intake| {
+                let watch = taken_up::watch(
+                    name.clone(),
+                    client.clone(),
+                    host.clone(),
+                    config.host_namespace.clone(),
+                    intake,
+                );
+                AbortOnDrop(tokio::spawn(watch))
+            });
             let syncer = Syncer::new(client, host, config);
             syncer.set_allowed_tolerations(tolerations);
-            if let Some(intake) = intake {
-                let tenant = name.clone();
-                syncer.when_taken_up(move |namespace, pod| intake.settled(&tenant, namespace, pod));
-            }
             *slot.lock() = Some(syncer.clone());
             tracing::info!(tenant = %name, "syncer started");
             syncer.run(stop_rx).await;
+            drop(taken_up);
             tracing::info!(tenant = %name, "syncer stopped");
         });
     }

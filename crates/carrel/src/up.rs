@@ -43,7 +43,7 @@ const FD_RESERVE_BASE: u64 = 512;
 const FD_RESERVE_PER_STORE: u64 = 24;
 
 /// The connections to this listener one tenant's syncer holds at most (to its own API and to
-/// the host; measured at about 10).
+/// the host, and the intake window's watch of its pods; measured at 8 to 9 per tenant).
 const FD_PER_TENANT_SYNCER: u64 = 16;
 
 /// `carrel up` options.

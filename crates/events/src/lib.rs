@@ -4,6 +4,10 @@
 //! reason and message) raises that Event's `count` and `lastTimestamp` instead of writing another.
 //! Repeats are written at most once per [`REPEAT_INTERVAL`]; the ones in between are counted and
 //! carried by the next write.
+//!
+//! An Event copied from another cluster (the syncer copies host events about host pods up to
+//! their tenant pods) is written as it is given, through [`put`]: this crate is the one writer
+//! of Events for every component.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -201,5 +205,24 @@ impl Recorder {
         }
         written.insert(key, Written { name, count: 1, at: Instant::now() });
         Ok(())
+    }
+}
+
+/// Write `event` as it is given (a copy of another cluster's Event, whose name says which one it
+/// copies): created, or replacing the Event of its name, which is an older copy.
+pub async fn put(client: &Client, event: &Event) -> Result<(), kube::Error> {
+    let namespace = event.metadata.namespace.as_deref().unwrap_or_default();
+    let name = event.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    match api.create(&PostParams::default(), event).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let current = api.get(name).await?;
+            let mut replacement = event.clone();
+            replacement.metadata.resource_version = current.metadata.resource_version;
+            api.replace(name, &PostParams::default(), &replacement).await?;
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }

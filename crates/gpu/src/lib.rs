@@ -1,4 +1,5 @@
-//! Carrel's GPU model: pure code, no IO, deterministic.
+//! Carrel's GPU model: pure code, no IO, deterministic; the claim Leases' IO only behind the
+//! `kube` feature.
 //!
 //! - [`catalogue`]: the MIG profiles of each GPU model (A100-40GB, A100-80GB, H100-80GB,
 //!   H100-94GB, H200-141GB, B200-180GB): names as NVIDIA prints them, NVML profile ids, compute
@@ -16,6 +17,8 @@
 //! - [`runtime_env`]: the environment variables no tenant container may get (`NVIDIA_*`, `LD_*`).
 //! - [`claim`]: how a held device is written down in the host cluster (Lease names and
 //!   metadata), and the fleet's holders rebuilt from claims.
+//! - [`leases`]: the one API over the claim Leases: grouping them into claims, usage by tenant,
+//!   and (feature `kube`) claiming, releasing and listing them in the host.
 
 pub mod alloc;
 pub mod catalogue;
@@ -23,6 +26,7 @@ pub mod claim;
 pub mod fit;
 pub mod inventory;
 pub mod layout;
+pub mod leases;
 pub mod pod_refs;
 pub mod requests;
 pub mod runtime_env;

@@ -1,18 +1,19 @@
-//! Claiming MIG devices in the host: the fleet read from the node agents' inventories and the
-//! claim Leases, the allocator's choice, and the Leases written (see `carrel_gpu::claim`).
+//! GPU placement: the fleet read from the node agents' inventories and the claim Leases, the
+//! allocator's choice among the nodes a pod may run on, and the claim taken through
+//! `carrel_gpu::leases`, which owns the claim Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node as HostNode;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::ListParams;
 use kube::Api;
 
-use carrel_gpu::claim::{LABEL_CLAIM, LABEL_HOST_POD, LABEL_TENANT};
 use carrel_gpu::fit::{self, Misfit, NodeFacts, PodNeeds};
+use carrel_gpu::leases::{self, Selection};
 use carrel_gpu::{
-    allocate, apply_claims, distinct, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas,
-    Request, CLAIM_NAMESPACE,
+    allocate, apply_claims, AllocError, Claim, DeviceSource, Fleet, Holder, Mode, Quotas, Request,
 };
 
 use crate::SyncError;
@@ -45,15 +46,29 @@ pub async fn fleet(host: &kube::Client) -> Result<(Fleet, Vec<Claim>), SyncError
     Ok((fleet, claims))
 }
 
-/// [`fleet`], with what the scheduling filters need to know of each of its nodes.
+/// [`fleet`], with what the scheduling filters need to know of each of its nodes, as the host
+/// lists them now.
 async fn fleet_and_nodes(
     host: &kube::Client,
 ) -> Result<(Fleet, Vec<Claim>, Vec<NodeFacts>), SyncError> {
     let nodes: Api<HostNode> = Api::all(host.clone());
     let list = nodes.list(&ListParams::default().labels(&format!("{GPU_NODE_LABEL}=true"))).await?;
+    fleet_of(list.items.iter(), all_claims(host).await?)
+}
+
+/// The fleet of the GPU nodes among `nodes` (those labelled [`GPU_NODE_LABEL`] with an
+/// inventory), with `claims` applied, and what the scheduling filters need to know of each node.
+fn fleet_of<'a>(
+    nodes: impl IntoIterator<Item = &'a HostNode>,
+    claims: Vec<Claim>,
+) -> Result<(Fleet, Vec<Claim>, Vec<NodeFacts>), SyncError> {
     let mut fleet = Fleet::default();
     let mut facts = Vec::new();
-    for node in list.items {
+    for node in nodes {
+        let labels = node.metadata.labels.as_ref();
+        if labels.and_then(|l| l.get(GPU_NODE_LABEL)).map(String::as_str) != Some("true") {
+            continue;
+        }
         let Some(inventory) =
             node.metadata.annotations.as_ref().and_then(|a| a.get(INVENTORY_ANNOTATION))
         else {
@@ -61,7 +76,7 @@ async fn fleet_and_nodes(
         };
         match serde_json::from_str::<carrel_gpu::Node>(inventory) {
             Ok(n) => {
-                let json = serde_json::to_value(&node)
+                let json = serde_json::to_value(node)
                     .map_err(|source| SyncError::Decode { kind: "Node", source })?;
                 let mut f = NodeFacts::of_node(&json);
                 // The allocator knows the node by the name its inventory gives.
@@ -77,9 +92,17 @@ async fn fleet_and_nodes(
         }
     }
     fleet.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let claims = all_claims(host).await?;
     apply_claims(&mut fleet, claims.iter());
     Ok((fleet, claims, facts))
+}
+
+/// What the syncer's caches hold of the host: its nodes and the claim Leases.
+#[derive(Debug, Default)]
+pub struct Cached {
+    /// The host's nodes.
+    pub nodes: Vec<Arc<HostNode>>,
+    /// Every claim Lease.
+    pub leases: Vec<Arc<Lease>>,
 }
 
 /// The GPU nodes of `nodes` that a pod with `needs` may run on, and why each of the others may
@@ -114,25 +137,7 @@ async fn pods_on(host: &kube::Client, node: &str) -> Result<usize, SyncError> {
 
 /// Every claim, once each (every Lease of a claim carries all of it).
 pub async fn all_claims(host: &kube::Client) -> Result<Vec<Claim>, SyncError> {
-    claims_matching(host, &format!("{LABEL_CLAIM}=true")).await
-}
-
-async fn claims_matching(host: &kube::Client, selector: &str) -> Result<Vec<Claim>, SyncError> {
-    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
-    let list = leases.list(&ListParams::default().labels(selector)).await?;
-    let parsed = list.items.into_iter().filter_map(|lease| {
-        let annotations = lease.metadata.annotations.as_ref()?;
-        Claim::from_metadata(annotations)
-            .map_err(|e| {
-                tracing::warn!(
-                    lease = lease.metadata.name.as_deref().unwrap_or(""),
-                    error = %e,
-                    "a claim Lease that does not parse"
-                )
-            })
-            .ok()
-    });
-    Ok(distinct(parsed))
+    Ok(leases::list(host, Selection::All).await?)
 }
 
 /// The claims of one host pod.
@@ -141,64 +146,11 @@ pub async fn claims_of(
     tenant: &str,
     host_pod: &str,
 ) -> Result<Vec<Claim>, SyncError> {
-    let mut claims = claims_matching(
-        host,
-        &format!("{LABEL_CLAIM}=true,{LABEL_TENANT}={tenant},{LABEL_HOST_POD}={host_pod}"),
-    )
-    .await?;
+    let mut claims = leases::list(host, Selection::HostPod { tenant, host_pod }).await?;
     claims.sort_by(|a, b| {
         (&a.node, &a.gpu_uuid, a.placement.start).cmp(&(&b.node, &b.gpu_uuid, b.placement.start))
     });
     Ok(claims)
-}
-
-fn lease_for(claim: &Claim, name: &str) -> Lease {
-    Lease {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(CLAIM_NAMESPACE.to_owned()),
-            labels: Some(claim.labels()),
-            annotations: Some(claim.annotations()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
-            holder_identity: Some(claim.holder_identity()),
-            ..Default::default()
-        }),
-    }
-}
-
-/// Create the Leases of `claim`; `Ok(false)` when one exists already (another claim holds a slot),
-/// after deleting the ones this call created.
-pub async fn try_claim(host: &kube::Client, claim: &Claim) -> Result<bool, SyncError> {
-    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
-    let mut made = Vec::new();
-    for name in claim.lease_names() {
-        match leases.create(&PostParams::default(), &lease_for(claim, &name)).await {
-            Ok(_) => made.push(name),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                for n in made.iter().rev() {
-                    delete_lease(&leases, n).await?;
-                }
-                return Ok(false);
-            }
-            Err(e) => {
-                for n in made.iter().rev() {
-                    let _ = delete_lease(&leases, n).await;
-                }
-                return Err(e.into());
-            }
-        }
-    }
-    Ok(true)
-}
-
-async fn delete_lease(leases: &Api<Lease>, name: &str) -> Result<(), SyncError> {
-    match leases.delete(name, &DeleteParams::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Delete every Lease of the host pod's claims.
@@ -207,20 +159,7 @@ pub async fn release(
     tenant: &str,
     host_pod: &str,
 ) -> Result<usize, SyncError> {
-    let leases: Api<Lease> = Api::namespaced(host.clone(), CLAIM_NAMESPACE);
-    let selector =
-        format!("{LABEL_CLAIM}=true,{LABEL_TENANT}={tenant},{LABEL_HOST_POD}={host_pod}");
-    let list = leases.list(&ListParams::default().labels(&selector)).await?;
-    let n = list.items.len();
-    for lease in list.items {
-        if let Some(name) = lease.metadata.name {
-            delete_lease(&leases, &name).await?;
-        }
-    }
-    if n > 0 {
-        tracing::debug!(%tenant, %host_pod, leases = n, "released device claims");
-    }
-    Ok(n)
+    Ok(leases::release(host, tenant, host_pod).await?)
 }
 
 /// One pod's GPU request: profile (canonical) → count; `nvidia.com/gpu` already mapped to a `7g`
@@ -231,8 +170,10 @@ pub type PodRequest = BTreeMap<String, u32>;
 /// may run on: the first node (in name order) where the allocator places them all. Claims this
 /// host pod already has are returned as they are. Quota usage counts the tenant's devices on
 /// every node.
+#[allow(clippy::too_many_arguments)]
 pub async fn acquire(
     host: &kube::Client,
+    mut cached: Option<Cached>,
     quota: &BTreeMap<String, i64>,
     needs: &PodNeeds,
     holder: &Holder,
@@ -251,9 +192,17 @@ pub async fn acquire(
             tracing::warn!(%profile, "quota for an unknown profile ignored");
         }
     }
-    for _attempt in 0..8 {
-        let (fleet, _, nodes) = fleet_and_nodes(host).await?;
-        let plan = plan_with_room(
+    let attempts = 8 + usize::from(cached.is_some());
+    for _attempt in 0..attempts {
+        let from_cache = cached.is_some();
+        let (fleet, _, nodes) = match cached.take() {
+            Some(c) => fleet_of(
+                c.nodes.iter().map(AsRef::as_ref),
+                leases::claims_in(c.leases.iter().map(AsRef::as_ref)),
+            )?,
+            None => fleet_and_nodes(host).await?,
+        };
+        let planned = plan_with_room(
             host,
             &fleet,
             &nodes,
@@ -264,11 +213,17 @@ pub async fn acquire(
             host_pod,
             request,
         )
-        .await?;
+        .await;
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(ClaimFailure::Host(e)) => return Err(ClaimFailure::Host(e)),
+            Err(_) if from_cache => continue,
+            Err(e) => return Err(e),
+        };
         let mut won: Vec<Claim> = Vec::new();
         let mut lost = false;
         for claim in plan {
-            if try_claim(host, &claim).await? {
+            if leases::try_claim(host, &claim).await.map_err(SyncError::from)? {
                 won.push(claim);
             } else {
                 lost = true;

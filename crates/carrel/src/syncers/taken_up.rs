@@ -1,0 +1,96 @@
+//! The other end of the pod intake window, observed through the APIs: a tenant pod is taken up
+//! once its syncer has made its host pod (the host pod shows up) or decided about it without one
+//! (the tenant pod shows a `PodScheduled` condition, a node or a final phase), or once it is
+//! deleted; its room in the window then goes back ([`PodIntake::settled`]). What the syncer
+//! never shows (a failed attempt, a host name taken) waits for the window's time limit.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+
+use carrel_apiserver::intake::PodIntake;
+use carrel_syncer::host_names;
+
+/// Whether the syncer has shown on tenant pod `pod` that it took it up.
+fn shows_taken_up(pod: &Pod) -> bool {
+    let bound =
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    let status = pod.status.as_ref();
+    let decided = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "PodScheduled"));
+    let finished = matches!(status.and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+    bound || decided || finished
+}
+
+/// The pods reported, by (namespace, name), so each is reported once while it exists.
+#[derive(Debug, Default)]
+struct Reported(HashSet<(String, String)>);
+
+impl Reported {
+    fn settle(&mut self, intake: &PodIntake, tenant: &str, namespace: &str, name: &str) {
+        if self.0.insert((namespace.to_owned(), name.to_owned())) {
+            intake.settled(tenant, namespace, name);
+        }
+    }
+}
+
+/// Give back the room of `tenant`'s pods in `intake` as its syncer takes them up, watching its
+/// pods (through `tenant_client`) and its host pods in `host_namespace` (through `host`).
+pub async fn watch(
+    tenant: String,
+    tenant_client: kube::Client,
+    host: kube::Client,
+    host_namespace: String,
+    intake: Arc<PodIntake>,
+) {
+    let tenant_pods = watcher(Api::<Pod>::all(tenant_client), watcher::Config::default())
+        .default_backoff()
+        .map(|e| (true, e));
+    let host_pods = watcher(
+        Api::<Pod>::namespaced(host, &host_namespace),
+        watcher::Config::default().labels(&host_names::host_selector(&tenant)),
+    )
+    .default_backoff()
+    .map(|e| (false, e));
+    let mut events = std::pin::pin!(futures::stream::select(tenant_pods, host_pods));
+    let mut reported = Reported::default();
+    while let Some((in_tenant, event)) = events.next().await {
+        let pod = match event {
+            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => p,
+            Ok(watcher::Event::Delete(p)) if in_tenant => {
+                let (Some(namespace), Some(name)) = (&p.metadata.namespace, &p.metadata.name)
+                else {
+                    continue;
+                };
+                reported.settle(&intake, &tenant, namespace, name);
+                reported.0.remove(&(namespace.clone(), name.clone()));
+                continue;
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(%tenant, error = %e, "watching pods for the intake window");
+                continue;
+            }
+        };
+        let key = if in_tenant {
+            shows_taken_up(&pod)
+                .then(|| Some((pod.metadata.namespace.clone()?, pod.metadata.name.clone()?)))
+                .flatten()
+        } else {
+            pod.metadata.annotations.as_ref().and_then(|a| {
+                Some((
+                    a.get(host_names::ANNOTATION_NAMESPACE)?.clone(),
+                    a.get(host_names::ANNOTATION_NAME)?.clone(),
+                ))
+            })
+        };
+        if let Some((namespace, name)) = key {
+            reported.settle(&intake, &tenant, &namespace, &name);
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! A tenant pod as its host pod: pinned, renamed, its references and downward API pointed at
+//! the host copies and the tenant's names, only allowed annotations and tolerations kept.
+
+use super::*;
+
+/// The tolerations of tenant pod `pod` that may reach the host: those one of `allowed` (the
+/// tenant's `spec.allowedTolerations`) covers. A toleration of everything (`operator: Exists`
+/// without a key) or of a host taint meant for others reaches the host only when the admin
+/// allowed it.
+pub fn tenant_tolerations(pod: &Value, allowed: &[Toleration]) -> Vec<Value> {
+    pod.pointer("/spec/tolerations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            serde_json::from_value::<Toleration>((*t).clone())
+                .is_ok_and(|t| allowed.iter().any(|a| a.covers(&t)))
+        })
+        .cloned()
+        .collect()
+}
+
+/// What every host container gets, as NVIDIA documents for CDI-only device selection: no device
+/// is chosen by environment (an image's own `ENV NVIDIA_VISIBLE_DEVICES=all` is overridden,
+/// since a pod's `env` wins over the image's), and the claimed MIG devices reach the container
+/// only through the CDI annotation (whose spec edits set the variable to the device itself).
+pub const VISIBLE_DEVICES: (&str, &str) = ("NVIDIA_VISIBLE_DEVICES", "void");
+
+/// Downward API files show the workload its tenant pod's name, namespace and UID, not the host
+/// pod's: those fields are read from the annotations that record them on the host pod.
+pub(super) fn tenant_downward_items(items: Option<&mut Value>) {
+    for item in items.and_then(Value::as_array_mut).into_iter().flatten() {
+        let Some(path) = item.pointer_mut("/fieldRef/fieldPath") else {
+            continue;
+        };
+        let recorded = match path.as_str() {
+            Some("metadata.name") => host_names::ANNOTATION_NAME,
+            Some("metadata.namespace") => host_names::ANNOTATION_NAMESPACE,
+            Some("metadata.uid") => host_names::ANNOTATION_UID,
+            _ => continue,
+        };
+        *path = json!(format!("metadata.annotations['{recorded}']"));
+    }
+}
+
+/// Every ConfigMap and Secret reference of `source` (a volume or a projected source) named as
+/// the host copy of the tenant's object. What the syncer does not carry is refused before it
+/// gets here (the tenant API's admission, [`unsynced_references`]).
+pub(super) fn rename_references(source: &mut Value, table: &[Reference], namespace: &str) {
+    for r in table.iter().filter(|r| !matches!(r.referent, Referent::Unsynced(_))) {
+        rename(source, &format!("/{}{}", r.source, r.pointer), namespace);
+    }
+}
+
+pub(super) fn rename(value: &mut Value, pointer: &str, namespace: &str) {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        if let Some(name) = slot.as_str().filter(|n| !n.is_empty()) {
+            *slot = Value::String(host_names::host_name(namespace, name));
+        }
+    }
+}
+
+/// Whether a tenant pod annotation may reach its host pod. Container runtimes, the kubelet and
+/// host add-ons read annotations (`io.kubernetes.cri-o.Devices`, `io.containerd.*`,
+/// `cdi.k8s.io/*`, AppArmor and seccomp keys, `nvidia.com/*`, mesh injection…), so only an
+/// allow-list passes: plain words (`description`: no prefix and no dots, since runtimes also
+/// read dotted keys such as `io.kubernetes.cri-o.Devices`), kubectl's `default-container`, and
+/// the simulated kubelet's `sim.carrel.dev/*`. Carrel's own annotations (tenant identity, CDI
+/// devices) are the syncer's to write.
+pub fn host_annotation_allowed(key: &str) -> bool {
+    !key.contains(['/', '.'])
+        || key == "kubectl.kubernetes.io/default-container"
+        || key.starts_with("sim.carrel.dev/")
+}
+
+pub(super) fn is_gpu_resource(name: &str) -> bool {
+    name.starts_with("nvidia.com/")
+}
+
+/// The host pod for tenant pod `pod` of `tenant` (its node selector and affinity kept: the
+/// tenant's virtual nodes carry the host nodes' names and topology labels): in `host_namespace`, named by
+/// [`host_names::host_pod`], its references renamed, no `nvidia.com/*` resources, no service-account
+/// token of the host (the tenant's comes from `token_secret`, mounted where the kubelet would
+/// mount one), bound to the claimed devices' node with the devices named for CDI injection.
+///
+/// `envFrom` never reaches the host: each one becomes explicit `env` entries, one per key its
+/// source holds now ([`EnvSources`]) that makes an allowed name, read by reference from the host
+/// copy (so values follow the tenant's object), ahead of the container's own `env` (which wins,
+/// as over `envFrom`). A key the tenant adds later, such as `LD_PRELOAD`, reaches no container.
+/// Every container gets [`VISIBLE_DEVICES`] last. Tenant tolerations reach the host as far as
+/// `allowed_tolerations` covers them ([`tenant_tolerations`]). Only an allow-list of tenant annotations
+/// ([`host_annotation_allowed`]) is kept.
+pub fn host_pod(
+    tenant: &str,
+    host_namespace: &str,
+    pod: &Value,
+    claims: &[Claim],
+    token_secret: Option<&str>,
+    env_sources: &EnvSources,
+    allowed_tolerations: &[Toleration],
+) -> Value {
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let spec = &pod["spec"];
+    let mut host_spec = Map::new();
+    for field in [
+        "containers",
+        "initContainers",
+        "volumes",
+        "restartPolicy",
+        "terminationGracePeriodSeconds",
+        "activeDeadlineSeconds",
+        "securityContext",
+        "subdomain",
+        "tolerations",
+        "nodeSelector",
+        "affinity",
+        "topologySpreadConstraints",
+        "imagePullSecrets",
+        "dnsPolicy",
+        "dnsConfig",
+        "hostAliases",
+        "shareProcessNamespace",
+        "setHostnameAsFQDN",
+        "os",
+    ] {
+        if let Some(v) = spec.get(field) {
+            host_spec.insert(field.to_owned(), v.clone());
+        }
+    }
+    // The workload sees its tenant pod's name as its hostname, not the host pod's.
+    host_spec.insert(
+        "hostname".into(),
+        spec.get("hostname").cloned().unwrap_or_else(|| json!(hostname_of(name))),
+    );
+    // The GPU tolerations Carrel itself needs are counted where it places a pod (the allocator,
+    // `gpu_pod_needs`); the host pod is bound by `nodeName`, which the kubelet admits whatever
+    // the node's NoSchedule taints.
+    let tolerations = tenant_tolerations(pod, allowed_tolerations);
+    if tolerations.is_empty() {
+        host_spec.remove("tolerations");
+    } else {
+        host_spec.insert("tolerations".into(), Value::Array(tolerations));
+    }
+    host_spec.insert("automountServiceAccountToken".into(), json!(false));
+    host_spec.insert("enableServiceLinks".into(), json!(false));
+    let mut host_spec = Value::Object(host_spec);
+
+    for v in host_spec.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
+        rename_references(v, pod_refs::VOLUME_REFERENCES, namespace);
+        tenant_downward_items(v.pointer_mut("/downwardAPI/items"));
+        if let Some(sources) = v.pointer_mut("/projected/sources").and_then(Value::as_array_mut) {
+            // The tenant's token comes through `token_secret`; a host token must never be asked for.
+            sources.retain(|s| s.get("serviceAccountToken").is_none());
+            for s in sources.iter_mut() {
+                rename_references(s, pod_refs::PROJECTED_REFERENCES, namespace);
+                tenant_downward_items(s.pointer_mut("/downwardAPI/items"));
+            }
+        }
+    }
+    for s in
+        host_spec.get_mut("imagePullSecrets").and_then(Value::as_array_mut).into_iter().flatten()
+    {
+        rename(s, "/name", namespace);
+    }
+    let mount_token =
+        token_secret.is_some() && spec["automountServiceAccountToken"] != json!(false);
+    for list in ["containers", "initContainers"] {
+        for c in host_spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
+            for field in ["limits", "requests"] {
+                if let Some(map) =
+                    c.pointer_mut(&format!("/resources/{field}")).and_then(Value::as_object_mut)
+                {
+                    map.retain(|k, _| !is_gpu_resource(k));
+                }
+            }
+            for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+                rename(e, "/valueFrom/configMapKeyRef/name", namespace);
+                rename(e, "/valueFrom/secretKeyRef/name", namespace);
+                // The workload sees its tenant names, not the host's.
+                let literal =
+                    match e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
+                        Some("metadata.name") => Some(name),
+                        Some("metadata.namespace") => Some(namespace),
+                        Some("metadata.uid") => Some(uid),
+                        _ => None,
+                    };
+                if let Some(value) = literal {
+                    let env_name = e["name"].clone();
+                    *e = json!({"name": env_name, "value": value});
+                }
+            }
+            expand_env_from(c, namespace, env_sources);
+            // Last, so that it is what the container gets; the claimed devices come by CDI.
+            let env = c.as_object_mut().map(|o| o.entry("env").or_insert_with(|| json!([])));
+            if let Some(Value::Array(env)) = env {
+                env.push(json!({"name": VISIBLE_DEVICES.0, "value": VISIBLE_DEVICES.1}));
+            }
+            if mount_token {
+                let mounts =
+                    c.as_object_mut().map(|o| o.entry("volumeMounts").or_insert_with(|| json!([])));
+                if let Some(Value::Array(mounts)) = mounts {
+                    if !mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT) {
+                        mounts.push(json!({
+                            "name": host_names::TOKEN_VOLUME,
+                            "mountPath": TOKEN_MOUNT,
+                            "readOnly": true,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+    if let (true, Some(secret)) = (mount_token, token_secret) {
+        let volumes =
+            host_spec.as_object_mut().map(|o| o.entry("volumes").or_insert_with(|| json!([])));
+        if let Some(Value::Array(volumes)) = volumes {
+            volumes
+                .push(json!({"name": host_names::TOKEN_VOLUME, "secret": {"secretName": secret}}));
+        }
+    }
+
+    let mut annotations: BTreeMap<String, String> = pod
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| host_annotation_allowed(k))
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect();
+    annotations.extend(host_names::host_annotations(namespace, name, uid));
+    if let Some(first) = claims.first() {
+        host_spec["nodeName"] = json!(first.node);
+        let devices: Vec<String> =
+            claims.iter().map(|c| format!("nvidia.com/gpu={}", c.instance_uuid)).collect();
+        annotations.insert(host_names::ANNOTATION_CDI.to_owned(), devices.join(","));
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": host_names::host_pod(namespace, name),
+            "namespace": host_namespace,
+            "labels": host_names::host_labels(tenant),
+            "annotations": annotations,
+        },
+        "spec": host_spec,
+    })
+}
+
+/// Pod fields that name things only the tenant's cluster has (its priority classes, schedulers,
+/// runtime classes, readiness-gate controllers, resource claims), so the host pod goes without
+/// them; the syncer tells the tenant which ones a pod set.
+pub const TENANT_ONLY_FIELDS: &[&str] = &[
+    "priorityClassName",
+    "priority",
+    "preemptionPolicy",
+    "schedulerName",
+    "runtimeClassName",
+    "readinessGates",
+    "resourceClaims",
+    "schedulingGates",
+];
+
+/// The fields of [`TENANT_ONLY_FIELDS`] that `pod` sets.
+pub fn tenant_only_fields(pod: &Value) -> Vec<&'static str> {
+    let spec = &pod["spec"];
+    TENANT_ONLY_FIELDS
+        .iter()
+        .copied()
+        .filter(|f| match spec.get(*f) {
+            None | Some(Value::Null) => false,
+            // The defaults kube-apiserver writes are no request of the tenant's.
+            Some(Value::String(v)) if *f == "schedulerName" => v != "default-scheduler",
+            Some(Value::String(v)) if *f == "preemptionPolicy" => v != "PreemptLowerPriority",
+            Some(Value::Number(n)) if *f == "priority" => n.as_i64() != Some(0),
+            Some(Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
+        })
+        .collect()
+}
+
+/// The hostname of a host pod for a tenant pod named `name`. A kubelet would use the name
+/// itself, but `spec.hostname` must be a DNS label: the name up to its first dot, at most 63
+/// characters, without a trailing dash.
+pub fn hostname_of(name: &str) -> String {
+    let first = name.split('.').next().unwrap_or(name);
+    let cut: String = first.chars().take(63).collect();
+    cut.trim_end_matches('-').to_owned()
+}

@@ -1,0 +1,27 @@
+//! Pure translations between tenant and host objects, one module each: the objects a pod
+//! references and their host copies ([`references`](mod@references)), a tenant pod into its
+//! host pod ([`host_pod`](mod@host_pod)), a host pod's status back into the tenant's
+//! ([`status`](mod@status)), and a virtual node ([`virtual_node`](mod@virtual_node)).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Map, Value};
+
+use carrel_gpu::fit::Toleration;
+use carrel_gpu::pod_refs::{self, Reference, Referent};
+use carrel_gpu::runtime_env::steers_runtime;
+use carrel_gpu::Claim;
+
+use crate::host_names;
+mod host_pod;
+mod references;
+mod status;
+mod virtual_node;
+
+#[cfg(test)]
+mod tests;
+
+pub use host_pod::*;
+pub use references::*;
+pub use status::*;
+pub use virtual_node::*;
