@@ -165,8 +165,8 @@ impl Tokens {
             TOKEN_VALIDITY,
         );
         let token = self.signer.issue(&claims)?;
-        let value = HeaderValue::try_from(format!("Bearer {token}"))
-            .map_err(|_| CredentialError::Sign)?;
+        let value =
+            HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| CredentialError::Sign)?;
         *current = Some((Instant::now(), value.clone()));
         Ok(value)
     }
@@ -175,7 +175,11 @@ impl Tokens {
 /// A client of `router` (a server's, or every cluster's of a listener) in this process, sending
 /// `tokens`' bearer tokens when given (none: for a server served open); `default_namespace` is
 /// the client's default.
-pub fn client(router: Router, tokens: Option<Arc<Tokens>>, default_namespace: &str) -> kube::Client {
+pub fn client(
+    router: Router,
+    tokens: Option<Arc<Tokens>>,
+    default_namespace: &str,
+) -> kube::Client {
     let service = tower::ServiceBuilder::new()
         .map_request(move |request: Request<kube::client::Body>| {
             let mut request = request.map(axum::body::Body::new);
@@ -224,7 +228,9 @@ mod tests {
         let account = ServiceAccount {
             namespace: "carrel".into(),
             name: "reader".into(),
-            rules: vec![json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]})],
+            rules: vec![
+                json!({"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list"]}),
+            ],
         };
         let uid = account.ensure(&api).unwrap();
         // Ensuring again changes nothing.
