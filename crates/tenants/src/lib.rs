@@ -14,6 +14,7 @@
 //! - [`host_namespace`]: the tenant's host namespace and its kubeconfig Secret;
 //! - [`claim_leases`]: the GPU claim Leases counted into usage and released with the tenant;
 //! - [`identity`]: the tenant's admin credential and token issuer;
+//! - [`service_account`]: what the manager may do on a host, and its client of an in-process one;
 //! - [`host`]: the host API as JSON objects, through the client.
 //!
 //! [`Clusters`]: carrel_apiserver::tenant::Clusters
@@ -23,6 +24,7 @@ pub mod host;
 pub mod host_namespace;
 pub mod identity;
 pub mod manager;
+pub mod service_account;
 pub mod tenant_cluster;
 pub mod tenant_status;
 
@@ -33,4 +35,5 @@ pub use carrel_machinery::tenancy::host_namespace;
 pub use host_namespace::{owned_by, KUBECONFIG_SECRET, NOT_OWNED, OWNER_LABEL, OWNER_UID};
 pub use identity::{issuer, ADMIN_GROUP, ADMIN_USER};
 pub use manager::{Manager, ManagerError, TenantHooks, FINALIZER, MANAGER};
+pub use service_account::in_process_client;
 pub use tenant_status::{expires_at, STORE_CONDITION};

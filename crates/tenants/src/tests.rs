@@ -492,3 +492,34 @@ async fn the_tenant_spec_limits_bound_what_its_api_stores() {
     // The host API is not bounded by any tenant's limits.
     assert_eq!(f.host.store().quota(), Quota::UNLIMITED);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn on_a_secured_host_the_service_accounts_rules_allow_all_the_manager_does() {
+    use carrel_apiserver::access::Security;
+    use carrel_apiserver::auth::token::Signer;
+    const ISSUER: &str = "https://kubernetes.default.svc";
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("host"), Options::create()).unwrap();
+    let host = Arc::new(Api::host(Arc::new(store)).unwrap());
+    let pki = dir.path().join("pki");
+    let signer = Signer::load_or_generate(&pki).unwrap();
+    let no_certificates = rustls::pki_types::CertificateDer::from(Vec::new());
+    let security = Security::new(no_certificates, Some(signer), ISSUER);
+    let server = Arc::new(Server::secured(host.clone(), "", Arc::new(security)));
+    let clusters = Arc::new(Clusters::new(server.clone()));
+    let tokens = (Signer::load(&pki).unwrap(), ISSUER);
+    let client = crate::in_process_client(server, Some(tokens)).unwrap();
+    let manager =
+        Manager::new(client, clusters.clone(), dir.path(), "https://127.0.0.1:6443", None);
+    let f = Fixture { dir, host, clusters, manager };
+
+    create(&f, "team-a", json!({"ttl": "2h"}));
+    f.manager.reconcile("team-a").await.unwrap();
+    let tenant = f.host.get(&tenants(), "team-a").unwrap();
+    assert_eq!(tenant["status"]["phase"], "Ready", "{tenant}");
+    f.manager.tick().await.unwrap();
+    f.host.delete(&tenants(), "team-a", &DeleteParams::default()).unwrap();
+    f.manager.reconcile("team-a").await.unwrap();
+    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code, 404);
+    assert!(f.clusters.names().is_empty());
+}
