@@ -82,9 +82,7 @@ async fn main() -> anyhow::Result<()> {
     let tenant = client(Some(&args.tenant_kubeconfig), "tenant").await?;
     let host = client(args.host_kubeconfig.as_ref(), "host").await?;
     let config = Config {
-        host_namespace: args
-            .host_namespace
-            .unwrap_or_else(|| carrel_machinery::tenancy::host_namespace(&args.tenant)),
+        host_namespace: args.host_namespace.unwrap_or_else(|| format!("carrel-{}", args.tenant)),
         tenant: args.tenant,
         gpu_quota,
         tenant_ca_pem,
