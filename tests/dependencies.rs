@@ -82,6 +82,16 @@ fn the_api_server_knows_nothing_of_what_runs_on_it() {
 }
 
 #[test]
+fn the_tenant_manager_is_a_client_of_its_host_beside_no_other_controller() {
+    let graph = normal_dependencies();
+    let reached = reach(&graph, "carrel-tenants");
+    for other in ["carrel-syncer", "carrel-node-agent", "carrel-sim", "carrel"] {
+        assert!(!reached.contains(other), "carrel-tenants depends on {other}");
+    }
+    assert!(graph["carrel-tenants"].contains("kube"), "the manager talks to its host with kube");
+}
+
+#[test]
 fn the_production_node_agent_carries_no_simulation() {
     let graph = normal_dependencies();
     let reached = reach(&graph, "carrel-node-agent");

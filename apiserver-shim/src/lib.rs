@@ -20,6 +20,7 @@ pub mod health;
 pub mod intake;
 pub mod kubeconfig;
 pub mod listener;
+pub mod local_client;
 pub mod managed;
 pub mod names;
 pub mod object;

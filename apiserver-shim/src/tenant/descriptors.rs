@@ -5,8 +5,8 @@
 //! once (stores cannot open files, connects and accepts fail), so the manager serves a new
 //! tenant only while the descriptors in use (or kept for the tenants served), plus what the new
 //! one takes, stay under the limit less a reserve for the process itself; otherwise the tenant
-//! goes `Failed` with reason [`REASON`], and is served as soon as room is made (the manager's
-//! tick looks again). What counts as in use is the caller's: the process's open descriptors
+//! goes `Failed` with reason [`REASON`], and is served as soon as room is made (the manager
+//! looks again soon). What counts as in use is the caller's: the process's open descriptors
 //! ([`Descriptors::of_process`]), or the listener's own reckoning, as `carrel up` counts (the
 //! stores' reserves and the connections open), so that a tenant is refused before its
 //! connections would be.

@@ -161,7 +161,7 @@ impl k8s_openapi::ListableResource for Tenant {
 }
 
 /// The longest tenant name: its host namespace `carrel-<name>` must be a DNS-1123 label.
-pub const MAX_NAME_LEN: usize = 63 - "carrel-".len();
+pub const MAX_NAME_LEN: usize = 63 - carrel_machinery::tenancy::HOST_NAMESPACE_PREFIX.len();
 
 /// The shortest TTL a tenant may be given.
 pub const MIN_TTL: std::time::Duration = std::time::Duration::from_secs(1);

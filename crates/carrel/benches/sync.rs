@@ -35,7 +35,7 @@ use kube::Api;
 use parking_lot::Mutex;
 
 use base64::Engine as _;
-use carrel_apiserver::tenant::manager::host_namespace;
+use carrel_tenants::host_namespace;
 use serde_json::json;
 
 const CARREL: &str = env!("CARGO_BIN_EXE_carrel");

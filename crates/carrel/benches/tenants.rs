@@ -35,15 +35,13 @@ use carrel_apiserver::auth::ca::TenantCa;
 use carrel_apiserver::auth::token::Signer;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::server::clusters_router;
-use carrel_apiserver::tenant::manager::{
-    host_namespace, Manager, ADMIN_GROUP, ADMIN_USER, KUBECONFIG_SECRET,
-};
 use carrel_apiserver::tenant::types::{Tenant, TenantSpec, TENANTS};
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::{Api, Server};
 use carrel_bench::{median, ms, ratio, runtime, section, verdict, watchdog, Run, Table};
 use carrel_store::{Event, EventKind, Options, SledStore};
+use carrel_tenants::{host_namespace, Manager, ADMIN_GROUP, ADMIN_USER, KUBECONFIG_SECRET};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -232,11 +230,14 @@ fn start_host(rt: &Runtime, data: &Path) -> BenchResult<Host> {
         let api = Arc::new(Api::host(Arc::new(store)).map_err(|e| e.to_string())?);
         let tokens = Signer::load_or_generate(&data.join("pki"))?;
         let security = Security::new(certs.ca_der()?, Some(tokens), HOST_ISSUER);
-        let host_server = Server::secured(api.clone(), "", Arc::new(security));
-        let clusters = Arc::new(Clusters::new(Arc::new(host_server)));
+        let host_server = Arc::new(Server::secured(api.clone(), "", Arc::new(security)));
+        let clusters = Arc::new(Clusters::new(host_server.clone()));
         let endpoint = format!("https://{addr}");
+        let manager_tokens = Signer::load_or_generate(&data.join("pki"))?;
+        let manager_client =
+            carrel_tenants::in_process_client(host_server, Some((manager_tokens, HOST_ISSUER)))?;
         let manager = Arc::new(Manager::new(
-            api.clone(),
+            manager_client,
             clusters.clone(),
             data,
             &endpoint,

@@ -19,11 +19,11 @@ use serde_json::Value;
 
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
-use carrel_apiserver::tenant::manager::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_sim::{LogLine, LogStore};
 use carrel_syncer::{host_names, Config, Syncer};
+use carrel_tenants::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {

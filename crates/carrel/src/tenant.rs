@@ -9,8 +9,8 @@ use anyhow::{bail, Context};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, PostParams};
 
-use carrel_apiserver::tenant::manager::{host_namespace, owned_by, KUBECONFIG_SECRET};
 use carrel_apiserver::tenant::types::{Tenant, TenantSpec};
+use carrel_tenants::{host_namespace, owned_by, KUBECONFIG_SECRET};
 
 use crate::host::{self, explain};
 

@@ -16,7 +16,6 @@ use carrel_apiserver::kubeconfig;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
 use carrel_apiserver::server::clusters_router;
 use carrel_apiserver::tenant::descriptors::Descriptors;
-use carrel_apiserver::tenant::manager::Manager;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{Api, Server};
@@ -24,6 +23,7 @@ use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_sim::kubelet::Kubelet;
 use carrel_sim::{run_scheduler, LogStore};
 use carrel_store::{Options, SledStore};
+use carrel_tenants::Manager;
 
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
 use crate::syncers::{SimPodLogs, Syncers};
@@ -120,8 +120,15 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let host_server = Arc::new(Server::secured(host.clone(), "", Arc::new(security)));
     let clusters = Arc::new(Clusters::new(host_server.clone()));
     let endpoint = format!("https://{addr}");
+    // The tenant manager reaches the host as a client, as it would any Kubernetes API server:
+    // here through the host's router in this process, as its own service account.
+    let manager_tokens =
+        Signer::load_or_generate(&data.join("pki")).context("the host's token key")?;
+    let manager_client =
+        carrel_tenants::in_process_client(host_server.clone(), Some((manager_tokens, HOST_ISSUER)))
+            .context("the tenant manager's client of the host")?;
     let manager = Arc::new(Manager::new(
-        host,
+        manager_client,
         clusters.clone(),
         &data,
         &endpoint,
@@ -202,13 +209,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     };
     let per_tenant = FD_RESERVE_PER_STORE + if args.no_syncers { 0 } else { FD_PER_TENANT_SYNCER };
     manager.set_descriptors(Descriptors::counted(FD_RESERVE_BASE, per_tenant, Arc::new(in_use)));
-    {
-        let manager = manager.clone();
-        tokio::task::spawn_blocking(move || manager.resume())
-            .await
-            .context("resuming tenants")?
-            .context("resuming tenants")?;
-    }
+    manager.resume().await.context("resuming tenants")?;
     let config = certs.server_config().context("TLS configuration")?;
 
     let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));

@@ -1,0 +1,40 @@
+//! Who a tenant's clients are: its admin credential (a `system:masters` certificate from the
+//! tenant's CA, kept in its data directory so that it survives a restart) and the issuer of its
+//! service-account tokens.
+
+use std::path::Path;
+use std::time::Duration;
+
+use carrel_apiserver::auth::ca::TenantCa;
+use carrel_apiserver::auth::CredentialError;
+use carrel_apiserver::kubeconfig;
+
+/// The user of a tenant's admin kubeconfig.
+pub const ADMIN_USER: &str = "carrel-admin";
+/// Its group: every permission, through the bootstrap `cluster-admin` binding.
+pub const ADMIN_GROUP: &str = "system:masters";
+/// How long the admin certificate is valid.
+pub const ADMIN_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The issuer (and default audience) of a tenant's service-account tokens.
+pub fn issuer(tenant: &str) -> String {
+    format!("https://kubernetes.default.svc/tenants/{tenant}")
+}
+
+/// The admin kubeconfig of tenant `name` served at `url`: with the listener's CA
+/// (`server_ca_pem`), a client certificate from the tenant's CA kept in `pki`; without (plain
+/// HTTP, in tests), no credential.
+pub fn admin_kubeconfig(
+    name: &str,
+    url: &str,
+    server_ca_pem: Option<&str>,
+    pki: &Path,
+) -> Result<String, CredentialError> {
+    let Some(server_ca) = server_ca_pem else {
+        return Ok(kubeconfig::admin(url, None));
+    };
+    let ca = TenantCa::load_or_generate(pki, name)?;
+    let (cert, key) =
+        ca.load_or_issue_client(pki, "admin", ADMIN_USER, &[ADMIN_GROUP], ADMIN_VALIDITY)?;
+    Ok(kubeconfig::with_client_certificate(url, server_ca, &cert, &key))
+}

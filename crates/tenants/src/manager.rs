@@ -1,0 +1,593 @@
+//! The manager: one reconcile brings a tenant's cluster in line with its `Tenant` object, and
+//! [`Manager::run`] runs it as a controller (`kube_runtime`'s `Controller`) over the host's
+//! Tenants and GPU claim Leases.
+//!
+//! A finalizer holds a deleted tenant until its API is no longer served, its data is gone, its
+//! claim Leases are released and the host namespace it owns is deleted. A tenant whose TTL has
+//! passed is deleted: its reconcile is requeued for its expiry time. Everything is derived from
+//! the `Tenant` objects and the data directory, so a restarted manager ([`Manager::resume`])
+//! serves every tenant again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use carrel_apiserver::admission::{Level, TenantAdmission, TenantPolicy};
+use carrel_apiserver::auth::CredentialError;
+use carrel_apiserver::object::{finalizers, is_deleting, meta_str};
+use carrel_apiserver::tenant::descriptors::{Descriptors, NoRoom, REASON as NO_DESCRIPTORS};
+use carrel_apiserver::tenant::types::{gpu_quota, store_quota, Tenant};
+use carrel_apiserver::tenant::Clusters;
+use carrel_apiserver::{ApiError, Server};
+use carrel_machinery::tenancy::host_namespace;
+
+use crate::claim_leases;
+use crate::host::{self, code, Host};
+use crate::host_namespace::{self as namespace, NOT_OWNED};
+use crate::identity;
+use crate::tenant_cluster::{self, TenantDir};
+use crate::tenant_status::{self, expires_at, ready_reason_is, Observed};
+
+/// The finalizer that holds a deleted tenant until its cluster is torn down.
+pub const FINALIZER: &str = "carrel.dev/tenant";
+/// The field manager of the manager's writes.
+pub const MANAGER: &str = "carrel-tenant-manager";
+
+/// What can go wrong while reconciling a tenant.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The host API refused a read or a write, or could not be reached.
+    #[error("host API: {0}")]
+    Host(#[from] kube::Error),
+    /// The tenant's API could not be made over its store.
+    #[error("tenant API: {0}")]
+    Api(#[from] ApiError),
+    /// The tenant's store could not be opened.
+    #[error("tenant {tenant}: opening its store: {source}")]
+    Store {
+        /// The tenant.
+        tenant: String,
+        /// Why.
+        source: carrel_store::Error,
+    },
+    /// The tenant's CA, signing key or admin credential could not be made or read.
+    #[error("tenant {tenant}: credentials: {source}")]
+    Credentials {
+        /// The tenant.
+        tenant: String,
+        /// Why.
+        source: CredentialError,
+    },
+    /// The tenant's data directory could not be created or removed.
+    #[error("tenant {tenant}: {path}: {source}")]
+    Io {
+        /// The tenant.
+        tenant: String,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving the tenant would take the process past its open-file limit.
+    #[error("tenant {tenant}: {source}")]
+    NoDescriptors {
+        /// The tenant.
+        tenant: String,
+        /// The count.
+        source: NoRoom,
+    },
+    /// The tenant's host namespace exists and was not created for this tenant.
+    #[error("tenant {tenant}: host namespace {namespace} exists and does not record this tenant's UID: it belongs to something else")]
+    NotOwned {
+        /// The tenant.
+        tenant: String,
+        /// The host namespace.
+        namespace: String,
+    },
+    /// A blocking step (opening a store, removing a directory) did not finish.
+    #[error("a blocking task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// What else runs for each served tenant (its syncer, in `carrel up`).
+pub trait TenantHooks: Send + Sync + std::fmt::Debug {
+    /// The tenant's cluster is served, with this `Tenant` object; called on every reconcile.
+    fn serving(&self, tenant: &str, server: &Arc<Server>, object: &Value);
+    /// The tenant is no longer served.
+    fn gone(&self, tenant: &str);
+}
+
+/// When a tenant is to be reconciled again, besides on a change to it or its claims.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Next {
+    /// Only on a change.
+    OnChange,
+    /// Soon: it is not served for a reason that may pass (no room, a host namespace not its own).
+    Retry,
+    /// At its expiry.
+    At(chrono::DateTime<chrono::Utc>),
+}
+
+/// Reconciles tenants.
+#[derive(Debug)]
+pub struct Manager {
+    host: Host,
+    clusters: Arc<Clusters>,
+    data_dir: PathBuf,
+    endpoint: String,
+    server_ca_pem: Option<String>,
+    admissions: Mutex<HashMap<String, Arc<TenantAdmission>>>,
+    hooks: OnceLock<Arc<dyn TenantHooks>>,
+    /// Room for new tenants in the open-file limit; unchecked until set.
+    descriptors: OnceLock<Descriptors>,
+    /// One reconcile at a time: the room for a new tenant is counted, then taken.
+    serial: tokio::sync::Mutex<()>,
+    /// The time TTLs are measured against.
+    pub(crate) clock: fn() -> chrono::DateTime<chrono::Utc>,
+}
+
+impl Manager {
+    /// A manager of the tenants of the host reached through `host`, serving them in `clusters`,
+    /// keeping their data under `data_dir/tenants`; `endpoint` is the listener's URL
+    /// (`https://127.0.0.1:6443`). With the listener's CA (`server_ca_pem`), every tenant gets
+    /// its own CA and service-account key, its API authenticates and authorizes, and its admin
+    /// kubeconfig carries a `system:masters` certificate from its CA; without (plain HTTP, in
+    /// tests) tenants are served open.
+    pub fn new(
+        host: kube::Client,
+        clusters: Arc<Clusters>,
+        data_dir: &Path,
+        endpoint: &str,
+        server_ca_pem: Option<String>,
+    ) -> Manager {
+        Manager {
+            host: Host::new(host),
+            clusters,
+            data_dir: data_dir.join("tenants"),
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            server_ca_pem,
+            admissions: Mutex::default(),
+            hooks: OnceLock::new(),
+            descriptors: OnceLock::new(),
+            serial: tokio::sync::Mutex::new(()),
+            clock: chrono::Utc::now,
+        }
+    }
+
+    /// Call `hooks` as tenants come and go. Only the first call has an effect.
+    pub fn set_hooks(&self, hooks: Arc<dyn TenantHooks>) {
+        let _ = self.hooks.set(hooks);
+    }
+
+    /// Serve a new tenant only while `descriptors` says one more fits (see
+    /// [`carrel_apiserver::tenant::descriptors`]). Only the first call has an effect.
+    pub fn set_descriptors(&self, descriptors: Descriptors) {
+        let _ = self.descriptors.set(descriptors);
+    }
+
+    /// The tenant's API URL.
+    pub fn url(&self, name: &str) -> String {
+        format!("{}/tenants/{name}", self.endpoint)
+    }
+
+    fn dir(&self, name: &str) -> TenantDir {
+        TenantDir::new(&self.data_dir, name)
+    }
+
+    /// The tenant's admin kubeconfig: a `system:masters` certificate from its CA, kept in its
+    /// data directory so that it is the same after a restart.
+    pub fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
+        let pki = self.dir(name).pki();
+        identity::admin_kubeconfig(name, &self.url(name), self.server_ca_pem.as_deref(), &pki)
+            .map_err(|source| ManagerError::Credentials { tenant: name.to_owned(), source })
+    }
+
+    /// Stop serving a tenant: its cluster, its admission, its hooks.
+    fn unserve(&self, name: &str) {
+        self.clusters.remove(name);
+        self.admissions.lock().remove(name);
+        if let Some(hooks) = self.hooks.get() {
+            hooks.gone(name);
+        }
+    }
+
+    /// The tenant's pod rules, from its `Tenant` object.
+    fn policy_of(tenant: &Value) -> TenantPolicy {
+        let level = tenant
+            .pointer("/spec/podSecurity")
+            .and_then(Value::as_str)
+            .and_then(Level::parse)
+            .unwrap_or(Level::Baseline);
+        TenantPolicy { level, gpu_quota: gpu_quota(tenant) }
+    }
+
+    /// Reconcile every tenant, and stop serving clusters whose tenant is gone: what a restarted
+    /// manager does first.
+    pub async fn resume(&self) -> Result<(), ManagerError> {
+        let tenants = self.host.list(host::TENANTS, None).await?;
+        let names: Vec<String> =
+            tenants.iter().filter_map(|t| meta_str(t, "name").map(str::to_owned)).collect();
+        for name in &names {
+            if let Err(e) = self.reconcile(name).await {
+                tracing::warn!(tenant = %name, error = %e, "reconciling a tenant failed");
+            }
+        }
+        for served in self.clusters.names() {
+            if !names.contains(&served) {
+                self.unserve(&served);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bring one tenant's cluster in line with its `Tenant` object.
+    pub async fn reconcile(&self, name: &str) -> Result<(), ManagerError> {
+        self.reconcile_next(name).await.map(|_| ())
+    }
+
+    /// [`Manager::reconcile`], and when to look again.
+    async fn reconcile_next(&self, name: &str) -> Result<Next, ManagerError> {
+        let _one = self.serial.lock().await;
+        let Some(tenant) = self.host.get_opt(host::TENANTS, name).await? else {
+            self.unserve(name);
+            return Ok(Next::OnChange);
+        };
+        if is_deleting(&tenant) {
+            self.tear_down(name, tenant).await?;
+            return Ok(Next::OnChange);
+        }
+        let expiry = expires_at(&tenant);
+        if let Some(expiry) = expiry {
+            if expiry <= (self.clock)() {
+                tracing::info!(tenant = %name, "the tenant's TTL has passed: deleting it");
+                self.host.delete(host::TENANTS, name, None).await?;
+                return Ok(Next::OnChange);
+            }
+        }
+        let mut tenant = self.ensure_finalizer(name, tenant).await?;
+        if tenant.pointer("/status/phase").is_none() {
+            let why = "setting up the tenant's store, credentials and host namespace";
+            tenant = self.set_status(name, &tenant, "Provisioning", "Provisioning", why).await?;
+        }
+        match namespace::own(&self.host, name, &tenant).await {
+            Ok(()) => {}
+            Err(e @ ManagerError::NotOwned { .. }) => {
+                // Never served into a namespace that is not the tenant's.
+                self.unserve(name);
+                tracing::warn!(tenant = %name, error = %e, "not serving the tenant");
+                self.set_status(name, &tenant, "Failed", NOT_OWNED, &e.to_string()).await?;
+                return Ok(Next::Retry);
+            }
+            Err(e) => return Err(e),
+        }
+        match self.serve(name, &tenant).await {
+            Ok(()) => {}
+            Err(ManagerError::NoDescriptors { source, .. }) => {
+                // Not an error of the manager's: it looks again soon.
+                tracing::warn!(tenant = %name, reason = %source, "not serving the tenant");
+                let message = source.to_string();
+                self.set_status(name, &tenant, "Failed", NO_DESCRIPTORS, &message).await?;
+                return Ok(Next::Retry);
+            }
+            Err(e) => {
+                self.set_status(name, &tenant, "Failed", "ServeFailed", &e.to_string()).await?;
+                return Err(e);
+            }
+        }
+        let kubeconfig = self.tenant_kubeconfig(name)?;
+        namespace::keep_kubeconfig(&self.host, name, &kubeconfig).await?;
+        let admission = self.admissions.lock().get(name).cloned();
+        if let Some(admission) = admission {
+            admission.set(Self::policy_of(&tenant));
+        }
+        if let Some(server) = self.clusters.tenant(name) {
+            // The spec may have changed the bound on what the tenant stores.
+            server.api().store().set_quota(store_quota(&tenant));
+        }
+        let tenant = self
+            .set_status(name, &tenant, "Ready", "Serving", "the tenant's API is served")
+            .await?;
+        if let (Some(hooks), Some(server)) = (self.hooks.get(), self.clusters.tenant(name)) {
+            hooks.serving(name, &server, &tenant);
+        }
+        Ok(expiry.map_or(Next::OnChange, Next::At))
+    }
+
+    /// One pass over every tenant, from one list: delete those whose TTL has passed, look again
+    /// at those not served for a reason that may have passed, report changes in the stores'
+    /// health, and write every tenant's GPU usage. [`Manager::run`] does each of these as it
+    /// is due instead; this is the same work done at once.
+    pub async fn tick(&self) -> Result<(), ManagerError> {
+        let tenants = self.host.list(host::TENANTS, None).await?;
+        let now = (self.clock)();
+        for tenant in &tenants {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            if !is_deleting(tenant) && expires_at(tenant).is_some_and(|e| e <= now) {
+                self.reconcile(name).await?;
+            } else if ready_reason_is(tenant, NO_DESCRIPTORS) {
+                // Room may have been made since (tenants deleted, the limit raised).
+                if let Err(e) = self.reconcile(name).await {
+                    tracing::debug!(tenant = %name, error = %e, "the tenant is still not served");
+                }
+            } else if ready_reason_is(tenant, NOT_OWNED) {
+                // Its host namespace may have gone since (one being deleted, say).
+                if let Err(e) = self.reconcile(name).await {
+                    tracing::debug!(tenant = %name, error = %e, "the host namespace is still not the tenant's");
+                }
+            }
+        }
+        for tenant in &tenants {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            if !is_deleting(tenant) && self.store_health_changed(name, tenant) {
+                self.report_store_health(name).await;
+            }
+        }
+        let mut usage = claim_leases::usage(&self.host).await?;
+        for tenant in &tenants {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            self.write_usage(name, tenant, usage.remove(name).unwrap_or_default()).await?;
+        }
+        Ok(())
+    }
+
+    /// The `StoreHealthy` condition of a served tenant's store; `None` when it is not served.
+    fn store_condition(&self, name: &str, tenant: &Value) -> Option<Value> {
+        let server = self.clusters.tenant(name)?;
+        Some(tenant_status::store_condition(&server.api().store_health(), tenant))
+    }
+
+    /// Whether a served tenant's store's health is not what its status reports.
+    fn store_health_changed(&self, name: &str, tenant: &Value) -> bool {
+        self.store_condition(name, tenant)
+            .is_some_and(|condition| tenant_status::store_condition_changed(tenant, &condition))
+    }
+
+    async fn report_store_health(&self, name: &str) {
+        if let Err(e) = self.reconcile(name).await {
+            tracing::warn!(tenant = %name, error = %e, "reporting the tenant's store health failed");
+        }
+    }
+
+    /// Write the tenant's `status.gpuUsage` as `wanted` if it says otherwise.
+    async fn write_usage(
+        &self,
+        name: &str,
+        tenant: &Value,
+        wanted: claim_leases::Usage,
+    ) -> Result<(), ManagerError> {
+        if is_deleting(tenant) || tenant.get("status").is_none() {
+            return Ok(());
+        }
+        let current: claim_leases::Usage = tenant
+            .pointer("/status/gpuUsage")
+            .and_then(|u| serde_json::from_value(u.clone()).ok())
+            .unwrap_or_default();
+        if current == wanted {
+            return Ok(());
+        }
+        let mut status = tenant["status"].clone();
+        if wanted.is_empty() {
+            if let Some(o) = status.as_object_mut() {
+                o.remove("gpuUsage");
+            }
+        } else {
+            status["gpuUsage"] = json!(wanted);
+        }
+        match self.write_status(name, tenant, status).await {
+            Ok(_) => Ok(()),
+            Err(ManagerError::Host(e)) if matches!(code(&e), Some(404 | 409)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Bring one tenant's GPU usage in line with the claims in the host.
+    async fn refresh_usage(&self, name: &str) -> Result<(), ManagerError> {
+        let Some(tenant) = self.host.get_opt(host::TENANTS, name).await? else { return Ok(()) };
+        let usage = claim_leases::usage_of(&self.host, name).await?;
+        self.write_usage(name, &tenant, usage).await
+    }
+
+    async fn ensure_finalizer(&self, name: &str, tenant: Value) -> Result<Value, ManagerError> {
+        if finalizers(&tenant).iter().any(|f| f == FINALIZER) {
+            return Ok(tenant);
+        }
+        let mut updated = tenant;
+        let mut list = updated["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+        list.push(json!(FINALIZER));
+        updated["metadata"]["finalizers"] = Value::Array(list);
+        Ok(self.host.replace(host::TENANTS, name, &updated).await?)
+    }
+
+    /// Serve the tenant's API, opening (or creating) its store, bounded by the tenant's limits.
+    async fn serve(&self, name: &str, tenant: &Value) -> Result<(), ManagerError> {
+        if self.clusters.tenant(name).is_some() {
+            return Ok(());
+        }
+        if let Some(descriptors) = self.descriptors.get() {
+            descriptors
+                .room_for_one()
+                .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source })?;
+        }
+        let (dir, quota, secured) =
+            (self.dir(name), store_quota(tenant), self.server_ca_pem.is_some());
+        let opened =
+            tokio::task::spawn_blocking(move || tenant_cluster::open(&dir, quota, secured))
+                .await??;
+        self.admissions.lock().insert(name.to_owned(), opened.admission);
+        self.clusters.insert(name, opened.server);
+        tracing::info!(tenant = %name, "serving the tenant's API");
+        Ok(())
+    }
+
+    async fn set_status(
+        &self,
+        name: &str,
+        tenant: &Value,
+        phase: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<Value, ManagerError> {
+        let observed = Observed {
+            phase,
+            reason,
+            message,
+            endpoint: self.url(name),
+            host_namespace: host_namespace(name),
+            ca_bundle: self.server_ca_pem.as_deref(),
+            store: self.store_condition(name, tenant),
+        };
+        let status = tenant_status::status(tenant, observed);
+        if tenant.get("status") == Some(&status) {
+            return Ok(tenant.clone());
+        }
+        self.write_status(name, tenant, status).await
+    }
+
+    /// Write a tenant's status through its status subresource; the tenant as stored.
+    async fn write_status(
+        &self,
+        name: &str,
+        tenant: &Value,
+        status: Value,
+    ) -> Result<Value, ManagerError> {
+        let mut updated = tenant.clone();
+        updated["status"] = status;
+        Ok(self.host.replace_status(host::TENANTS, name, &updated).await?)
+    }
+
+    /// Stop serving the tenant, release its claims, remove its data and its host namespace,
+    /// then let it go.
+    async fn tear_down(&self, name: &str, tenant: Value) -> Result<(), ManagerError> {
+        if tenant.pointer("/status/phase").and_then(Value::as_str) != Some("Terminating") {
+            let mut status = tenant.get("status").cloned().unwrap_or_else(|| json!({}));
+            status["phase"] = json!("Terminating");
+            self.write_status(name, &tenant, status).await?;
+        }
+        self.unserve(name);
+        claim_leases::release_tenant(&self.host, name).await?;
+        let dir = self.dir(name).path;
+        let removed = tokio::task::spawn_blocking(move || {
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|source| (dir, source))?;
+            }
+            Ok(())
+        })
+        .await?;
+        removed.map_err(|(path, source)| ManagerError::Io { tenant: name.into(), path, source })?;
+        namespace::delete_owned(&self.host, name, &tenant).await?;
+        let mut updated = self.host.get(host::TENANTS, name).await?;
+        let kept: Vec<Value> =
+            finalizers(&updated).into_iter().filter(|f| f != FINALIZER).map(Value::from).collect();
+        updated["metadata"]["finalizers"] = Value::Array(kept);
+        match self.host.replace(host::TENANTS, name, &updated).await {
+            Ok(_) => {}
+            Err(e) if code(&e) == Some(404) => {}
+            Err(e) => return Err(e.into()),
+        }
+        tracing::info!(tenant = %name, "tenant deleted");
+        Ok(())
+    }
+
+    /// Serve every tenant again ([`Manager::resume`]), then reconcile tenants as they change,
+    /// as their claim Leases change, at their expiry, soon again while they are not served for
+    /// a reason that may pass, and when a served tenant's store's health changes (looked at
+    /// every `tick`, in this process); until `stop`.
+    pub async fn run(self: Arc<Self>, tick: Duration, stop: tokio::sync::watch::Receiver<bool>) {
+        if let Err(e) = self.resume().await {
+            tracing::warn!(error = %e, "resuming tenants failed");
+        }
+        let client = self.host.client().clone();
+        let tenants: kube::Api<Tenant> = kube::Api::all(client.clone());
+        let leases: kube::Api<Lease> = kube::Api::namespaced(client, carrel_gpu::CLAIM_NAMESPACE);
+        let claims = watcher::Config::default().labels(&claim_leases::every_claim());
+        let stopped = {
+            let mut stop = stop.clone();
+            async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            }
+        };
+        let context = Arc::new(Context { manager: self.clone(), retry: tick });
+        let controller = Controller::new(tenants, watcher::Config::default())
+            .watches(leases, claims, |lease: Lease| {
+                claim_leases::tenant_of(lease.metadata.labels.as_ref())
+                    .map(|name| ObjectRef::new(&name))
+            })
+            .graceful_shutdown_on(stopped)
+            .run(reconcile, error_policy, context)
+            .for_each(|result| async move {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "tenant controller");
+                }
+            });
+        tokio::join!(controller, self.watch_store_health(tick, stop));
+    }
+
+    /// Every `tick` until `stop`: reconcile each served tenant whose store's health changed
+    /// since it was last looked at (a store that fails or reopens does so in this process, with
+    /// nothing written to the host).
+    async fn watch_store_health(
+        &self,
+        tick: Duration,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut seen: HashMap<String, carrel_store::Health> = HashMap::new();
+        let mut ticker = tokio::time::interval(tick);
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|stopped| *stopped) => return,
+                _ = ticker.tick() => {}
+            }
+            let served = self.clusters.names();
+            seen.retain(|name, _| served.contains(name));
+            for name in served {
+                let Some(server) = self.clusters.tenant(&name) else { continue };
+                let health = server.api().store_health();
+                // A tenant is served healthy: its status said so then.
+                let before = seen.insert(name.clone(), health.clone());
+                if before.unwrap_or(carrel_store::Health::Ok) != health {
+                    self.report_store_health(&name).await;
+                }
+            }
+        }
+    }
+}
+
+/// What the controller's reconciles share.
+struct Context {
+    manager: Arc<Manager>,
+    /// How soon a tenant not served for a passing reason, or whose reconcile failed, is looked
+    /// at again.
+    retry: Duration,
+}
+
+async fn reconcile(tenant: Arc<Tenant>, context: Arc<Context>) -> Result<Action, ManagerError> {
+    let Some(name) = tenant.metadata.name.as_deref() else { return Ok(Action::await_change()) };
+    let manager = &context.manager;
+    let next = manager.reconcile_next(name).await?;
+    if let Err(e) = manager.refresh_usage(name).await {
+        tracing::debug!(tenant = %name, error = %e, "writing the tenant's GPU usage failed");
+    }
+    Ok(match next {
+        Next::OnChange => Action::await_change(),
+        Next::Retry => Action::requeue(context.retry),
+        Next::At(expiry) => {
+            let left = (expiry - (manager.clock)()).to_std().unwrap_or(Duration::ZERO);
+            Action::requeue(left)
+        }
+    })
+}
+
+fn error_policy(tenant: Arc<Tenant>, error: &ManagerError, context: Arc<Context>) -> Action {
+    let name = tenant.metadata.name.as_deref().unwrap_or_default();
+    tracing::warn!(tenant = %name, error = %error, "reconciling a tenant failed");
+    Action::requeue(context.retry)
+}
