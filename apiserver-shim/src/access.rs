@@ -67,6 +67,7 @@ const fn access_type(
         subresources: &[],
         verbs: &["create"],
         custom: None,
+        strategy: &crate::registry::Plain,
     }
 }
 

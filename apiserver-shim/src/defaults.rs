@@ -12,7 +12,7 @@ use crate::validation;
 
 /// Set `field` unless it is set: a missing field, null and (Go's zero value) an empty string are
 /// unset.
-fn set_default(map: &mut Map<String, Value>, field: &str, value: Value) {
+pub(crate) fn set_default(map: &mut Map<String, Value>, field: &str, value: Value) {
     let unset = match map.get(field) {
         None | Some(Value::Null) => true,
         Some(Value::String(s)) => s.is_empty(),
@@ -47,7 +47,10 @@ fn merge_string_data(secret: &mut Map<String, Value>) {
     }
 }
 
-fn object_at<'a>(value: &'a mut Value, field: &str) -> Option<&'a mut Map<String, Value>> {
+pub(crate) fn object_at<'a>(
+    value: &'a mut Value,
+    field: &str,
+) -> Option<&'a mut Map<String, Value>> {
     let root = value.as_object_mut()?;
     let entry = root.entry(field).or_insert_with(|| Value::Object(Map::new()));
     if entry.is_null() {
@@ -57,7 +60,7 @@ fn object_at<'a>(value: &'a mut Value, field: &str) -> Option<&'a mut Map<String
 }
 
 /// Pod spec defaults, as `SetDefaults_PodSpec` and `SetDefaults_Container` apply them.
-fn default_pod_spec(spec: &mut Map<String, Value>) {
+pub(crate) fn default_pod_spec(spec: &mut Map<String, Value>) {
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
@@ -95,7 +98,7 @@ fn image_tag_is_latest(image: &str) -> bool {
     }
 }
 
-fn default_template(object: &mut Value) {
+pub(crate) fn default_template(object: &mut Value) {
     if let Some(spec) = object.pointer_mut("/spec/template/spec").and_then(Value::as_object_mut) {
         default_pod_spec(spec);
     }
@@ -138,19 +141,13 @@ pub fn on_create(rt: &ResourceType, object: &mut Value) {
         }
         _ => {}
     }
+    rt.strategy.create_defaults(object);
 }
 
 /// The defaults kube-apiserver applies whenever it decodes an object (on create and on every
 /// update), as its `SetDefaults_*` functions do; the status is left alone.
 fn apply_defaults(rt: &ResourceType, object: &mut Value) {
     match (rt.group, rt.plural) {
-        ("carrel.dev", "tenants") => {
-            let root = object.as_object_mut().expect("objects are JSON objects");
-            let spec = root.entry("spec").or_insert_with(|| json!({}));
-            if let Some(spec) = spec.as_object_mut() {
-                set_default(spec, "podSecurity", json!("baseline"));
-            }
-        }
         ("", "pods") => {
             if let Some(spec) = object_at(object, "spec") {
                 default_pod_spec(spec);
@@ -338,6 +335,7 @@ fn apply_defaults(rt: &ResourceType, object: &mut Value) {
         }
         _ => {}
     }
+    rt.strategy.defaults(object);
 }
 
 /// Whether [`apply_defaults`] fills anything in for a kind.
@@ -350,7 +348,7 @@ fn has_defaults(rt: &ResourceType) -> bool {
             | ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings")
             | ("scheduling.k8s.io", "priorityclasses")
             | ("storage.k8s.io", "storageclasses")
-    )
+    ) || rt.strategy.has_defaults()
 }
 
 /// `SetDefaults_Job`: a Job with neither completions nor parallelism runs one pod to completion.
@@ -366,7 +364,7 @@ fn default_job_spec(spec: &mut Map<String, Value>) {
 }
 
 /// `SetDefaults_Pod`: a container's requests default to its limits.
-fn requests_from_limits(spec: &mut Map<String, Value>) {
+pub(crate) fn requests_from_limits(spec: &mut Map<String, Value>) {
     for list in ["containers", "initContainers"] {
         let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) else { continue };
         for resources in containers.iter_mut().filter_map(|c| c.get_mut("resources")) {
@@ -386,7 +384,7 @@ fn requests_from_limits(spec: &mut Map<String, Value>) {
     }
 }
 
-fn set_default_status(object: &mut Value, status: Value) {
+pub(crate) fn set_default_status(object: &mut Value, status: Value) {
     if let Some(root) = object.as_object_mut() {
         set_default(root, "status", status);
     }
@@ -429,6 +427,7 @@ pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<(
     if (rt.group, rt.plural) == ("", "services") {
         keep_allocated(old, new);
     }
+    rt.strategy.prepare_update(old, new);
     // The stored object has its defaults, unless it was stored before a default existed.
     let old = if has_defaults(rt) {
         let mut old = old.clone();

@@ -28,6 +28,7 @@ pub mod patch;
 pub mod pods;
 pub mod protobuf;
 pub mod rbac;
+pub mod registry;
 pub mod resource;
 pub mod scale;
 pub mod selector;

@@ -29,37 +29,48 @@ pub fn table_version(accept: &str) -> &'static str {
     "v1"
 }
 
-struct Column {
-    name: &'static str,
-    kind: &'static str,
-    format: &'static str,
-    description: &'static str,
-    priority: u8,
+/// A column of a built-in kind's table.
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    /// The header.
+    pub name: &'static str,
+    /// The OpenAPI type of the cells.
+    pub kind: &'static str,
+    /// The OpenAPI format of the cells (`name` for the name column).
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0 for columns always shown, 1 for those `-o wide` adds.
+    pub priority: u8,
 }
 
-const fn col(name: &'static str, kind: &'static str, description: &'static str) -> Column {
+/// A column shown always.
+pub const fn col(name: &'static str, kind: &'static str, description: &'static str) -> Column {
     Column { name, kind, format: "", description, priority: 0 }
 }
 
-const fn wide(name: &'static str, description: &'static str) -> Column {
+/// A string column only `-o wide` shows.
+pub const fn wide(name: &'static str, description: &'static str) -> Column {
     Column { name, kind: "string", format: "", description, priority: 1 }
 }
 
-const NAME: Column = Column {
+/// The name column every table starts with.
+pub const NAME: Column = Column {
     name: "Name",
     kind: "string",
     format: "name",
     description: "Name must be unique within a namespace.",
     priority: 0,
 };
-const AGE: Column = col(
+/// The age column.
+pub const AGE: Column = col(
     "Age",
     "string",
     "CreationTimestamp is a timestamp representing the server time when this object was created.",
 );
 
-fn columns(rt: &ResourceType) -> Vec<Column> {
-    match (rt.group, rt.plural) {
+fn columns(rt: &ResourceType) -> Option<Vec<Column>> {
+    Some(match (rt.group, rt.plural) {
         ("", "pods") => vec![
             NAME,
             col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
@@ -85,14 +96,6 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
             wide("Container-Runtime", "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
         ],
         ("", "configmaps") => vec![NAME, col("Data", "string", "Number of data entries"), AGE],
-        ("carrel.dev", "tenants") => vec![
-            NAME,
-            col("Phase", "string", "Provisioning, Ready, Terminating or Failed."),
-            col("Expires", "string", "When the tenant's TTL deletes it."),
-            AGE,
-            wide("Endpoint", "The URL of the tenant's API server."),
-            wide("GPU Quota", "MIG slices the tenant may hold, per profile."),
-        ],
         ("", "secrets") => vec![
             NAME,
             col("Type", "string", "The type of the secret"),
@@ -136,8 +139,8 @@ fn columns(rt: &ResourceType) -> Vec<Column> {
                 priority: 0,
             },
         ],
-        _ => vec![NAME, AGE],
-    }
+        _ => return None,
+    })
 }
 
 /// A Kubernetes-style age: `5s`, `3m20s`, `4h`, `2d3h`.
@@ -157,15 +160,18 @@ pub fn human_age(created: Option<&str>) -> String {
     }
 }
 
-fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+/// A string at a JSON pointer; empty if unset.
+pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-fn count(object: &Value, field: &str) -> usize {
+/// The number of entries of a map field.
+pub fn count(object: &Value, field: &str) -> usize {
     object.get(field).and_then(Value::as_object).map_or(0, |m| m.len())
 }
 
-fn or_none(s: String) -> String {
+/// `<none>` for an empty cell.
+pub fn or_none(s: String) -> String {
     if s.is_empty() {
         "<none>".into()
     } else {
@@ -173,10 +179,28 @@ fn or_none(s: String) -> String {
     }
 }
 
-fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
-    let name = json!(str_at(o, "/metadata/name"));
-    let age = json!(human_age(o.pointer("/metadata/creationTimestamp").and_then(Value::as_str)));
-    match (rt.group, rt.plural) {
+/// The name cell of an object's row.
+pub fn name_cell(o: &Value) -> Value {
+    json!(str_at(o, "/metadata/name"))
+}
+
+/// The age cell of an object's row.
+pub fn age_cell(o: &Value) -> Value {
+    json!(human_age(o.pointer("/metadata/creationTimestamp").and_then(Value::as_str)))
+}
+
+/// The definitions of `columns`.
+pub fn definitions(columns: &[Column]) -> Vec<Value> {
+    columns
+        .iter()
+        .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
+        .collect()
+}
+
+fn cells(rt: &ResourceType, o: &Value) -> Option<Vec<Value>> {
+    let name = name_cell(o);
+    let age = age_cell(o);
+    Some(match (rt.group, rt.plural) {
         ("", "pods") => {
             let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array);
             let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
@@ -252,21 +276,6 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
                 json!(or_none(str_at(o, "/status/nodeInfo/containerRuntimeVersion").into())),
             ]
         }
-        ("carrel.dev", "tenants") => {
-            let quota = o
-                .pointer("/spec/gpuQuota")
-                .and_then(Value::as_object)
-                .map(|q| q.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","))
-                .unwrap_or_default();
-            vec![
-                name,
-                json!(or_none(str_at(o, "/status/phase").into())),
-                json!(or_none(str_at(o, "/status/expiresAt").into())),
-                age,
-                json!(or_none(str_at(o, "/status/endpoint").into())),
-                json!(or_none(quota)),
-            ]
-        }
         ("", "configmaps") => {
             vec![name, json!(count(o, "data") + count(o, "binaryData")), age]
         }
@@ -335,8 +344,8 @@ fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![name, json!(str_at(o, "/metadata/creationTimestamp"))]
         }
-        _ => vec![name, age],
-    }
+        _ => return None,
+    })
 }
 
 /// Options for a Table answer.
@@ -380,30 +389,17 @@ pub fn table(
     version: &str,
     options: TableOptions,
 ) -> Value {
-    let definitions: Vec<Value> = match (&rt.custom, options.no_headers) {
-        (_, true) => Vec::new(),
-        // A custom resource: the name, then its definition's printer columns.
-        (Some(custom), false) => std::iter::once(NAME)
-            .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
-            .chain(
-                custom
-                    .columns
-                    .iter()
-                    .map(|c| definition(&c.name, &c.type_, &c.format, &c.description, c.priority)),
-            )
-            .collect(),
-        (None, false) => columns(rt)
-            .iter()
-            .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
-            .collect(),
+    let definitions: Vec<Value> = match options.no_headers {
+        true => Vec::new(),
+        false => match columns(rt) {
+            Some(columns) => definitions(&columns),
+            None => rt.strategy.columns(rt),
+        },
     };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let cells = match &rt.custom {
-                Some(custom) => crate::crd::cells(&custom.columns, o),
-                None => cells(rt, o),
-            };
+            let cells = cells(rt, o).unwrap_or_else(|| rt.strategy.cells(rt, o));
             json!({"cells": cells, "object": row_object(o, options.include_object)})
         })
         .collect();
@@ -417,7 +413,7 @@ pub fn table(
 }
 
 /// A column's definition in a Table.
-fn definition(name: &str, kind: &str, format: &str, description: &str, priority: i32) -> Value {
+pub fn definition(name: &str, kind: &str, format: &str, description: &str, priority: i32) -> Value {
     json!({
         "name": name,
         "type": kind,

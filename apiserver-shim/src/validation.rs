@@ -39,7 +39,7 @@ const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
 
 /// The causes found, in order, each once (kube-apiserver's aggregate drops repeats).
 #[derive(Debug, Default)]
-struct Errors(Vec<Cause>);
+pub struct Errors(pub Vec<Cause>);
 
 fn with_detail(head: String, detail: &str) -> String {
     if detail.is_empty() {
@@ -292,9 +292,9 @@ pub fn causes(rt: &ResourceType, object: &Value) -> Vec<Cause> {
         ("rbac.authorization.k8s.io", "clusterrolebindings") => role_binding(object, false, &mut e),
         ("scheduling.k8s.io", "priorityclasses") => priority_class(object, &mut e),
         ("storage.k8s.io", "storageclasses") => storage_class(object, &mut e),
-        ("carrel.dev", "tenants") => e.0.extend(crate::tenant::types::validate(object)),
         _ => {}
     }
+    rt.strategy.validate(object, &mut e);
     e.0
 }
 
@@ -333,6 +333,7 @@ pub fn check_quantities(rt: &ResourceType, object: &Value) -> ApiResult<()> {
         }
         _ => {}
     }
+    rt.strategy.quantities(object, &mut lists);
     let bad = lists
         .iter()
         .filter_map(|list| list.as_object())
@@ -356,7 +357,7 @@ fn pod_spec_of<'a>(rt: &ResourceType, object: &'a Value) -> Option<&'a Value> {
         | ("apps", "deployments" | "replicasets" | "statefulsets" | "daemonsets")
         | ("batch", "jobs") => "/spec/template/spec",
         ("batch", "cronjobs") => "/spec/jobTemplate/spec/template/spec",
-        _ => return None,
+        _ => return rt.strategy.pod_spec(object),
     };
     object.pointer(pointer).filter(|v| v.is_object())
 }
@@ -516,6 +517,7 @@ pub fn update_causes(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> 
         }
         _ => {}
     }
+    rt.strategy.validate_update(old, new, &mut e);
     e.0
 }
 
