@@ -1,7 +1,14 @@
 //! Namespaces (`namespaces` in `v1`): how the API server serves them.
 
+use serde_json::{json, Value};
+
+use crate::defaults::{object_at, set_default};
+use crate::names::{self, NameRule};
+use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::table::{age_cell, col, definitions, name_cell, str_at, AGE, NAME};
+use crate::validation::{at, items, Errors, STANDARD_FINALIZERS};
 
 /// The `namespaces` resource type.
 pub const TYPE: ResourceType = served(
@@ -21,4 +28,50 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct Namespaces;
 
-impl Strategy for Namespaces {}
+impl Strategy for Namespaces {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
+    }
+
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        namespace(at(object, "spec"), e);
+    }
+
+    fn create_defaults(&self, object: &mut Value) {
+        let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+        if let Some(meta) = object_at(object, "metadata") {
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert("kubernetes.io/metadata.name".into(), name);
+            }
+        }
+        if let Some(spec) = object_at(object, "spec") {
+            set_default(spec, "finalizers", json!(["kubernetes"]));
+        }
+        object["status"] = json!({"phase": "Active"});
+    }
+
+    fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
+        definitions(&[NAME, col("Status", "string", "The status of the namespace"), AGE])
+    }
+
+    fn cells(&self, _rt: &ResourceType, o: &Value) -> Vec<Value> {
+        let name = name_cell(o);
+        let age = age_cell(o);
+        vec![name, json!(str_at(o, "/status/phase")), age]
+    }
+}
+
+/// `ValidateNamespace`: the finalizers in its spec.
+pub(crate) fn namespace(spec: &Value, e: &mut Errors) {
+    for f in items(spec, "finalizers").iter().filter_map(Value::as_str) {
+        e.invalid_each("spec.finalizers", f, names::qualified_name(f));
+        if !f.contains('/') && !STANDARD_FINALIZERS.contains(&f) {
+            e.invalid(
+                "spec.finalizers",
+                &quote(f),
+                "name is neither a standard finalizer name nor is it fully qualified",
+            );
+        }
+    }
+}

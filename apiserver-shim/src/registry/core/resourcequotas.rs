@@ -1,7 +1,10 @@
 //! ResourceQuotas (`resourcequotas` in `v1`): how the API server serves them.
 
+use serde_json::Value;
+
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::validation::at;
 
 /// The `resourcequotas` resource type.
 pub const TYPE: ResourceType = served(
@@ -21,4 +24,8 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ResourceQuotas;
 
-impl Strategy for ResourceQuotas {}
+impl Strategy for ResourceQuotas {
+    fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
+        lists.push(at(at(object, "spec"), "hard"));
+    }
+}

@@ -1,7 +1,11 @@
 //! Events (`events` in `events.k8s.io/v1`): how the API server serves them.
 
+use serde_json::Value;
+
+use crate::registry::core::events::event;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::validation::Errors;
 
 /// The `events` resource type.
 pub const TYPE: ResourceType =
@@ -11,4 +15,8 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Events;
 
-impl Strategy for Events {}
+impl Strategy for Events {
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        event(object, true, e);
+    }
+}

@@ -1,7 +1,12 @@
 //! ClusterRoleBindings (`clusterrolebindings` in `rbac.authorization.k8s.io/v1`): how the API server serves them.
 
+use serde_json::Value;
+
+use crate::names::NameRule;
+use crate::registry::rbac::rolebindings::{rbac_defaults, role_binding, role_ref_unchanged};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::validation::Errors;
 
 /// The `clusterrolebindings` resource type.
 pub const TYPE: ResourceType = served(
@@ -21,4 +26,24 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ClusterRoleBindings;
 
-impl Strategy for ClusterRoleBindings {}
+impl Strategy for ClusterRoleBindings {
+    fn name_rule(&self) -> NameRule {
+        NameRule::PathSegment
+    }
+
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        role_binding(object, false, e);
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
+        role_ref_unchanged(old, new, e);
+    }
+
+    fn defaults(&self, object: &mut Value) {
+        rbac_defaults(object);
+    }
+
+    fn has_defaults(&self) -> bool {
+        true
+    }
+}

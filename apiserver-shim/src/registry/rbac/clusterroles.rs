@@ -1,7 +1,12 @@
 //! ClusterRoles (`clusterroles` in `rbac.authorization.k8s.io/v1`): how the API server serves them.
 
+use serde_json::Value;
+
+use crate::names::NameRule;
+use crate::registry::rbac::roles::policy_rules;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::validation::{items, Errors};
 
 /// The `clusterroles` resource type.
 pub const TYPE: ResourceType = served(
@@ -21,4 +26,12 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ClusterRoles;
 
-impl Strategy for ClusterRoles {}
+impl Strategy for ClusterRoles {
+    fn name_rule(&self) -> NameRule {
+        NameRule::PathSegment
+    }
+
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        policy_rules(items(object, "rules"), false, e);
+    }
+}
