@@ -7,14 +7,13 @@ use carrel_store::Store;
 use crate::crd;
 use crate::defaults;
 use crate::managed::{self, Owner};
-use crate::names::{self, NameRule};
+use crate::names::{self};
 use crate::object::{self, is_deleting, meta_str, metadata_mut, now_rfc3339};
-use crate::resource::{ResourceType, Subresource};
+use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
 use super::{
-    check_type, check_types, decode, encode_stored, internal, is_definitions, key_for, written,
-    Api, Target, Write,
+    check_type, check_types, decode, encode_stored, internal, key_for, written, Api, Target, Write,
 };
 
 impl Api {
@@ -65,7 +64,7 @@ impl Api {
             )));
         }
         let namespace = self.check_namespace(target, &object)?;
-        let rule = NameRule::for_resource(rt.group, rt.plural);
+        let rule = rt.strategy.name_rule();
         let name = match meta_str(&object, "name").filter(|n| !n.is_empty()) {
             Some(name) => name.to_owned(),
             None => match meta_str(&object, "generateName").filter(|n| !n.is_empty()) {
@@ -118,20 +117,15 @@ impl Api {
         {
             meta.remove(field);
         }
-        if rt.has(Subresource::Status) || rt.is_custom() {
+        if rt.strategy.has_generation(rt) {
             meta.insert("generation".into(), 1.into());
         } else {
             meta.remove("generation");
         }
         object::normalize_metadata(&mut object);
         self.admit(rt, None, &mut object)?;
-        let _definitions = is_definitions(rt).then(|| self.definitions_lock.lock());
-        if is_definitions(rt) {
-            let others = self.definitions_except(&name)?;
-            crd::limits::check_room(&object, &others)?;
-            self.compiled.intern_names(&object)?;
-            object["status"] = crd::status_of(&object, None, &others)?;
-        }
+        let _lock = rt.strategy.write_lock(self);
+        rt.strategy.before_store(self, &name, None, &mut object, false)?;
         managed::record_update(rt, None, &mut object, &write.owner);
 
         let key =
@@ -159,9 +153,7 @@ impl Api {
             .create(&key, encode_stored(rt, &object)?)
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
         self.wrote(rt, !matches!(write.owner, Owner::Server))?;
-        if rt.group.is_empty() && rt.plural == "namespaces" {
-            self.bootstrap_namespace(&name)?;
-        }
+        rt.strategy.after_create(self, &name)?;
         Ok(written(object, &stored))
     }
 
@@ -182,9 +174,6 @@ impl Api {
             Some(old) => defaults::on_update(rt, old, object)?,
         }
         defaults::validate(rt, object)?;
-        if is_definitions(rt) {
-            crd::validate(object, old, &self.base)?;
-        }
-        Ok(())
+        rt.strategy.admit(self, old, object)
     }
 }

@@ -9,8 +9,8 @@ use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
 use super::{
-    encode_stored, internal, is_definitions, list_kind, parse_resource_version, shown, written,
-    Api, DeleteParams, ListParams, Target, SYSTEM_NAMESPACES,
+    encode_stored, internal, list_kind, parse_resource_version, shown, written, Api, DeleteParams,
+    ListParams, Target,
 };
 
 impl Api {
@@ -63,20 +63,14 @@ impl Api {
                 ));
             }
         }
-        let is_namespace = rt.group.is_empty() && rt.plural == "namespaces";
-        if is_namespace && SYSTEM_NAMESPACES[..3].contains(&name) {
-            return Err(ApiError::forbidden(
-                rt.group,
-                rt.plural,
-                name,
-                "this namespace may not be deleted",
-            ));
+        rt.strategy.check_delete(rt, name)?;
+        if !params.dry_run {
+            if let Some(done) = rt.strategy.delete(self, &key, name, &old, params) {
+                return done;
+            }
         }
-        if is_definitions(rt) && !params.dry_run {
-            return self.delete_definition(&key, name, old, params);
-        }
-        if is_namespace || !finalizers(&old).is_empty() {
-            // Mark it; the object goes when its finalizers (and, for a namespace, its content) do.
+        if rt.strategy.deleted_in_steps() || !finalizers(&old).is_empty() {
+            // Mark it; the object goes when its finalizers (and what it holds) do.
             if is_deleting(&old) {
                 return Ok(old);
             }
@@ -87,9 +81,7 @@ impl Api {
                 "deletionGracePeriodSeconds".into(),
                 params.grace_period_seconds.unwrap_or(0).into(),
             );
-            if is_namespace {
-                marked["status"] = json!({"phase": "Terminating"});
-            }
+            rt.strategy.mark_deleting(&mut marked);
             if params.dry_run {
                 return Ok(marked);
             }
@@ -99,9 +91,7 @@ impl Api {
                 .update_to_delete(&key, encode_stored(rt, &marked)?, Some(current.mod_revision))
                 .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
             let answer = written(marked, &stored);
-            if is_namespace {
-                self.finish_namespace(name)?;
-            }
+            rt.strategy.after_marked(self, name)?;
             return match self.store.get(&key).map_err(internal)? {
                 Some(still) => shown(rt, &still),
                 None => Ok(answer),

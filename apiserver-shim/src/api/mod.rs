@@ -141,7 +141,7 @@ pub struct Api {
     /// whole after each write of a definition.
     registry: parking_lot::RwLock<Arc<Registry>>,
     /// The built-in types alone.
-    base: Registry,
+    pub(crate) base: Registry,
     /// Bumped by every write of an RBAC object, so that authorizers know when to rebuild.
     rbac_generation: std::sync::atomic::AtomicU64,
     /// The cluster's admission check on creates, if any.
@@ -150,9 +150,9 @@ pub struct Api {
     admission_lock: parking_lot::Mutex<()>,
     /// Held across a definition's name check and its write, so that two definitions written at
     /// once cannot both take one name.
-    definitions_lock: parking_lot::Mutex<()>,
+    pub(crate) definitions_lock: parking_lot::Mutex<()>,
     /// The compiled types of the stored definitions, compiled once per change of each.
-    compiled: crd::Compiled,
+    pub(crate) compiled: crd::Compiled,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -267,28 +267,20 @@ impl Api {
         self.rbac_generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Note a write of an object of `rt`; a ClusterRole write re-aggregates the aggregated
-    /// ClusterRoles (when `aggregate`), as kube-controller-manager's aggregation controller
-    /// does. The server's own writes do not: the bootstrap aggregates once when it is done, and
-    /// the aggregation's own updates need no second pass.
+    /// Note a write of an object of `rt`: what its kind does after a write
+    /// ([`crate::registry::Strategy::after_write`]). `aggregate` is false for the server's own
+    /// writes.
     fn wrote(&self, rt: &ResourceType, aggregate: bool) -> ApiResult<()> {
-        if is_definitions(rt) {
-            self.reload_definitions()?;
-        }
-        if let Some(custom) = rt.custom.as_ref().filter(|c| c.terminating) {
-            self.finish_definition(&custom.definition)?;
-        }
-        if rt.group == "rbac.authorization.k8s.io" {
-            self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-            if aggregate && rt.plural == "clusterroles" {
-                self.aggregate_cluster_roles()?;
-            }
-        }
-        Ok(())
+        rt.strategy.after_write(self, rt, aggregate)
+    }
+
+    /// Note a write of an RBAC object.
+    pub(crate) fn rbac_changed(&self) {
+        self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Store the rules of every aggregated ClusterRole whose labelled parts changed.
-    fn aggregate_cluster_roles(&self) -> ApiResult<()> {
+    pub(crate) fn aggregate_cluster_roles(&self) -> ApiResult<()> {
         let rt = self.rt("rbac.authorization.k8s.io", "clusterroles");
         let target = Target { rt, namespace: None };
         let listed = self.list(&target, &ListParams::default())?;
@@ -354,11 +346,6 @@ fn encode_stored(rt: &ResourceType, object: &Value) -> ApiResult<Bytes> {
         }
         _ => encode(object),
     }
-}
-
-/// Whether `rt` is CustomResourceDefinitions.
-fn is_definitions(rt: &ResourceType) -> bool {
-    rt.group == crd::GROUP && rt.plural == "customresourcedefinitions"
 }
 
 /// The body must be an object of the right kind and apiVersion, when those are given.
@@ -441,7 +428,7 @@ pub fn decode_event_object(event: &carrel_store::Event) -> ApiResult<Value> {
     decode(&event.object())
 }
 
-fn encode(object: &Value) -> ApiResult<Bytes> {
+pub(crate) fn encode(object: &Value) -> ApiResult<Bytes> {
     let encoded = if object.pointer("/metadata/resourceVersion").is_some() {
         let mut stored = object.clone();
         metadata_mut(&mut stored).remove("resourceVersion");
@@ -453,7 +440,7 @@ fn encode(object: &Value) -> ApiResult<Bytes> {
 }
 
 /// The object just written, as the API shows it: with the write's revision.
-fn written(mut object: Value, stored: &Object) -> Value {
+pub(crate) fn written(mut object: Value, stored: &Object) -> Value {
     metadata_mut(&mut object)
         .insert("resourceVersion".into(), stored.mod_revision.to_string().into());
     object

@@ -1,18 +1,16 @@
 //! UPDATE of an object, of its status, or of both at once.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use carrel_store::Store;
 
-use crate::crd;
 use crate::managed::{self, Owner};
-use crate::object::{self, finalizers, is_deleting, meta_str, metadata_mut, spec_part};
-use crate::resource::{ResourceType, Subresource};
+use crate::object::{self, finalizers, is_deleting, meta_str, metadata_mut};
+use crate::resource::Subresource;
 use crate::status::{ApiError, ApiResult};
 
 use super::{
-    check_type, encode, encode_stored, is_definitions, parse_resource_version, shown, written, Api,
-    Part, Target, Write,
+    check_type, encode_stored, parse_resource_version, shown, written, Api, Part, Target, Write,
 };
 
 impl Api {
@@ -123,28 +121,18 @@ impl Api {
         preserve_system_metadata(&old, &mut new);
         object::normalize_metadata(&mut new);
         self.admit(rt, Some(&old), &mut new)?;
-        if rt.has(Subresource::Status) || rt.is_custom() {
+        if rt.strategy.has_generation(rt) {
             let old_generation =
                 old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
-            let generation =
-                if bumps_generation(rt, &old, &new) { old_generation + 1 } else { old_generation };
+            let generation = if rt.strategy.bumps_generation(rt, &old, &new) {
+                old_generation + 1
+            } else {
+                old_generation
+            };
             metadata_mut(&mut new).insert("generation".into(), generation.into());
         }
-        let _definitions = is_definitions(rt).then(|| self.definitions_lock.lock());
-        if is_definitions(rt) {
-            match part {
-                Part::Status => crd::check_status(&new)?,
-                _ => {
-                    let others = self.definitions_except(name)?;
-                    crd::limits::check_room(&new, &others)?;
-                    self.compiled.intern_names(&new)?;
-                    new["status"] = crd::status_of(&new, Some(&old), &others)?;
-                    if is_deleting(&new) {
-                        crd::mark_terminating(&mut new);
-                    }
-                }
-            }
-        }
+        let _lock = rt.strategy.write_lock(self);
+        rt.strategy.before_store(self, name, Some(&old), &mut new, part == Part::Status)?;
         managed::record_update(rt, Some(&old), &mut new, &write.owner);
 
         // Removing the last finalizer of an object being deleted completes its deletion; a
@@ -153,15 +141,7 @@ impl Api {
             if dry_run {
                 return Ok(new);
             }
-            if is_definitions(rt) {
-                let stored = self
-                    .store
-                    .update(&key, encode(&new)?, Some(current.mod_revision))
-                    .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
-                let written = written(new, &stored);
-                return Ok(self.finish_definition(name)?.unwrap_or(written));
-            }
-            return self.remove(rt, &key, name, current.mod_revision, new);
+            return rt.strategy.complete_deletion(self, rt, &key, name, current.mod_revision, new);
         }
         let mut unchanged = old.clone();
         metadata_mut(&mut unchanged).remove("resourceVersion");
@@ -204,21 +184,4 @@ fn preserve_system_metadata(old: &Value, new: &mut Value) {
     }
     meta.remove("resourceVersion");
     meta.remove("selfLink");
-}
-
-/// Whether an update moves `metadata.generation`: a change of the spec, and for a custom
-/// resource without a status subresource, of anything but its metadata.
-fn bumps_generation(rt: &ResourceType, old: &Value, new: &Value) -> bool {
-    if rt.is_custom() && !rt.has(Subresource::Status) {
-        let content = |o: &Value| {
-            o.as_object().map(|m| {
-                m.iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "apiVersion" | "kind"))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect::<Map<String, Value>>()
-            })
-        };
-        return content(old) != content(new);
-    }
-    spec_part(old) != spec_part(new)
 }

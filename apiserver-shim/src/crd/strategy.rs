@@ -3,14 +3,24 @@
 
 use serde_json::{Map, Value};
 
+use crate::api::Api;
 use crate::registry::Strategy;
 use crate::resource::{ResourceType, Subresource};
+use crate::status::ApiResult;
 
 /// Every custom resource's strategy.
 #[derive(Debug)]
 pub struct CustomResources;
 
 impl Strategy for CustomResources {
+    /// Once their definition is terminating, a write may be what lets it go.
+    fn after_write(&self, api: &Api, rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
+        if let Some(custom) = rt.custom.as_ref().filter(|c| c.terminating) {
+            api.finish_definition(&custom.definition)?;
+        }
+        Ok(())
+    }
+
     /// Custom resources always keep a generation.
     fn has_generation(&self, _rt: &ResourceType) -> bool {
         true

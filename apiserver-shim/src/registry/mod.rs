@@ -11,7 +11,10 @@
 
 use serde_json::Value;
 
-use crate::api::Api;
+use carrel_store::Revision;
+use parking_lot::MutexGuard;
+
+use crate::api::{Api, DeleteParams};
 use crate::names::NameRule;
 use crate::object::spec_part;
 use crate::resource::{ResourceType, Subresource, VERBS};
@@ -95,6 +98,76 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     /// One table row: the cells of [`Strategy::columns`] for an object of `rt`.
     fn cells(&self, _rt: &ResourceType, object: &Value) -> Vec<Value> {
         vec![table::name_cell(object), table::age_cell(object)]
+    }
+
+    /// The checks of a write that need the API (a definition's names against the others').
+    fn admit(&self, _api: &Api, _old: Option<&Value>, _object: &Value) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// A lock held from before [`Strategy::before_store`] until the write is stored, for kinds
+    /// whose objects are checked against each other.
+    fn write_lock<'a>(&self, _api: &'a Api) -> Option<MutexGuard<'a, ()>> {
+        None
+    }
+
+    /// Last changes before an object is stored, under [`Strategy::write_lock`]: what the server
+    /// sets from the other objects stored (a definition's status). `status_only` for writes
+    /// through `/status`.
+    fn before_store(
+        &self,
+        _api: &Api,
+        _name: &str,
+        _old: Option<&Value>,
+        _new: &mut Value,
+        _status_only: bool,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// Refuse the deletion of an object (a system namespace).
+    fn check_delete(&self, _rt: &ResourceType, _name: &str) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// Whether a delete of an object of the kind is made in steps even without finalizers: it
+    /// is marked first, and goes once what it holds has gone (a namespace's content).
+    fn deleted_in_steps(&self) -> bool {
+        false
+    }
+
+    /// What marking an object for deletion sets beyond `metadata.deletionTimestamp`.
+    fn mark_deleting(&self, _object: &mut Value) {}
+
+    /// After an object of the kind was marked for deletion.
+    fn after_marked(&self, _api: &Api, _name: &str) -> ApiResult<()> {
+        Ok(())
+    }
+
+    /// A delete (not a dry run) that the kind makes its own way, in place of the generic one.
+    fn delete(
+        &self,
+        _api: &Api,
+        _key: &str,
+        _name: &str,
+        _old: &Value,
+        _params: &DeleteParams,
+    ) -> Option<ApiResult<Value>> {
+        None
+    }
+
+    /// Completing the deletion of an object whose last finalizer an update removed: it is
+    /// removed from the store, answered with `last` at the deletion's revision.
+    fn complete_deletion(
+        &self,
+        api: &Api,
+        rt: &ResourceType,
+        key: &str,
+        name: &str,
+        revision: Revision,
+        last: Value,
+    ) -> ApiResult<Value> {
+        api.remove(rt, key, name, revision, last)
     }
 
     /// After a create has been stored (a namespace gets its `default` ServiceAccount).

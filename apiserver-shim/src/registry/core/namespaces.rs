@@ -2,11 +2,13 @@
 
 use serde_json::{json, Value};
 
+use crate::api::{Api, SYSTEM_NAMESPACES};
 use crate::defaults::{object_at, set_default};
 use crate::names::{self, NameRule};
 use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::status::{ApiError, ApiResult};
 use crate::table::{age_cell, col, definitions, name_cell, str_at, AGE, NAME};
 use crate::validation::{at, items, Errors, STANDARD_FINALIZERS};
 
@@ -29,6 +31,37 @@ pub const TYPE: ResourceType = served(
 pub struct Namespaces;
 
 impl Strategy for Namespaces {
+    /// The first three system namespaces stay.
+    fn check_delete(&self, rt: &ResourceType, name: &str) -> ApiResult<()> {
+        if SYSTEM_NAMESPACES[..3].contains(&name) {
+            return Err(ApiError::forbidden(
+                rt.group,
+                rt.plural,
+                name,
+                "this namespace may not be deleted",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A namespace is emptied first.
+    fn deleted_in_steps(&self) -> bool {
+        true
+    }
+
+    fn mark_deleting(&self, object: &mut Value) {
+        object["status"] = json!({"phase": "Terminating"});
+    }
+
+    fn after_marked(&self, api: &Api, name: &str) -> ApiResult<()> {
+        api.finish_namespace(name)
+    }
+
+    /// Every namespace gets a `default` ServiceAccount.
+    fn after_create(&self, api: &Api, name: &str) -> ApiResult<()> {
+        api.bootstrap_namespace(name)
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Label
     }

@@ -2,10 +2,12 @@
 
 use serde_json::Value;
 
+use crate::api::Api;
 use crate::names::NameRule;
 use crate::registry::rbac::rolebindings::{rbac_defaults, role_binding, role_ref_unchanged};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::status::ApiResult;
 use crate::validation::Errors;
 
 /// The `clusterrolebindings` resource type.
@@ -45,5 +47,11 @@ impl Strategy for ClusterRoleBindings {
 
     fn has_defaults(&self) -> bool {
         true
+    }
+
+    /// Authorizers rebuild their policy after every write of an RBAC object.
+    fn after_write(&self, api: &Api, _rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
+        api.rbac_changed();
+        Ok(())
     }
 }

@@ -2,10 +2,12 @@
 
 use serde_json::Value;
 
+use crate::api::Api;
 use crate::names::NameRule;
 use crate::registry::rbac::roles::policy_rules;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::status::ApiResult;
 use crate::validation::{items, Errors};
 
 /// The `clusterroles` resource type.
@@ -33,5 +35,17 @@ impl Strategy for ClusterRoles {
 
     fn validate(&self, object: &Value, e: &mut Errors) {
         policy_rules(items(object, "rules"), false, e);
+    }
+
+    /// Authorizers rebuild their policy after every write of an RBAC object, and a ClusterRole
+    /// write re-aggregates the aggregated ClusterRoles (unless the server wrote it), as
+    /// kube-controller-manager's aggregation controller does. The bootstrap aggregates once
+    /// when it is done, and the aggregation's own updates need no second pass.
+    fn after_write(&self, api: &Api, _rt: &ResourceType, aggregate: bool) -> ApiResult<()> {
+        api.rbac_changed();
+        if aggregate {
+            api.aggregate_cluster_roles()?;
+        }
+        Ok(())
     }
 }

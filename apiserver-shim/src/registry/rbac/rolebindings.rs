@@ -2,11 +2,13 @@
 
 use serde_json::{json, Value};
 
+use crate::api::Api;
 use crate::defaults::{object_at, set_default};
 use crate::names::{self, NameRule};
 use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::status::ApiResult;
 use crate::validation::{at, changed, items, text, Errors};
 
 /// The `rolebindings` resource type.
@@ -46,6 +48,12 @@ impl Strategy for RoleBindings {
 
     fn has_defaults(&self) -> bool {
         true
+    }
+
+    /// Authorizers rebuild their policy after every write of an RBAC object.
+    fn after_write(&self, api: &Api, _rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
+        api.rbac_changed();
+        Ok(())
     }
 }
 

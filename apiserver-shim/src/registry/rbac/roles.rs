@@ -2,9 +2,11 @@
 
 use serde_json::Value;
 
+use crate::api::Api;
 use crate::names::NameRule;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::status::ApiResult;
 use crate::validation::{field, go_strings, items, Errors};
 
 /// The `roles` resource type.
@@ -32,6 +34,12 @@ impl Strategy for Roles {
 
     fn validate(&self, object: &Value, e: &mut Errors) {
         policy_rules(items(object, "rules"), true, e);
+    }
+
+    /// Authorizers rebuild their policy after every write of an RBAC object.
+    fn after_write(&self, api: &Api, _rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
+        api.rbac_changed();
+        Ok(())
     }
 }
 
