@@ -7,8 +7,8 @@ use carrel_store::Store;
 use crate::crd;
 use crate::defaults;
 use crate::managed::{self, Owner};
-use crate::names::{self};
 use crate::object::{self, is_deleting, meta_str, metadata_mut, now_rfc3339};
+use crate::object_names as names;
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 

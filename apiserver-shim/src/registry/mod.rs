@@ -15,8 +15,8 @@ use carrel_store::Revision;
 use parking_lot::MutexGuard;
 
 use crate::api::{Api, DeleteParams};
-use crate::names::NameRule;
 use crate::object::spec_part;
+use crate::object_names::NameRule;
 use crate::resource::{ResourceType, Subresource, VERBS};
 use crate::status::ApiResult;
 use crate::table::{self, AGE, NAME};

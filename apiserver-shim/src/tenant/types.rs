@@ -338,8 +338,8 @@ mod tests {
             assert!(fields.iter().any(|f| f == field), "{field} missing from {fields:?}");
         }
         // The name is checked as every object's is, by its kind's name rule: a DNS-1123 label.
-        let rule = crate::names::NameRule::for_resource(GROUP, "tenants");
-        assert_eq!(rule, crate::names::NameRule::Label);
+        let rule = TENANTS.strategy.name_rule();
+        assert_eq!(rule, crate::object_names::NameRule::Label);
         for bad_name in ["Team_A", "team.a"] {
             assert!(!rule.check(bad_name).is_empty(), "{bad_name} accepted");
         }

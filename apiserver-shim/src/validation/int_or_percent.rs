@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::names::{self};
+use crate::object_names as names;
 use crate::validation::{Errors, NEGATIVE};
 
 /// An `IntOrString` as kube-apiserver prints one (its `String()`: unquoted).

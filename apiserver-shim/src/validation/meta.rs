@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::names::{self, NameRule};
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::resource::ResourceType;
 use crate::validation::{at, go_strings, items, text, Errors};
 
@@ -17,7 +17,7 @@ pub(crate) fn object_meta(rt: &ResourceType, object: &Value, e: &mut Errors) {
     let meta = at(object, "metadata");
     let prefix = text(meta, "generateName");
     if !prefix.is_empty() {
-        let rule = NameRule::for_resource(rt.group, rt.plural);
+        let rule = rt.strategy.name_rule();
         e.invalid_each("metadata.generateName", prefix, rule.check_prefix(prefix));
     }
     labels(meta.get("labels"), "metadata.labels", e);

@@ -3,8 +3,8 @@
 use serde_json::Value;
 use std::collections::HashSet;
 
-use crate::names::{self};
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::validation::{annotations, at, container_resources, field, items, labels, text, Errors};
 
 /// `InclusiveRangeError(1, 65535)`.

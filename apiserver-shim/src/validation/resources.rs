@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::names::{self};
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::validation::{map_of, Errors, NEGATIVE};
 
 /// `resource.ParseQuantity`'s error, which kube-apiserver answers while decoding (400).

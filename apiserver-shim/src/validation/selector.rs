@@ -2,8 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::names::{self};
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::validation::{
     at, changed, field, go_label_selector, go_string_map, items, labels, map_of, text, Errors,
 };

@@ -4,8 +4,8 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
 use crate::defaults::{default_template, object_at, set_default};
-use crate::names::NameRule;
 use crate::object::go_quote as quote;
+use crate::object_names::NameRule;
 use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::validation::{

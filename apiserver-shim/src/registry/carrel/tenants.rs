@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::names::NameRule;
+use crate::object_names::NameRule;
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
 use crate::status::Cause;

@@ -2,8 +2,8 @@
 
 use serde_json::{json, Value};
 
-use crate::names;
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::table::{age_cell, col, count, definitions, name_cell, AGE, NAME};

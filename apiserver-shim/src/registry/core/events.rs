@@ -2,8 +2,8 @@
 
 use serde_json::Value;
 
-use crate::names;
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::validation::{at, field, text, Errors};

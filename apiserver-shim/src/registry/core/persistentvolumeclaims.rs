@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use crate::defaults::{object_at, set_default};
-use crate::names;
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
 use crate::validation::{at, field, items, quantity_of, quantity_text, semantic_eq, text, Errors};

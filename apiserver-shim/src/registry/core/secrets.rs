@@ -4,7 +4,7 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 use crate::defaults::set_default;
-use crate::names;
+use crate::object_names as names;
 use crate::registry::core::configmaps::{decoded_len, MAX_DATA_SIZE};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;

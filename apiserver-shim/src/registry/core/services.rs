@@ -4,9 +4,9 @@ use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 
 use crate::defaults::{object_at, set_default, set_default_status};
-use crate::names::{self, NameRule};
 use crate::object::go_quote as quote;
 use crate::object::label_pairs;
+use crate::object_names::{self as names, NameRule};
 use crate::registry::{served, Strategy, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};

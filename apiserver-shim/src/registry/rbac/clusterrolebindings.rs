@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::api::Api;
-use crate::names::NameRule;
+use crate::object_names::NameRule;
 use crate::registry::rbac::rolebindings::{rbac_defaults, role_binding, role_ref_unchanged};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;

@@ -4,8 +4,8 @@ use serde_json::{json, Value};
 
 use crate::api::Api;
 use crate::defaults::{object_at, set_default};
-use crate::names::{self, NameRule};
 use crate::object::go_quote as quote;
+use crate::object_names::{self as names, NameRule};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;

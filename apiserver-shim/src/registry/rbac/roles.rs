@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::api::Api;
-use crate::names::NameRule;
+use crate::object_names::NameRule;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;

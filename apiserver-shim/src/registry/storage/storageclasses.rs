@@ -3,8 +3,8 @@
 use serde_json::{json, Value};
 
 use crate::defaults::set_default;
-use crate::names;
 use crate::object::go_quote as quote;
+use crate::object_names as names;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::validation::{changed, field, shown, text, Errors};
