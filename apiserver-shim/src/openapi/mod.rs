@@ -990,7 +990,7 @@ fn resource_paths(rt: &ResourceType, names: &KindNames, paths: &mut Map<String, 
             }),
         );
     }
-    if rt.group.is_empty() && rt.plural == "namespaces" {
+    if rt.strategy.is_namespace() {
         let finalize = Operation {
             params: write_params(),
             body: Some(request_body(&[JSON], &names.kind, true)),

@@ -17,7 +17,9 @@ use parking_lot::MutexGuard;
 use crate::api::{Api, DeleteParams};
 use crate::object::spec_part;
 use crate::object_names::NameRule;
+use crate::rbac::{Policy, UserInfo};
 use crate::resource::{ResourceType, Subresource, VERBS};
+use crate::selector::FieldLabels;
 use crate::status::ApiResult;
 use crate::table::{self, AGE, NAME};
 use crate::validation::Errors;
@@ -41,6 +43,36 @@ mod tests;
 /// What the generic API code asks of a kind. Every method has the behaviour most kinds share as
 /// its default; a kind's strategy overrides what differs.
 pub trait Strategy: Send + Sync + std::fmt::Debug {
+    /// The fields a field selector may name on the kind, and their values.
+    fn field_labels(&self, rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Default { cluster_scoped: !rt.namespaced }
+    }
+
+    /// Whether objects of the kind are pods: what pod admission (security level, GPU quota) and
+    /// the pod intake window apply to.
+    fn is_pod(&self) -> bool {
+        false
+    }
+
+    /// Whether objects of the kind are namespaces: a request for one is in that namespace (as
+    /// kube-apiserver's request info has it), and it serves `/finalize`.
+    fn is_namespace(&self) -> bool {
+        false
+    }
+
+    /// Refuse a write that would grant `user` more than they hold (RBAC objects, unless they may
+    /// `escalate` or `bind`): `object` is what would be stored, `old` what was.
+    fn check_escalation(
+        &self,
+        _policy: &Policy,
+        _user: &UserInfo,
+        _namespace: &str,
+        _object: &Value,
+        _old: Option<&Value>,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
+
     /// The rule the kind's object names follow.
     fn name_rule(&self) -> NameRule {
         NameRule::Subdomain

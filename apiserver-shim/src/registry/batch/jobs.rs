@@ -6,6 +6,7 @@ use crate::defaults::{default_template, object_at, set_default};
 use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, ALL, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, AGE, NAME};
 use crate::validation::{
     at, field, go_label_selector, label_selector, pod_template, semantic_eq, shown,
@@ -21,6 +22,10 @@ pub const TYPE: ResourceType =
 pub struct Jobs;
 
 impl Strategy for Jobs {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Job
+    }
+
     fn validate(&self, object: &Value, e: &mut Errors) {
         job(at(object, "spec"), e);
     }

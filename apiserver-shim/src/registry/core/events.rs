@@ -6,6 +6,7 @@ use crate::object::go_quote as quote;
 use crate::object_names as names;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::validation::{at, field, text, Errors};
 
 /// The `events` resource type.
@@ -17,6 +18,10 @@ pub const TYPE: ResourceType =
 pub struct Events;
 
 impl Strategy for Events {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::CoreEvent
+    }
+
     fn validate(&self, object: &Value, e: &mut Errors) {
         event(object, false, e);
     }

@@ -8,6 +8,7 @@ use crate::object::go_quote as quote;
 use crate::object_names::{self as names, NameRule};
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::status::{ApiError, ApiResult};
 use crate::table::{age_cell, col, definitions, name_cell, str_at, AGE, NAME};
 use crate::validation::{at, items, Errors, STANDARD_FINALIZERS};
@@ -31,6 +32,14 @@ pub const TYPE: ResourceType = served(
 pub struct Namespaces;
 
 impl Strategy for Namespaces {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Namespace
+    }
+
+    fn is_namespace(&self) -> bool {
+        true
+    }
+
     /// The first three system namespaces stay.
     fn check_delete(&self, rt: &ResourceType, name: &str) -> ApiResult<()> {
         if SYSTEM_NAMESPACES[..3].contains(&name) {

@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::validation::{at, items, text, Errors};
 
@@ -16,6 +17,10 @@ pub const TYPE: ResourceType =
 pub struct Nodes;
 
 impl Strategy for Nodes {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Node
+    }
+
     fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
         let (old_spec, new_spec) = (at(old, "spec"), at(new, "spec"));
         let cidrs = |spec: &Value| -> Vec<String> {

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use crate::defaults::{default_pod_spec, object_at, requests_from_limits, set_default};
 use crate::registry::{served, Strategy, ALL, STATUS};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::validation::{at, field, pod_spec, semantic_eq, Errors};
 
@@ -17,6 +18,14 @@ pub const TYPE: ResourceType =
 pub struct Pods;
 
 impl Strategy for Pods {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Pod
+    }
+
+    fn is_pod(&self) -> bool {
+        true
+    }
+
     fn validate(&self, object: &Value, e: &mut Errors) {
         pod_spec(at(object, "spec"), "spec", e);
     }

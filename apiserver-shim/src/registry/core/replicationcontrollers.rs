@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 use crate::defaults::{default_template, object_at, set_default};
 use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::validation::{always_restarts, at, field, go_string_map, map_of, pod_template, Errors};
 
 /// The `replicationcontrollers` resource type.
@@ -26,6 +27,10 @@ pub const TYPE: ResourceType = served(
 pub struct ReplicationControllers;
 
 impl Strategy for ReplicationControllers {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::ReplicationController
+    }
+
     fn validate(&self, object: &Value, e: &mut Errors) {
         replication_controller(at(object, "spec"), e);
     }

@@ -8,6 +8,7 @@ use crate::object_names as names;
 use crate::registry::core::configmaps::{decoded_len, MAX_DATA_SIZE};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, count, definitions, name_cell, str_at, AGE, NAME};
 use crate::validation::{changed, map_of, shown, text, Errors};
 
@@ -20,6 +21,10 @@ pub const TYPE: ResourceType =
 pub struct Secrets;
 
 impl Strategy for Secrets {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Secret
+    }
+
     fn validate(&self, object: &Value, e: &mut Errors) {
         secret(object, e);
     }

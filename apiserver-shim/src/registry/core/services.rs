@@ -9,6 +9,7 @@ use crate::object::label_pairs;
 use crate::object_names::{self as names, NameRule};
 use crate::registry::{served, Strategy, ALL, STATUS};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::validation::{at, field, go_strings, items, labels, protocol, text, Errors, PORT_RANGE};
 
@@ -21,6 +22,10 @@ pub const TYPE: ResourceType =
 pub struct Services;
 
 impl Strategy for Services {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Service
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035Label
     }

@@ -5,6 +5,7 @@ use serde_json::Value;
 use crate::registry::core::events::event;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::validation::Errors;
 
 /// The `events` resource type.
@@ -16,6 +17,10 @@ pub const TYPE: ResourceType =
 pub struct Events;
 
 impl Strategy for Events {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::EventsV1Event
+    }
+
     fn validate(&self, object: &Value, e: &mut Errors) {
         event(object, true, e);
     }

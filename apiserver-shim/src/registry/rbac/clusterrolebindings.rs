@@ -4,7 +4,10 @@ use serde_json::Value;
 
 use crate::api::Api;
 use crate::object_names::NameRule;
-use crate::registry::rbac::rolebindings::{rbac_defaults, role_binding, role_ref_unchanged};
+use crate::rbac::{Policy, UserInfo};
+use crate::registry::rbac::rolebindings::{
+    check_binding_escalation, rbac_defaults, role_binding, role_ref_unchanged,
+};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
@@ -29,6 +32,17 @@ pub const TYPE: ResourceType = served(
 pub struct ClusterRoleBindings;
 
 impl Strategy for ClusterRoleBindings {
+    fn check_escalation(
+        &self,
+        policy: &Policy,
+        user: &UserInfo,
+        namespace: &str,
+        object: &Value,
+        _old: Option<&Value>,
+    ) -> ApiResult<()> {
+        check_binding_escalation(policy, user, namespace, object)
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }

@@ -2,13 +2,16 @@
 
 use serde_json::Value;
 
+use crate::access::typed;
 use crate::api::Api;
 use crate::object_names::NameRule;
+use crate::rbac::{self, Policy, UserInfo};
 use crate::registry::rbac::roles::policy_rules;
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
 use crate::validation::{items, Errors};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 
 /// The `clusterroles` resource type.
 pub const TYPE: ResourceType = served(
@@ -29,6 +32,19 @@ pub const TYPE: ResourceType = served(
 pub struct ClusterRoles;
 
 impl Strategy for ClusterRoles {
+    fn check_escalation(
+        &self,
+        policy: &Policy,
+        user: &UserInfo,
+        _namespace: &str,
+        object: &Value,
+        old: Option<&Value>,
+    ) -> ApiResult<()> {
+        let role: ClusterRole = typed(object)?;
+        let old: Option<ClusterRole> = old.map(typed).transpose()?;
+        rbac::check_cluster_role_write(policy, user, &role, old.as_ref())
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }

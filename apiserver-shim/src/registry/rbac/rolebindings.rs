@@ -2,14 +2,18 @@
 
 use serde_json::{json, Value};
 
+use crate::access::typed;
 use crate::api::Api;
 use crate::defaults::{object_at, set_default};
 use crate::object::go_quote as quote;
+use crate::object::meta_str;
 use crate::object_names::{self as names, NameRule};
+use crate::rbac::{self, Policy, UserInfo};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
 use crate::validation::{at, changed, items, text, Errors};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 
 /// The `rolebindings` resource type.
 pub const TYPE: ResourceType = served(
@@ -30,6 +34,17 @@ pub const TYPE: ResourceType = served(
 pub struct RoleBindings;
 
 impl Strategy for RoleBindings {
+    fn check_escalation(
+        &self,
+        policy: &Policy,
+        user: &UserInfo,
+        namespace: &str,
+        object: &Value,
+        _old: Option<&Value>,
+    ) -> ApiResult<()> {
+        check_binding_escalation(policy, user, namespace, object)
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
@@ -137,4 +152,24 @@ pub(crate) fn role_ref_unchanged(old: &Value, new: &Value, e: &mut Errors) {
         );
         e.invalid("roleRef", &shown, "cannot change roleRef");
     }
+}
+
+/// A binding may only grant a role's permissions to someone by a user who holds them (or may
+/// `bind` it).
+pub(crate) fn check_binding_escalation(
+    policy: &Policy,
+    user: &UserInfo,
+    namespace: &str,
+    object: &Value,
+) -> ApiResult<()> {
+    let name = meta_str(object, "name").unwrap_or_default();
+    let role_ref = typed::<RoleBinding>(&{
+        let mut v = object.clone();
+        v["kind"] = json!("RoleBinding");
+        v["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        v
+    })?
+    .role_ref;
+    let rules = policy.role_ref_rules(&role_ref, namespace).unwrap_or_default();
+    rbac::check_binding_write(policy, user, namespace, name, &role_ref, &rules)
 }

@@ -2,12 +2,16 @@
 
 use serde_json::Value;
 
+use crate::access::typed;
 use crate::api::Api;
+use crate::object::meta_str;
 use crate::object_names::NameRule;
+use crate::rbac::{self, Policy, UserInfo};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
 use crate::validation::{field, go_strings, items, Errors};
+use k8s_openapi::api::rbac::v1::Role;
 
 /// The `roles` resource type.
 pub const TYPE: ResourceType = served(
@@ -28,6 +32,19 @@ pub const TYPE: ResourceType = served(
 pub struct Roles;
 
 impl Strategy for Roles {
+    fn check_escalation(
+        &self,
+        policy: &Policy,
+        user: &UserInfo,
+        namespace: &str,
+        object: &Value,
+        _old: Option<&Value>,
+    ) -> ApiResult<()> {
+        let name = meta_str(object, "name").unwrap_or_default();
+        let role: Role = typed(object)?;
+        rbac::check_role_write(policy, user, namespace, name, &role.rules.unwrap_or_default())
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
     }
