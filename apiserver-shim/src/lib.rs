@@ -25,7 +25,6 @@ pub mod object;
 pub mod object_names;
 pub mod openapi;
 pub mod patch;
-pub mod pods;
 pub mod protobuf;
 pub mod rbac;
 pub mod registry;

@@ -1,4 +1,7 @@
-//! Pods (`pods` in `v1`): how the API server serves them.
+//! Pods (`pods` in `v1`): how the API server serves them. The subresources that are not views
+//! of the stored object (`binding`, `log`) are [`subresources`].
+
+pub mod subresources;
 
 use serde_json::{json, Value};
 
