@@ -85,31 +85,9 @@ impl Api {
         let old = shown(rt, &current)?;
         let mut new = match part {
             Part::Whole => object,
-            Part::Status => {
-                // Only the status changes through /status.
-                let mut merged = old.clone();
-                merged["status"] = object.get("status").cloned().unwrap_or(Value::Null);
-                if merged["status"].is_null() {
-                    merged.as_object_mut().expect("object").remove("status");
-                }
-                // managedFields as sent (or as server-side apply set them) are kept.
-                match object.pointer("/metadata/managedFields") {
-                    Some(managed) => {
-                        metadata_mut(&mut merged).insert("managedFields".into(), managed.clone())
-                    }
-                    None => metadata_mut(&mut merged).remove("managedFields"),
-                };
-                merged
-            }
+            Part::Status => rt.strategy.prepare_status_update(&old, object),
             Part::Spec => {
-                if rt.has(Subresource::Status) {
-                    // The status changes only through /status.
-                    let root = object.as_object_mut().expect("checked");
-                    match old.get("status") {
-                        Some(status) => root.insert("status".into(), status.clone()),
-                        None => root.remove("status"),
-                    };
-                }
+                rt.strategy.prepare_main_update(rt, &old, &mut object);
                 object
             }
         };

@@ -15,7 +15,7 @@ use carrel_store::Revision;
 use parking_lot::MutexGuard;
 
 use crate::api::{Api, DeleteParams};
-use crate::object::spec_part;
+use crate::object::{metadata_mut, spec_part};
 use crate::object_names::NameRule;
 use crate::rbac::{Policy, UserInfo};
 use crate::resource::{ResourceType, Subresource, VERBS};
@@ -94,6 +94,39 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     /// On update, before the comparison with the stored object: keep what the server allocated
     /// that the client left out.
     fn prepare_update(&self, _old: &Value, _new: &mut Value) {}
+
+    /// A write through `/status`: what of `sent` it keeps on `old` (kube-apiserver's
+    /// `PrepareForUpdate` of the status strategy). Only the status changes, and `managedFields` as
+    /// sent (or as server-side apply set them).
+    fn prepare_status_update(&self, old: &Value, sent: Value) -> Value {
+        let mut merged = old.clone();
+        merged["status"] = sent.get("status").cloned().unwrap_or(Value::Null);
+        if merged["status"].is_null() {
+            if let Some(root) = merged.as_object_mut() {
+                root.remove("status");
+            }
+        }
+        match sent.pointer("/metadata/managedFields") {
+            Some(managed) => {
+                metadata_mut(&mut merged).insert("managedFields".into(), managed.clone())
+            }
+            None => metadata_mut(&mut merged).remove("managedFields"),
+        };
+        merged
+    }
+
+    /// A write of the object itself (kube-apiserver's `PrepareForUpdate`): with a `/status`
+    /// subresource, the status changes only through it, so the stored one is kept.
+    fn prepare_main_update(&self, rt: &ResourceType, old: &Value, new: &mut Value) {
+        if !rt.has(Subresource::Status) {
+            return;
+        }
+        let Some(root) = new.as_object_mut() else { return };
+        match old.get("status") {
+            Some(status) => root.insert("status".into(), status.clone()),
+            None => root.remove("status"),
+        };
+    }
 
     /// The kind's own create checks (object metadata is checked for every kind).
     fn validate(&self, _object: &Value, _e: &mut Errors) {}

@@ -71,7 +71,7 @@ impl Strategy for DaemonSets {
 }
 
 /// `ValidateDaemonSetSpec`.
-pub(crate) fn daemon_set(spec: &Value, e: &mut Errors) {
+fn daemon_set(spec: &Value, e: &mut Errors) {
     let raw = field(spec, "selector");
     label_selector(raw, "spec.selector", e);
     let selector = Selector::of(raw);

@@ -113,7 +113,7 @@ impl Strategy for StatefulSets {
 
 /// `ValidateStatefulSetSpec`. (kube-apiserver does not validate a StatefulSet's pod spec, only
 /// its template's labels and annotations.)
-pub(crate) fn stateful_set(spec: &Value, e: &mut Errors) {
+fn stateful_set(spec: &Value, e: &mut Errors) {
     match text(spec, "podManagementPolicy") {
         "OrderedReady" | "Parallel" => {}
         "" => e.required("spec.podManagementPolicy", ""),

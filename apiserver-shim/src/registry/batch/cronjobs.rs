@@ -47,7 +47,7 @@ impl Strategy for CronJobs {
 }
 
 /// `ValidateCronJobCreate` / `validateCronJobSpec`.
-pub(crate) fn cron_job(object: &Value, e: &mut Errors) {
+fn cron_job(object: &Value, e: &mut Errors) {
     let spec = at(object, "spec");
     let schedule = text(spec, "schedule");
     if schedule.is_empty() {
@@ -95,10 +95,10 @@ pub(crate) fn cron_job(object: &Value, e: &mut Errors) {
     }
 }
 
-pub(crate) const MONTHS: &[&str] =
+const MONTHS: &[&str] =
     &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 
-pub(crate) const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 /// `cron.ParseStandard`: five fields (minute, hour, day of month, month, day of week) or a
 /// descriptor (`@daily`, `@every 1h`, …); its error message otherwise.
@@ -148,7 +148,7 @@ pub(crate) fn descriptor(spec: &str) -> Result<(), String> {
 }
 
 /// `strconv.Atoi`, then robfig/cron's refusal of negative numbers.
-pub(crate) fn cron_int(expr: &str) -> Result<u64, String> {
+fn cron_int(expr: &str) -> Result<u64, String> {
     let n: i64 = expr.parse().map_err(|e: std::num::ParseIntError| {
         let why = match e.kind() {
             std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
@@ -161,7 +161,7 @@ pub(crate) fn cron_int(expr: &str) -> Result<u64, String> {
     u64::try_from(n).map_err(|_| format!("negative number ({n}) not allowed: {expr}"))
 }
 
-pub(crate) fn cron_int_or_name(expr: &str, names: &[&str]) -> Result<u64, String> {
+fn cron_int_or_name(expr: &str, names: &[&str]) -> Result<u64, String> {
     let lower = expr.to_lowercase();
     match names.iter().position(|n| *n == lower) {
         // Months count from 1, days of the week from 0.
@@ -171,7 +171,7 @@ pub(crate) fn cron_int_or_name(expr: &str, names: &[&str]) -> Result<u64, String
 }
 
 /// robfig/cron's `getRange`: `*`, `?`, `N`, `N-M`, each with an optional `/step`.
-pub(crate) fn cron_range(expr: &str, min: u64, max: u64, names: &[&str]) -> Result<(), String> {
+fn cron_range(expr: &str, min: u64, max: u64, names: &[&str]) -> Result<(), String> {
     let range_and_step: Vec<&str> = expr.split('/').collect();
     let low_high: Vec<&str> = range_and_step[0].split('-').collect();
     let single = low_high.len() == 1;

@@ -126,7 +126,7 @@ pub(crate) fn job(spec: &Value, e: &mut Errors) {
 /// `ValidateJobSpecUpdate`: selector, completion mode and (unless suspended and never started,
 /// for its scheduling directives) template are immutable; completions only change with
 /// parallelism for Indexed Jobs.
-pub(crate) fn job_update(old: &Value, new: &Value, e: &mut Errors) {
+fn job_update(old: &Value, new: &Value, e: &mut Errors) {
     let (before, after) = (at(old, "spec"), at(new, "spec"));
     let indexed = text(after, "completionMode") == "Indexed";
     if !semantic_eq(before.get("completions"), after.get("completions")) {
@@ -178,7 +178,7 @@ pub(crate) fn job_update(old: &Value, new: &Value, e: &mut Errors) {
 }
 
 /// `SetDefaults_Job`: a Job with neither completions nor parallelism runs one pod to completion.
-pub(crate) fn default_job_spec(spec: &mut Map<String, Value>) {
+fn default_job_spec(spec: &mut Map<String, Value>) {
     let unset = |spec: &Map<String, Value>, key: &str| spec.get(key).is_none_or(Value::is_null);
     if unset(spec, "completions") && unset(spec, "parallelism") {
         spec.insert("completions".into(), json!(1));

@@ -60,7 +60,7 @@ impl Strategy for PersistentVolumeClaims {
 }
 
 /// `ValidatePersistentVolumeClaimSpec`, in part.
-pub(crate) fn claim_spec(spec: &Value, path: &str, e: &mut Errors) {
+fn claim_spec(spec: &Value, path: &str, e: &mut Errors) {
     let modes: Vec<&str> = items(spec, "accessModes").iter().filter_map(Value::as_str).collect();
     if modes.is_empty() {
         e.required(&format!("{path}.accessModes"), "at least 1 access mode is required");
@@ -102,7 +102,7 @@ pub(crate) fn claim_spec(spec: &Value, path: &str, e: &mut Errors) {
 /// `ValidatePersistentVolumeClaimUpdate`: the spec is immutable but for `resources.requests`
 /// (of a bound claim; never below its capacity), `volumeAttributesClassName`, and a
 /// `volumeName` not yet set.
-pub(crate) fn claim_update(old: &Value, new: &Value, e: &mut Errors) {
+fn claim_update(old: &Value, new: &Value, e: &mut Errors) {
     let (before, after) = (at(old, "spec"), at(new, "spec"));
     let bound = text(at(new, "status"), "phase") == "Bound";
     let strip = |spec: &Value, requests_from: &Value| {

@@ -66,7 +66,7 @@ impl Strategy for ReplicationControllers {
 }
 
 /// `ValidateReplicationControllerSpec`.
-pub(crate) fn replication_controller(spec: &Value, e: &mut Errors) {
+fn replication_controller(spec: &Value, e: &mut Errors) {
     e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
     let selector = map_of(spec, "selector").filter(|s| !s.is_empty());
     if selector.is_none() {

@@ -127,7 +127,7 @@ pub(crate) fn secret(object: &Value, e: &mut Errors) {
 /// A Secret's `stringData` is write-only: as kube-apiserver's conversion does, its entries go
 /// into `data`, base64-encoded and winning over a `data` entry of the same key, and it is not
 /// kept. (A value that is not a string never gets here: the typed decoding refuses it.)
-pub(crate) fn merge_string_data(secret: &mut Map<String, Value>) {
+fn merge_string_data(secret: &mut Map<String, Value>) {
     use base64::Engine;
     let Some(strings) = secret.remove("stringData") else { return };
     let Value::Object(strings) = strings else { return };

@@ -226,7 +226,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
 }
 
 /// `validateUpgradeDowngradeClusterIPs` and `validateUpgradeDowngradeIPFamilies`.
-pub(crate) fn service_update(old: &Value, new: &Value, e: &mut Errors) {
+fn service_update(old: &Value, new: &Value, e: &mut Errors) {
     if text(old, "type") == "ExternalName" || text(new, "type") == "ExternalName" {
         return;
     }
@@ -294,7 +294,7 @@ pub(crate) fn service_update(old: &Value, new: &Value, e: &mut Errors) {
 
 /// A Service update that leaves out its cluster IPs or IP families keeps the old ones, as
 /// kube-apiserver's registry does (`patchAllocatedValues`).
-pub(crate) fn keep_allocated(old: &Value, new: &mut Value) {
+fn keep_allocated(old: &Value, new: &mut Value) {
     let external =
         |v: &Value| v.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName");
     if external(old) || external(new) {

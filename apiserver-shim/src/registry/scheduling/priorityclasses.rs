@@ -56,10 +56,10 @@ impl Strategy for PriorityClasses {
 }
 
 /// The largest priority a user-defined PriorityClass may have.
-pub(crate) const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
+const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
 
 /// `ValidatePriorityClass`.
-pub(crate) fn priority_class(object: &Value, e: &mut Errors) {
+fn priority_class(object: &Value, e: &mut Errors) {
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let value = object.get("value").and_then(Value::as_i64).unwrap_or(0);
     if let Some(system) = name.strip_prefix("system-").map(|_| name) {

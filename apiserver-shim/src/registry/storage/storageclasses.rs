@@ -60,7 +60,7 @@ impl Strategy for StorageClasses {
 }
 
 /// `ValidateStorageClass`.
-pub(crate) fn storage_class(object: &Value, e: &mut Errors) {
+fn storage_class(object: &Value, e: &mut Errors) {
     let provisioner = text(object, "provisioner");
     if provisioner.is_empty() {
         e.required("provisioner", "");

@@ -111,7 +111,7 @@ impl Strategy for Pods {
 }
 
 /// The pod update rule: only images (and a few fields this server does not track) may change.
-pub(crate) fn pod_update(old: &Value, new: &Value, e: &mut Errors) {
+fn pod_update(old: &Value, new: &Value, e: &mut Errors) {
     let without_images = |v: Option<&Value>| {
         let mut v = v.cloned();
         if let Some(list) = v.as_mut().and_then(Value::as_array_mut) {
@@ -145,7 +145,7 @@ pub(crate) fn pod_update(old: &Value, new: &Value, e: &mut Errors) {
 }
 
 /// The pod's QoS class from its containers' requests and limits.
-pub(crate) fn qos_class(pod: &Value) -> &'static str {
+fn qos_class(pod: &Value) -> &'static str {
     let containers = pod.pointer("/spec/containers").and_then(Value::as_array);
     let Some(containers) = containers.filter(|c| !c.is_empty()) else {
         return "BestEffort";
