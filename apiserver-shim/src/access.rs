@@ -67,6 +67,7 @@ const fn access_type(
         subresources: &[],
         verbs: &["create"],
         custom: None,
+        strategy: &crate::registry::Plain,
     }
 }
 
@@ -344,13 +345,15 @@ fn objects<T: DeserializeOwned>(api: &Api, plural: &str) -> ApiResult<Vec<T>> {
         .collect()
 }
 
-fn typed<T: DeserializeOwned>(value: &Value) -> ApiResult<T> {
+/// `value` as a typed object; 400 if it does not decode.
+pub(crate) fn typed<T: DeserializeOwned>(value: &Value) -> ApiResult<T> {
     serde_json::from_value(value.clone())
         .map_err(|e| ApiError::bad_request(format!("the object cannot be decoded: {e}")))
 }
 
 /// Refuse a write of an RBAC object that would grant `user` more than they hold (unless they may
-/// `escalate` or `bind`): `object` is what would be stored, `old` what was.
+/// `escalate` or `bind`): `object` is what would be stored, `old` what was. The checks are the
+/// kind's strategy's ([`crate::registry::Strategy::check_escalation`]).
 pub fn check_rbac_write(
     policy: &Policy,
     user: &UserInfo,
@@ -359,33 +362,7 @@ pub fn check_rbac_write(
     object: &Value,
     old: Option<&Value>,
 ) -> ApiResult<()> {
-    if rt.group != rbac::RBAC_GROUP {
-        return Ok(());
-    }
-    let name = meta_str(object, "name").unwrap_or_default();
-    match rt.plural {
-        "roles" => {
-            let role: Role = typed(object)?;
-            rbac::check_role_write(policy, user, namespace, name, &role.rules.unwrap_or_default())
-        }
-        "clusterroles" => {
-            let role: ClusterRole = typed(object)?;
-            let old: Option<ClusterRole> = old.map(typed).transpose()?;
-            rbac::check_cluster_role_write(policy, user, &role, old.as_ref())
-        }
-        "rolebindings" | "clusterrolebindings" => {
-            let role_ref = typed::<RoleBinding>(&{
-                let mut v = object.clone();
-                v["kind"] = json!("RoleBinding");
-                v["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
-                v
-            })?
-            .role_ref;
-            let rules = policy.role_ref_rules(&role_ref, namespace).unwrap_or_default();
-            rbac::check_binding_write(policy, user, namespace, name, &role_ref, &rules)
-        }
-        _ => Ok(()),
-    }
+    rt.strategy.check_escalation(policy, user, namespace, object, old)
 }
 
 /// The access-review and token-review endpoints: `POST` of `kind` (in `group`) by `user`, in

@@ -9,6 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
+use crate::registry::Strategy;
+
 /// A subresource of a resource type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Subresource {
@@ -29,7 +31,7 @@ impl Subresource {
 }
 
 /// One served resource type (a group, version and plural name).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ResourceType {
     /// The API group; empty for the core group.
     pub group: &'static str,
@@ -53,7 +55,28 @@ pub struct ResourceType {
     pub verbs: &'static [&'static str],
     /// For a custom resource, what its definition says of this version.
     pub custom: Option<CustomRef>,
+    /// What the generic API code asks of the kind (see [`crate::registry`]). Not compared: a
+    /// type's strategy follows from the rest.
+    pub strategy: &'static dyn Strategy,
 }
+
+impl PartialEq for ResourceType {
+    fn eq(&self, other: &Self) -> bool {
+        self.group == other.group
+            && self.version == other.version
+            && self.kind == other.kind
+            && self.plural == other.plural
+            && self.singular == other.singular
+            && self.namespaced == other.namespaced
+            && self.short_names == other.short_names
+            && self.categories == other.categories
+            && self.subresources == other.subresources
+            && self.verbs == other.verbs
+            && self.custom == other.custom
+    }
+}
+
+impl Eq for ResourceType {}
 
 /// A custom resource version's definition, compared by identity: a type is the same type only
 /// while its definition is unchanged.
@@ -171,217 +194,10 @@ impl ResourceType {
     }
 }
 
-const NONE: &[&str] = &[];
-const ALL: &[&str] = &["all"];
-/// Only `/status`.
-pub const STATUS: &[Subresource] = &[Subresource::Status];
+pub use crate::registry::{BUILT_IN, STATUS, STATUS_SCALE};
+
 /// Only `/scale`.
 pub const SCALE: &[Subresource] = &[Subresource::Scale];
-/// `/status` and `/scale`.
-pub const STATUS_SCALE: &[Subresource] = &[Subresource::Status, Subresource::Scale];
-
-#[allow(clippy::too_many_arguments)]
-const fn rt(
-    group: &'static str,
-    version: &'static str,
-    kind: &'static str,
-    plural: &'static str,
-    singular: &'static str,
-    namespaced: bool,
-    short_names: &'static [&'static str],
-    categories: &'static [&'static str],
-    subresources: &'static [Subresource],
-) -> ResourceType {
-    ResourceType {
-        group,
-        version,
-        kind,
-        plural,
-        singular,
-        namespaced,
-        short_names,
-        categories,
-        subresources,
-        verbs: VERBS,
-        custom: None,
-    }
-}
-
-/// Every built-in resource type, in the order discovery lists them.
-pub static BUILT_IN: &[ResourceType] = &[
-    rt("", "v1", "Namespace", "namespaces", "namespace", false, &["ns"], NONE, STATUS),
-    rt("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, STATUS),
-    rt("", "v1", "Service", "services", "service", true, &["svc"], ALL, STATUS),
-    rt("", "v1", "Endpoints", "endpoints", "endpoints", true, &["ep"], NONE, &[]),
-    rt("", "v1", "ConfigMap", "configmaps", "configmap", true, &["cm"], NONE, &[]),
-    rt("", "v1", "Secret", "secrets", "secret", true, NONE, NONE, &[]),
-    rt("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", true, &["sa"], NONE, &[]),
-    rt("", "v1", "Event", "events", "event", true, &["ev"], NONE, &[]),
-    rt("", "v1", "Node", "nodes", "node", false, &["no"], NONE, STATUS),
-    rt(
-        "",
-        "v1",
-        "PersistentVolumeClaim",
-        "persistentvolumeclaims",
-        "persistentvolumeclaim",
-        true,
-        &["pvc"],
-        NONE,
-        STATUS,
-    ),
-    rt(
-        "",
-        "v1",
-        "PersistentVolume",
-        "persistentvolumes",
-        "persistentvolume",
-        false,
-        &["pv"],
-        NONE,
-        STATUS,
-    ),
-    rt(
-        "",
-        "v1",
-        "ResourceQuota",
-        "resourcequotas",
-        "resourcequota",
-        true,
-        &["quota"],
-        NONE,
-        STATUS,
-    ),
-    rt("", "v1", "LimitRange", "limitranges", "limitrange", true, &["limits"], NONE, &[]),
-    rt(
-        "",
-        "v1",
-        "ReplicationController",
-        "replicationcontrollers",
-        "replicationcontroller",
-        true,
-        &["rc"],
-        ALL,
-        STATUS_SCALE,
-    ),
-    rt(
-        "apps",
-        "v1",
-        "Deployment",
-        "deployments",
-        "deployment",
-        true,
-        &["deploy"],
-        ALL,
-        STATUS_SCALE,
-    ),
-    rt("apps", "v1", "ReplicaSet", "replicasets", "replicaset", true, &["rs"], ALL, STATUS_SCALE),
-    rt(
-        "apps",
-        "v1",
-        "StatefulSet",
-        "statefulsets",
-        "statefulset",
-        true,
-        &["sts"],
-        ALL,
-        STATUS_SCALE,
-    ),
-    rt("apps", "v1", "DaemonSet", "daemonsets", "daemonset", true, &["ds"], ALL, STATUS),
-    rt("batch", "v1", "Job", "jobs", "job", true, NONE, ALL, STATUS),
-    rt("batch", "v1", "CronJob", "cronjobs", "cronjob", true, &["cj"], ALL, STATUS),
-    rt("coordination.k8s.io", "v1", "Lease", "leases", "lease", true, NONE, NONE, &[]),
-    rt("events.k8s.io", "v1", "Event", "events", "event", true, &["ev"], NONE, &[]),
-    rt("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", true, NONE, NONE, &[]),
-    rt(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "RoleBinding",
-        "rolebindings",
-        "rolebinding",
-        true,
-        NONE,
-        NONE,
-        &[],
-    ),
-    rt(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRole",
-        "clusterroles",
-        "clusterrole",
-        false,
-        NONE,
-        NONE,
-        &[],
-    ),
-    rt(
-        "rbac.authorization.k8s.io",
-        "v1",
-        "ClusterRoleBinding",
-        "clusterrolebindings",
-        "clusterrolebinding",
-        false,
-        NONE,
-        NONE,
-        &[],
-    ),
-    rt(
-        "networking.k8s.io",
-        "v1",
-        "NetworkPolicy",
-        "networkpolicies",
-        "networkpolicy",
-        true,
-        &["netpol"],
-        NONE,
-        &[],
-    ),
-    rt("networking.k8s.io", "v1", "Ingress", "ingresses", "ingress", true, &["ing"], NONE, STATUS),
-    rt(
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-        "poddisruptionbudget",
-        true,
-        &["pdb"],
-        NONE,
-        STATUS,
-    ),
-    rt(
-        "scheduling.k8s.io",
-        "v1",
-        "PriorityClass",
-        "priorityclasses",
-        "priorityclass",
-        false,
-        &["pc"],
-        NONE,
-        &[],
-    ),
-    rt(
-        "storage.k8s.io",
-        "v1",
-        "StorageClass",
-        "storageclasses",
-        "storageclass",
-        false,
-        &["sc"],
-        NONE,
-        &[],
-    ),
-    rt(
-        "apiextensions.k8s.io",
-        "v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        "customresourcedefinition",
-        false,
-        &["crd", "crds"],
-        &["api-extensions"],
-        STATUS,
-    ),
-];
 
 /// A built-in type by group and plural.
 pub fn built_in(group: &str, plural: &str) -> Option<&'static ResourceType> {

@@ -26,8 +26,8 @@ use crate::intake::{PodIntake, Room};
 use crate::managed::{self, Owner};
 use crate::openapi;
 use crate::patch;
-use crate::pods::{self, PodLogs};
 use crate::rbac::{Attributes, Policy};
+use crate::registry::core::pods::subresources::{self as pods, PodLogs};
 use crate::resource::{Registry, ResourceType, Subresource};
 use crate::scale::{scale_of, update_scale};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -459,7 +459,7 @@ fn authorize_resource(
     attributes.api_version = path.rt.version.to_owned();
     if let Some(ns) = &path.namespace {
         attributes.namespace = ns.clone();
-    } else if path.rt.group.is_empty() && path.rt.plural == "namespaces" {
+    } else if path.rt.strategy.is_namespace() {
         // A namespace is in itself, as kube-apiserver's request info has it.
         attributes.namespace = path.name.clone().unwrap_or_default();
     }
@@ -978,7 +978,7 @@ fn hold_pod_room(room: Option<(&PodIntake, &str, Room)>, created: &Value) {
 
 /// Whether `rt` is the core group's pods.
 fn is_pod(rt: &ResourceType) -> bool {
-    rt.group.is_empty() && rt.plural == "pods"
+    rt.strategy.is_pod()
 }
 
 async fn resource(

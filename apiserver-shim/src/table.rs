@@ -2,7 +2,6 @@
 
 use serde_json::{json, Value};
 
-use crate::object::label_pairs;
 use crate::resource::ResourceType;
 
 /// Whether an Accept header asks for a `meta.k8s.io` Table.
@@ -29,116 +28,45 @@ pub fn table_version(accept: &str) -> &'static str {
     "v1"
 }
 
-struct Column {
-    name: &'static str,
-    kind: &'static str,
-    format: &'static str,
-    description: &'static str,
-    priority: u8,
+/// A column of a built-in kind's table.
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    /// The header.
+    pub name: &'static str,
+    /// The OpenAPI type of the cells.
+    pub kind: &'static str,
+    /// The OpenAPI format of the cells (`name` for the name column).
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0 for columns always shown, 1 for those `-o wide` adds.
+    pub priority: u8,
 }
 
-const fn col(name: &'static str, kind: &'static str, description: &'static str) -> Column {
+/// A column shown always.
+pub const fn col(name: &'static str, kind: &'static str, description: &'static str) -> Column {
     Column { name, kind, format: "", description, priority: 0 }
 }
 
-const fn wide(name: &'static str, description: &'static str) -> Column {
+/// A string column only `-o wide` shows.
+pub const fn wide(name: &'static str, description: &'static str) -> Column {
     Column { name, kind: "string", format: "", description, priority: 1 }
 }
 
-const NAME: Column = Column {
+/// The name column every table starts with.
+pub const NAME: Column = Column {
     name: "Name",
     kind: "string",
     format: "name",
     description: "Name must be unique within a namespace.",
     priority: 0,
 };
-const AGE: Column = col(
+/// The age column.
+pub const AGE: Column = col(
     "Age",
     "string",
     "CreationTimestamp is a timestamp representing the server time when this object was created.",
 );
-
-fn columns(rt: &ResourceType) -> Vec<Column> {
-    match (rt.group, rt.plural) {
-        ("", "pods") => vec![
-            NAME,
-            col("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
-            col("Status", "string", "The aggregate status of the containers in this pod."),
-            col("Restarts", "string", "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
-            AGE,
-            wide("IP", "IP address allocated to the pod. Routable at least within the cluster."),
-            wide("Node", "NodeName is a request to schedule this pod onto a specific node."),
-            wide("Nominated Node", "nominatedNodeName is set only when this pod preempts other pods on the node."),
-            wide("Readiness Gates", "If specified, all readiness gates will be evaluated for pod readiness."),
-        ],
-        ("", "namespaces") => vec![NAME, col("Status", "string", "The status of the namespace"), AGE],
-        ("", "nodes") => vec![
-            NAME,
-            col("Status", "string", "The status of the node"),
-            col("Roles", "string", "The roles of the node"),
-            AGE,
-            col("Version", "string", "Kubelet Version reported by the node."),
-            wide("Internal-IP", "List of addresses reachable to the node. Queried from cloud provider, if available."),
-            wide("External-IP", "List of addresses reachable to the node. Queried from cloud provider, if available."),
-            wide("OS-Image", "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy))."),
-            wide("Kernel-Version", "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64)."),
-            wide("Container-Runtime", "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2)."),
-        ],
-        ("", "configmaps") => vec![NAME, col("Data", "string", "Number of data entries"), AGE],
-        ("carrel.dev", "tenants") => vec![
-            NAME,
-            col("Phase", "string", "Provisioning, Ready, Terminating or Failed."),
-            col("Expires", "string", "When the tenant's TTL deletes it."),
-            AGE,
-            wide("Endpoint", "The URL of the tenant's API server."),
-            wide("GPU Quota", "MIG slices the tenant may hold, per profile."),
-        ],
-        ("", "secrets") => vec![
-            NAME,
-            col("Type", "string", "The type of the secret"),
-            col("Data", "string", "Number of data entries"),
-            AGE,
-        ],
-        ("", "serviceaccounts") => vec![NAME, AGE],
-        ("", "services") => vec![
-            NAME,
-            col("Type", "string", "The type of the service"),
-            col("Cluster-IP", "string", "The cluster IP of the service"),
-            col("External-IP", "string", "The external IPs of the service"),
-            col("Port(s)", "string", "The ports of the service"),
-            AGE,
-            wide("Selector", "Route service traffic to pods with label keys and values matching this selector."),
-        ],
-        ("apps", "deployments") => vec![
-            NAME,
-            col("Ready", "string", "Number of the pod with ready state"),
-            col("Up-to-date", "string", "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-            col("Available", "string", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
-            AGE,
-            wide("Containers", "Names of each container in the template."),
-            wide("Images", "Images referenced by each container in the template."),
-            wide("Selector", "Label selector for pods."),
-        ],
-        ("batch", "jobs") => vec![
-            NAME,
-            col("Status", "string", "Status of the job."),
-            col("Completions", "string", "The desired number of successfully finished pods the job should be run with."),
-            col("Duration", "string", "Time required to complete the job."),
-            AGE,
-        ],
-        ("apiextensions.k8s.io", "customresourcedefinitions") => vec![
-            NAME,
-            Column {
-                name: "Created At",
-                kind: "date",
-                format: "",
-                description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
-                priority: 0,
-            },
-        ],
-        _ => vec![NAME, AGE],
-    }
-}
 
 /// A Kubernetes-style age: `5s`, `3m20s`, `4h`, `2d3h`.
 pub fn human_age(created: Option<&str>) -> String {
@@ -157,15 +85,18 @@ pub fn human_age(created: Option<&str>) -> String {
     }
 }
 
-fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
+/// A string at a JSON pointer; empty if unset.
+pub fn str_at<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
-fn count(object: &Value, field: &str) -> usize {
+/// The number of entries of a map field.
+pub fn count(object: &Value, field: &str) -> usize {
     object.get(field).and_then(Value::as_object).map_or(0, |m| m.len())
 }
 
-fn or_none(s: String) -> String {
+/// `<none>` for an empty cell.
+pub fn or_none(s: String) -> String {
     if s.is_empty() {
         "<none>".into()
     } else {
@@ -173,170 +104,22 @@ fn or_none(s: String) -> String {
     }
 }
 
-fn cells(rt: &ResourceType, o: &Value) -> Vec<Value> {
-    let name = json!(str_at(o, "/metadata/name"));
-    let age = json!(human_age(o.pointer("/metadata/creationTimestamp").and_then(Value::as_str)));
-    match (rt.group, rt.plural) {
-        ("", "pods") => {
-            let statuses = o.pointer("/status/containerStatuses").and_then(Value::as_array);
-            let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-            let ready = statuses.map_or(0, |s| {
-                s.iter().filter(|c| c.get("ready") == Some(&Value::Bool(true))).count()
-            });
-            let restarts: i64 = statuses.map_or(0, |s| {
-                s.iter().filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum()
-            });
-            let mut phase = str_at(o, "/status/phase").to_owned();
-            if o.pointer("/metadata/deletionTimestamp").is_some() {
-                phase = "Terminating".into();
-            } else if let Some(reason) = o.pointer("/status/reason").and_then(Value::as_str) {
-                phase = reason.into();
-            }
-            let gates =
-                o.pointer("/spec/readinessGates").and_then(Value::as_array).map_or(0, Vec::len);
-            vec![
-                name,
-                json!(format!("{ready}/{total}")),
-                json!(phase),
-                json!(restarts.to_string()),
-                age,
-                json!(or_none(str_at(o, "/status/podIP").into())),
-                json!(or_none(str_at(o, "/spec/nodeName").into())),
-                json!(or_none(str_at(o, "/status/nominatedNodeName").into())),
-                json!(if gates == 0 { "<none>".to_string() } else { format!("0/{gates}") }),
-            ]
-        }
-        ("", "namespaces") => vec![name, json!(str_at(o, "/status/phase")), age],
-        ("", "nodes") => {
-            let ready = o
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Ready")
-                .map(|c| c["status"].as_str().unwrap_or(""));
-            let mut status = match ready {
-                Some("True") => "Ready".to_owned(),
-                _ => "NotReady".to_owned(),
-            };
-            if o.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
-                status.push_str(",SchedulingDisabled");
-            }
-            let roles: Vec<&str> = o
-                .pointer("/metadata/labels")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
-                .collect();
-            let address = |kind: &str| {
-                o.pointer("/status/addresses")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .find(|a| a["type"] == kind)
-                    .and_then(|a| a["address"].as_str())
-                    .unwrap_or("<none>")
-                    .to_owned()
-            };
-            vec![
-                name,
-                json!(status),
-                json!(or_none(roles.join(","))),
-                age,
-                json!(str_at(o, "/status/nodeInfo/kubeletVersion")),
-                json!(address("InternalIP")),
-                json!(address("ExternalIP")),
-                json!(or_none(str_at(o, "/status/nodeInfo/osImage").into())),
-                json!(or_none(str_at(o, "/status/nodeInfo/kernelVersion").into())),
-                json!(or_none(str_at(o, "/status/nodeInfo/containerRuntimeVersion").into())),
-            ]
-        }
-        ("carrel.dev", "tenants") => {
-            let quota = o
-                .pointer("/spec/gpuQuota")
-                .and_then(Value::as_object)
-                .map(|q| q.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","))
-                .unwrap_or_default();
-            vec![
-                name,
-                json!(or_none(str_at(o, "/status/phase").into())),
-                json!(or_none(str_at(o, "/status/expiresAt").into())),
-                age,
-                json!(or_none(str_at(o, "/status/endpoint").into())),
-                json!(or_none(quota)),
-            ]
-        }
-        ("", "configmaps") => {
-            vec![name, json!(count(o, "data") + count(o, "binaryData")), age]
-        }
-        ("", "secrets") => vec![name, json!(str_at(o, "/type")), json!(count(o, "data")), age],
-        ("", "serviceaccounts") => vec![name, age],
-        ("", "services") => {
-            let ports = o
-                .pointer("/spec/ports")
-                .and_then(Value::as_array)
-                .map(|ps| {
-                    ps.iter()
-                        .map(|p| {
-                            format!(
-                                "{}/{}",
-                                p.get("port").map(|v| v.to_string()).unwrap_or_default(),
-                                p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            let selector = label_pairs(o.pointer("/spec/selector"));
-            vec![
-                name,
-                json!(str_at(o, "/spec/type")),
-                json!(or_none(str_at(o, "/spec/clusterIP").into())),
-                json!("<none>"),
-                json!(or_none(ports)),
-                age,
-                json!(or_none(selector)),
-            ]
-        }
-        ("apps", "deployments") => {
-            let desired = o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0);
-            let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
-            let containers = o.pointer("/spec/template/spec/containers").and_then(Value::as_array);
-            let join = |field: &str| {
-                containers
-                    .map(|cs| {
-                        cs.iter()
-                            .filter_map(|c| c.get(field).and_then(Value::as_str))
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    })
-                    .unwrap_or_default()
-            };
-            let selector = label_pairs(o.pointer("/spec/selector/matchLabels"));
-            vec![
-                name,
-                json!(format!("{}/{desired}", n("/status/readyReplicas"))),
-                json!(n("/status/updatedReplicas")),
-                json!(n("/status/availableReplicas")),
-                age,
-                json!(join("name")),
-                json!(join("image")),
-                json!(or_none(selector)),
-            ]
-        }
-        ("batch", "jobs") => {
-            let completions = o.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
-            let succeeded = o.pointer("/status/succeeded").and_then(Value::as_i64).unwrap_or(0);
-            let status = if succeeded >= completions { "Complete" } else { "Running" };
-            vec![name, json!(status), json!(format!("{succeeded}/{completions}")), json!(""), age]
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => {
-            vec![name, json!(str_at(o, "/metadata/creationTimestamp"))]
-        }
-        _ => vec![name, age],
-    }
+/// The name cell of an object's row.
+pub fn name_cell(o: &Value) -> Value {
+    json!(str_at(o, "/metadata/name"))
+}
+
+/// The age cell of an object's row.
+pub fn age_cell(o: &Value) -> Value {
+    json!(human_age(o.pointer("/metadata/creationTimestamp").and_then(Value::as_str)))
+}
+
+/// The definitions of `columns`.
+pub fn definitions(columns: &[Column]) -> Vec<Value> {
+    columns
+        .iter()
+        .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
+        .collect()
 }
 
 /// Options for a Table answer.
@@ -380,30 +163,14 @@ pub fn table(
     version: &str,
     options: TableOptions,
 ) -> Value {
-    let definitions: Vec<Value> = match (&rt.custom, options.no_headers) {
-        (_, true) => Vec::new(),
-        // A custom resource: the name, then its definition's printer columns.
-        (Some(custom), false) => std::iter::once(NAME)
-            .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
-            .chain(
-                custom
-                    .columns
-                    .iter()
-                    .map(|c| definition(&c.name, &c.type_, &c.format, &c.description, c.priority)),
-            )
-            .collect(),
-        (None, false) => columns(rt)
-            .iter()
-            .map(|c| definition(c.name, c.kind, c.format, c.description, c.priority.into()))
-            .collect(),
+    let definitions: Vec<Value> = match options.no_headers {
+        true => Vec::new(),
+        false => rt.strategy.columns(rt),
     };
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
-            let cells = match &rt.custom {
-                Some(custom) => crate::crd::cells(&custom.columns, o),
-                None => cells(rt, o),
-            };
+            let cells = rt.strategy.cells(rt, o);
             json!({"cells": cells, "object": row_object(o, options.include_object)})
         })
         .collect();
@@ -417,7 +184,7 @@ pub fn table(
 }
 
 /// A column's definition in a Table.
-fn definition(name: &str, kind: &str, format: &str, description: &str, priority: i32) -> Value {
+pub fn definition(name: &str, kind: &str, format: &str, description: &str, priority: i32) -> Value {
     json!({
         "name": name,
         "type": kind,

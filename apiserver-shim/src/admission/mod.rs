@@ -71,7 +71,7 @@ impl TenantAdmission {
 }
 
 fn is_pods(rt: &ResourceType) -> bool {
-    rt.group.is_empty() && rt.plural == "pods"
+    rt.strategy.is_pod()
 }
 
 impl Admission for TenantAdmission {

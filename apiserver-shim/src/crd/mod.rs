@@ -14,6 +14,7 @@
 
 mod columns;
 pub mod limits;
+pub mod strategy;
 mod validate;
 
 use std::cmp::Ordering;
@@ -467,6 +468,7 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             subresources,
             verbs: VERBS,
             custom: Some(CustomRef(Arc::new(custom))),
+            strategy: &strategy::CustomResources,
         });
     }
     types

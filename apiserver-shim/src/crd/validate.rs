@@ -7,7 +7,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
 use serde_json::Value;
 
 use super::{columns, limits, parse, GROUP};
-use crate::names::{dns1035_label, dns1123_subdomain};
+use crate::object_names::{dns1035_label, dns1123_subdomain};
 use crate::resource::Registry;
 use crate::status::{ApiError, ApiResult, Cause};
 

@@ -376,7 +376,7 @@ pub(super) fn resource_paths(rt: &ResourceType, names: &KindNames, paths: &mut M
             }),
         );
     }
-    if rt.group.is_empty() && rt.plural == "namespaces" {
+    if rt.strategy.is_namespace() {
         let finalize = Operation {
             params: write_params(),
             body: Some(request_body(&[JSON], &names.kind, true)),

@@ -73,7 +73,7 @@ impl FieldSelector {
     /// (kinds with no field label conversion of their own, e.g. configmaps).
     // The signature is the crate's: `ApiError` is what every handler returns.
     pub fn check_supported(&self, group: &str, plural: &str) -> Result<(), ApiError> {
-        let kind = Kind::of(group, plural);
+        let kind = FieldLabels::of(group, plural);
         for r in &self.requirements {
             kind.convert(&r.field).map_err(ApiError::bad_request)?;
         }
@@ -209,37 +209,40 @@ fn unescape_value(s: &str) -> Result<String, String> {
 /// conversion, so `status.replicas` is refused for replicasets even though their registry
 /// computes it (kubernetes/kubernetes#135136); batch/v1 CronJobs select on metadata only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Default { cluster_scoped: bool },
+pub enum FieldLabels {
+    /// `metadata.name` and `metadata.namespace` only (cluster-scoped kinds' namespace is empty).
+    Default {
+        /// Whether the kind is cluster-scoped.
+        cluster_scoped: bool,
+    },
+    /// Pods.
     Pod,
+    /// Nodes.
     Node,
+    /// ReplicationControllers.
     ReplicationController,
+    /// Core (`v1`) Events.
     CoreEvent,
+    /// Namespaces.
     Namespace,
+    /// Secrets.
     Secret,
+    /// Services.
     Service,
+    /// batch/v1 Jobs.
     Job,
+    /// events.k8s.io/v1 Events.
     EventsV1Event,
 }
 
-impl Kind {
-    fn of(group: &str, plural: &str) -> Kind {
-        match (group, plural) {
-            ("", "pods") => Kind::Pod,
-            ("", "nodes") => Kind::Node,
-            ("", "replicationcontrollers") => Kind::ReplicationController,
-            ("", "events") => Kind::CoreEvent,
-            ("", "namespaces") => Kind::Namespace,
-            ("", "secrets") => Kind::Secret,
-            ("", "services") => Kind::Service,
-            ("batch", "jobs") => Kind::Job,
-            ("events.k8s.io", "events") => Kind::EventsV1Event,
-            _ => Kind::Default {
-                cluster_scoped: crate::resource::BUILT_IN
-                    .iter()
-                    .any(|t| t.group == group && t.plural == plural && !t.namespaced),
-            },
-        }
+impl FieldLabels {
+    /// The field labels of the built-in type served at `group` and `plural`: its strategy's
+    /// ([`crate::registry::Strategy::field_labels`]); metadata only for any other type.
+    fn of(group: &str, plural: &str) -> FieldLabels {
+        crate::resource::BUILT_IN
+            .iter()
+            .find(|t| t.group == group && t.plural == plural)
+            .map_or(FieldLabels::Default { cluster_scoped: false }, |t| t.strategy.field_labels(t))
     }
 
     /// The kind's field label conversion: the field as the selectable field set names it, or
@@ -247,7 +250,7 @@ impl Kind {
     fn convert(self, label: &str) -> Result<&str, String> {
         let meta = matches!(label, "metadata.name" | "metadata.namespace");
         let accepted = match self {
-            Kind::Default { .. } => {
+            FieldLabels::Default { .. } => {
                 return if meta {
                     Ok(label)
                 } else {
@@ -259,14 +262,14 @@ impl Kind {
                     ))
                 };
             }
-            Kind::Job => {
+            FieldLabels::Job => {
                 return if meta || label == "status.successful" {
                     Ok(label)
                 } else {
                     Err(format!("field label {} not supported for batchv1.Job", go_quote(label)))
                 };
             }
-            Kind::Pod => {
+            FieldLabels::Pod => {
                 if label == "spec.host" {
                     // Old v1 clients' name for spec.nodeName.
                     return Ok("spec.nodeName");
@@ -284,9 +287,9 @@ impl Kind {
                         | "status.nominatedNodeName"
                 )
             }
-            Kind::Node => matches!(label, "metadata.name" | "spec.unschedulable"),
-            Kind::ReplicationController => meta || label == "status.replicas",
-            Kind::CoreEvent => {
+            FieldLabels::Node => matches!(label, "metadata.name" | "spec.unschedulable"),
+            FieldLabels::ReplicationController => meta || label == "status.replicas",
+            FieldLabels::CoreEvent => {
                 meta || matches!(
                     label,
                     "involvedObject.kind"
@@ -302,10 +305,10 @@ impl Kind {
                         | "type"
                 )
             }
-            Kind::Namespace => matches!(label, "metadata.name" | "status.phase"),
-            Kind::Secret => meta || label == "type",
-            Kind::Service => meta || matches!(label, "spec.clusterIP" | "spec.type"),
-            Kind::EventsV1Event => {
+            FieldLabels::Namespace => matches!(label, "metadata.name" | "status.phase"),
+            FieldLabels::Secret => meta || label == "type",
+            FieldLabels::Service => meta || matches!(label, "spec.clusterIP" | "spec.type"),
+            FieldLabels::EventsV1Event => {
                 let mapped = match label {
                     "regarding.kind" => "involvedObject.kind",
                     "regarding.namespace" => "involvedObject.namespace",
@@ -334,18 +337,22 @@ impl Kind {
         let text = |pointer: &str| str_at(object, pointer).to_owned();
         match (self, field) {
             (_, "metadata.name") => text("/metadata/name"),
-            (Kind::Default { cluster_scoped: true }, "metadata.namespace") => String::new(),
+            (FieldLabels::Default { cluster_scoped: true }, "metadata.namespace") => String::new(),
             (_, "metadata.namespace") => text("/metadata/namespace"),
 
-            (Kind::Pod, "spec.nodeName") => text("/spec/nodeName"),
-            (Kind::Pod, "spec.restartPolicy") => or_default(text("/spec/restartPolicy"), "Always"),
-            (Kind::Pod, "spec.schedulerName") => {
+            (FieldLabels::Pod, "spec.nodeName") => text("/spec/nodeName"),
+            (FieldLabels::Pod, "spec.restartPolicy") => {
+                or_default(text("/spec/restartPolicy"), "Always")
+            }
+            (FieldLabels::Pod, "spec.schedulerName") => {
                 or_default(text("/spec/schedulerName"), "default-scheduler")
             }
-            (Kind::Pod, "spec.serviceAccountName") => text("/spec/serviceAccountName"),
-            (Kind::Pod, "spec.hostNetwork") => bool_at(object, "/spec/hostNetwork").to_string(),
-            (Kind::Pod, "status.phase") => text("/status/phase"),
-            (Kind::Pod, "status.podIP") => {
+            (FieldLabels::Pod, "spec.serviceAccountName") => text("/spec/serviceAccountName"),
+            (FieldLabels::Pod, "spec.hostNetwork") => {
+                bool_at(object, "/spec/hostNetwork").to_string()
+            }
+            (FieldLabels::Pod, "status.phase") => text("/status/phase"),
+            (FieldLabels::Pod, "status.podIP") => {
                 // v1 -> internal conversion: podIP wins when set, else podIPs[0].
                 let ip = text("/status/podIP");
                 if ip.is_empty() {
@@ -354,26 +361,28 @@ impl Kind {
                     ip
                 }
             }
-            (Kind::Pod, "status.nominatedNodeName") => text("/status/nominatedNodeName"),
+            (FieldLabels::Pod, "status.nominatedNodeName") => text("/status/nominatedNodeName"),
 
-            (Kind::Node, "spec.unschedulable") => {
+            (FieldLabels::Node, "spec.unschedulable") => {
                 bool_at(object, "/spec/unschedulable").to_string()
             }
-            (Kind::ReplicationController, "status.replicas") => int_at(object, "/status/replicas"),
-            (Kind::Job, "status.successful") => int_at(object, "/status/succeeded"),
-            (Kind::Namespace, "status.phase") => or_default(text("/status/phase"), "Active"),
-            (Kind::Secret, "type") => or_default(text("/type"), "Opaque"),
-            (Kind::Service, "spec.clusterIP") => text("/spec/clusterIP"),
-            (Kind::Service, "spec.type") => or_default(text("/spec/type"), "ClusterIP"),
+            (FieldLabels::ReplicationController, "status.replicas") => {
+                int_at(object, "/status/replicas")
+            }
+            (FieldLabels::Job, "status.successful") => int_at(object, "/status/succeeded"),
+            (FieldLabels::Namespace, "status.phase") => or_default(text("/status/phase"), "Active"),
+            (FieldLabels::Secret, "type") => or_default(text("/type"), "Opaque"),
+            (FieldLabels::Service, "spec.clusterIP") => text("/spec/clusterIP"),
+            (FieldLabels::Service, "spec.type") => or_default(text("/spec/type"), "ClusterIP"),
 
-            (Kind::CoreEvent, _) => event_value(
+            (FieldLabels::CoreEvent, _) => event_value(
                 object,
                 field,
                 "involvedObject",
                 "source/component",
                 "reportingComponent",
             ),
-            (Kind::EventsV1Event, _) => event_value(
+            (FieldLabels::EventsV1Event, _) => event_value(
                 object,
                 field,
                 "regarding",
@@ -439,11 +448,11 @@ fn or_default(value: String, default: &str) -> String {
 ///
 /// `field` is named as a client writes it in `fieldSelector` (`spec.host` on pods, `regarding.*`
 /// and `reportingController` on events.k8s.io events). `None` if the resource does not accept
-/// the field; the table and its sources are on the private `Kind` enum in this module. Every
+/// the field; the table and its sources are on the private `FieldLabels` enum in this module. Every
 /// resource accepts `metadata.name`; every one but nodes and namespaces accepts
 /// `metadata.namespace` (`""` on cluster-scoped objects).
 pub fn field_value(group: &str, plural: &str, object: &Value, field: &str) -> Option<String> {
-    let kind = Kind::of(group, plural);
+    let kind = FieldLabels::of(group, plural);
     let converted = kind.convert(field).ok()?;
     Some(kind.value(object, converted))
 }

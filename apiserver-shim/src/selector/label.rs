@@ -4,8 +4,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use crate::names;
 use crate::object::go_quote;
+use crate::object_names as names;
 use crate::status::ApiError;
 
 /// A label selector operator (`selection.Operator`).

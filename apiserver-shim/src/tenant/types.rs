@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
 
-use crate::resource::{ResourceType, Subresource};
-use crate::status::Cause;
+use crate::resource::ResourceType;
 
 /// The API group of Carrel's own resources.
 pub const GROUP: &str = "carrel.dev";
@@ -20,19 +19,7 @@ pub const GROUP: &str = "carrel.dev";
 pub const VERSION: &str = "v1alpha1";
 
 /// The `tenants` resource type, served by the host API only.
-pub static TENANTS: ResourceType = ResourceType {
-    group: GROUP,
-    version: VERSION,
-    kind: "Tenant",
-    plural: "tenants",
-    singular: "tenant",
-    namespaced: false,
-    short_names: &["tn"],
-    categories: &[],
-    subresources: &[Subresource::Status],
-    verbs: crate::resource::VERBS,
-    custom: None,
-};
+pub static TENANTS: ResourceType = crate::registry::carrel::tenants::TYPE;
 
 /// A tenant: a private Kubernetes cluster, served at `/tenants/<name>/` on the host's listener.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -249,7 +236,7 @@ pub fn store_quota(tenant: &Value) -> carrel_store::Quota {
 }
 
 /// A quantity field's bytes, whether written as a number or a string.
-fn quantity_bytes(value: &Value) -> Option<u64> {
+pub(crate) fn quantity_bytes(value: &Value) -> Option<u64> {
     match value {
         Value::String(s) => parse_bytes(s).ok(),
         Value::Number(n) => n.as_u64(),
@@ -293,123 +280,6 @@ pub fn allowed_tolerations(tenant: &Value) -> Vec<carrel_gpu::fit::Toleration> {
     allowed.into_iter().flatten().filter_map(|t| serde_json::from_value(t.clone()).ok()).collect()
 }
 
-/// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
-/// the `carrel-` host namespace prefix, a name that is not reserved, a TTL within bounds, a known pod security level and non-negative
-/// GPU quotas for named profiles.
-pub fn validate(tenant: &Value) -> Vec<Cause> {
-    let mut causes = Vec::new();
-    // That the name is a DNS-1123 label is checked with every object's name (`names::NameRule`).
-    let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    if name.len() > MAX_NAME_LEN {
-        causes.push(Cause::new(
-            "FieldValueTooLong",
-            "metadata.name",
-            format!("Too long: may not be more than {MAX_NAME_LEN} bytes (the host namespace is carrel-<name>)"),
-        ));
-    }
-    if let Some(why) = reserved_name(name) {
-        causes.push(Cause::new("FieldValueInvalid", "metadata.name", why));
-    }
-    if let Some(ttl) = tenant.pointer("/spec/ttl").and_then(Value::as_str) {
-        if let Err(e) = parse_ttl(ttl) {
-            causes.push(Cause::new("FieldValueInvalid", "spec.ttl", format!("Invalid value: {e}")));
-        }
-    }
-    if let Some(level) = tenant.pointer("/spec/podSecurity").and_then(Value::as_str) {
-        if !matches!(level, "baseline" | "restricted") {
-            causes.push(Cause::new(
-                "FieldValueNotSupported",
-                "spec.podSecurity",
-                format!("Unsupported value: \"{level}\": supported values: \"baseline\", \"restricted\""),
-            ));
-        }
-    }
-    if let Some(objects) = tenant.pointer("/spec/limits/objects") {
-        if objects.as_u64().is_none_or(|n| n > i64::MAX as u64) {
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                "spec.limits.objects",
-                format!("Invalid value: {objects}: must be a non-negative integer"),
-            ));
-        }
-    }
-    if let Some(bytes) = tenant.pointer("/spec/limits/bytes") {
-        if quantity_bytes(bytes).is_none() {
-            let why = match bytes {
-                Value::String(s) => parse_bytes(s).err().unwrap_or_default(),
-                _ => "must be a non-negative number of bytes or a quantity such as 2Gi".into(),
-            };
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                "spec.limits.bytes",
-                format!("Invalid value: {bytes}: {why}"),
-            ));
-        }
-    }
-    if let Some(quota) = tenant.pointer("/spec/gpuQuota").and_then(Value::as_object) {
-        for (profile, count) in quota {
-            let field = format!("spec.gpuQuota[{profile}]");
-            if carrel_gpu::canonical_profile_name(profile).is_none() {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    field.clone(),
-                    format!(
-                        "Invalid value: \"{profile}\": not a MIG profile of the catalogue; known: {}",
-                        carrel_gpu::known_profile_names().join(", ")
-                    ),
-                ));
-            }
-            if count.as_i64().is_none_or(|c| c < 0) {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    field,
-                    format!("Invalid value: {count}: must be a non-negative integer"),
-                ));
-            }
-        }
-    }
-    let allowed = tenant.pointer("/spec/allowedTolerations").and_then(Value::as_array);
-    for (i, t) in allowed.into_iter().flatten().enumerate() {
-        let path = format!("spec.allowedTolerations[{i}]");
-        let text = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or_default();
-        let (key, operator, value, effect) =
-            (text("key"), text("operator"), text("value"), text("effect"));
-        if !matches!(operator, "" | "Equal" | "Exists") {
-            causes.push(Cause::new(
-                "FieldValueNotSupported",
-                format!("{path}.operator"),
-                format!(
-                    "Unsupported value: \"{operator}\": supported values: \"Equal\", \"Exists\""
-                ),
-            ));
-        }
-        if key.is_empty() && operator != "Exists" {
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                format!("{path}.operator"),
-                format!("Invalid value: \"{operator}\": operator must be Exists when `key` is empty, which means \"match all values and all keys\""),
-            ));
-        }
-        if operator == "Exists" && !value.is_empty() {
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                format!("{path}.operator"),
-                format!(
-                    "Invalid value: \"{value}\": value must be empty when `operator` is 'Exists'"
-                ),
-            ));
-        }
-        if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
-            causes.push(Cause::new(
-                "FieldValueNotSupported",
-                format!("{path}.effect"),
-                format!("Unsupported value: \"{effect}\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\""),
-            ));
-        }
-    }
-    causes
-}
-
 impl k8s_openapi::Metadata for Tenant {
     type Ty = ObjectMeta;
 
@@ -424,6 +294,7 @@ impl k8s_openapi::Metadata for Tenant {
 
 #[cfg(test)]
 mod tests {
+    use crate::registry::carrel::tenants::validate;
     use serde_json::json;
 
     use super::*;
@@ -467,8 +338,8 @@ mod tests {
             assert!(fields.iter().any(|f| f == field), "{field} missing from {fields:?}");
         }
         // The name is checked as every object's is, by its kind's name rule: a DNS-1123 label.
-        let rule = crate::names::NameRule::for_resource(GROUP, "tenants");
-        assert_eq!(rule, crate::names::NameRule::Label);
+        let rule = TENANTS.strategy.name_rule();
+        assert_eq!(rule, crate::object_names::NameRule::Label);
         for bad_name in ["Team_A", "team.a"] {
             assert!(!rule.check(bad_name).is_empty(), "{bad_name} accepted");
         }

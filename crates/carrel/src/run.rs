@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use carrel_apiserver::names::random_suffix;
+use carrel_apiserver::object_names::random_suffix;
 
 use crate::host;
 use crate::tenant::{self, Quota};

@@ -18,7 +18,9 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use carrel_apiserver::intake::PodIntake;
-use carrel_apiserver::pods::{container_of, LogOptions, LogStream, PodLogs};
+use carrel_apiserver::registry::core::pods::subresources::{
+    container_of, LogOptions, LogStream, PodLogs,
+};
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_sim::{LogLine, LogStore};

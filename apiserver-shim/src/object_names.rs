@@ -1,5 +1,6 @@
-//! Object names as Kubernetes validates them: the rule each kind's names follow, and the checks
-//! only the API server makes. The DNS-1123 and qualified-name checks themselves are
+//! Object names as Kubernetes validates them: the rules kinds' names follow (each kind's strategy
+//! says which, [`crate::registry::Strategy::name_rule`]), and the checks only the API server
+//! makes. The DNS-1123 and qualified-name checks themselves are
 //! `carrel_machinery::names`, re-exported here.
 
 pub use carrel_machinery::names::{
@@ -21,18 +22,6 @@ pub enum NameRule {
 }
 
 impl NameRule {
-    /// The rule for a resource.
-    pub fn for_resource(group: &str, plural: &str) -> NameRule {
-        match (group, plural) {
-            ("", "namespaces") | ("apps", "statefulsets") | ("carrel.dev", "tenants") => {
-                NameRule::Label
-            }
-            ("", "services") => NameRule::Dns1035Label,
-            ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
-            _ => NameRule::Subdomain,
-        }
-    }
-
     /// Problems with `name` under this rule, in kube-apiserver's words; empty if valid.
     pub fn check(self, name: &str) -> Vec<String> {
         match self {
@@ -162,11 +151,6 @@ pub fn path_segment(name: &str) -> Vec<String> {
     errors
 }
 
-/// Whether `s` is a valid namespace name (a DNS-1123 label).
-pub fn is_namespace_name(s: &str) -> bool {
-    carrel_machinery::names::is_dns1123_label(s)
-}
-
 /// The five random characters `generateName` appends, from Kubernetes' alphabet (no vowels, no
 /// look-alike digits).
 pub fn random_suffix() -> String {
@@ -208,8 +192,16 @@ mod tests {
 
     #[test]
     fn kube_apiserver_name_rules() {
-        assert_eq!(NameRule::for_resource("", "services"), NameRule::Dns1035Label);
-        assert_eq!(NameRule::for_resource("apps", "statefulsets"), NameRule::Label);
+        let rule = |plural: &str| {
+            crate::resource::BUILT_IN
+                .iter()
+                .find(|t| t.plural == plural)
+                .unwrap()
+                .strategy
+                .name_rule()
+        };
+        assert_eq!(rule("services"), NameRule::Dns1035Label);
+        assert_eq!(rule("statefulsets"), NameRule::Label);
         assert!(dns1035_label("web-1").is_empty());
         assert_eq!(
             dns1035_label("1web"),

@@ -1,0 +1,3 @@
+//! The `apiextensions.k8s.io` API group.
+
+pub mod customresourcedefinitions;

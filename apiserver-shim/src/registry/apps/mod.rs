@@ -1,0 +1,6 @@
+//! The `apps` API group.
+
+pub mod daemonsets;
+pub mod deployments;
+pub mod replicasets;
+pub mod statefulsets;

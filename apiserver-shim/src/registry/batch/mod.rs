@@ -1,0 +1,4 @@
+//! The `batch` API group.
+
+pub mod cronjobs;
+pub mod jobs;

@@ -1,0 +1,3 @@
+//! Carrel's own API group (`carrel.dev`), served by the host API only.
+
+pub mod tenants;

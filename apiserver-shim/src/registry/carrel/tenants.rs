@@ -1,0 +1,184 @@
+//! Tenants (`tenants` in `carrel.dev/v1alpha1`, cluster-scoped): the host API's own kind. Its
+//! Rust type and the parsing of its fields are [`crate::tenant::types`].
+
+use serde_json::{json, Value};
+
+use crate::object_names::NameRule;
+use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::resource::ResourceType;
+use crate::status::Cause;
+use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
+use crate::tenant::types::{
+    parse_bytes, parse_ttl, quantity_bytes, reserved_name, GROUP, MAX_NAME_LEN, VERSION,
+};
+use crate::validation::Errors;
+
+/// The `tenants` resource type.
+pub const TYPE: ResourceType =
+    served(GROUP, VERSION, "Tenant", "tenants", "tenant", false, &["tn"], NONE, STATUS, &Tenants);
+
+/// The strategy for Tenants.
+#[derive(Debug)]
+pub struct Tenants;
+
+impl Strategy for Tenants {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
+    }
+
+    fn defaults(&self, object: &mut Value) {
+        let Some(root) = object.as_object_mut() else { return };
+        let spec = root.entry("spec").or_insert_with(|| json!({}));
+        if let Some(spec) = spec.as_object_mut() {
+            crate::defaults::set_default(spec, "podSecurity", json!("baseline"));
+        }
+    }
+
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        e.0.extend(validate(object));
+    }
+
+    fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
+        definitions(&[
+            NAME,
+            col("Phase", "string", "Provisioning, Ready, Terminating or Failed."),
+            col("Expires", "string", "When the tenant's TTL deletes it."),
+            AGE,
+            wide("Endpoint", "The URL of the tenant's API server."),
+            wide("GPU Quota", "MIG slices the tenant may hold, per profile."),
+        ])
+    }
+
+    fn cells(&self, _rt: &ResourceType, o: &Value) -> Vec<Value> {
+        let quota = o
+            .pointer("/spec/gpuQuota")
+            .and_then(Value::as_object)
+            .map(|q| q.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","))
+            .unwrap_or_default();
+        vec![
+            name_cell(o),
+            json!(or_none(str_at(o, "/status/phase").into())),
+            json!(or_none(str_at(o, "/status/expiresAt").into())),
+            age_cell(o),
+            json!(or_none(str_at(o, "/status/endpoint").into())),
+            json!(or_none(quota)),
+        ]
+    }
+}
+
+/// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
+/// the `carrel-` host namespace prefix, a name that is not reserved, a TTL within bounds, a known pod security level and non-negative
+/// GPU quotas for named profiles.
+pub fn validate(tenant: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    // That the name is a DNS-1123 label is checked with every object's name (`names::NameRule`).
+    let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    if name.len() > MAX_NAME_LEN {
+        causes.push(Cause::new(
+            "FieldValueTooLong",
+            "metadata.name",
+            format!("Too long: may not be more than {MAX_NAME_LEN} bytes (the host namespace is carrel-<name>)"),
+        ));
+    }
+    if let Some(why) = reserved_name(name) {
+        causes.push(Cause::new("FieldValueInvalid", "metadata.name", why));
+    }
+    if let Some(ttl) = tenant.pointer("/spec/ttl").and_then(Value::as_str) {
+        if let Err(e) = parse_ttl(ttl) {
+            causes.push(Cause::new("FieldValueInvalid", "spec.ttl", format!("Invalid value: {e}")));
+        }
+    }
+    if let Some(level) = tenant.pointer("/spec/podSecurity").and_then(Value::as_str) {
+        if !matches!(level, "baseline" | "restricted") {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                "spec.podSecurity",
+                format!("Unsupported value: \"{level}\": supported values: \"baseline\", \"restricted\""),
+            ));
+        }
+    }
+    if let Some(objects) = tenant.pointer("/spec/limits/objects") {
+        if objects.as_u64().is_none_or(|n| n > i64::MAX as u64) {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.limits.objects",
+                format!("Invalid value: {objects}: must be a non-negative integer"),
+            ));
+        }
+    }
+    if let Some(bytes) = tenant.pointer("/spec/limits/bytes") {
+        if quantity_bytes(bytes).is_none() {
+            let why = match bytes {
+                Value::String(s) => parse_bytes(s).err().unwrap_or_default(),
+                _ => "must be a non-negative number of bytes or a quantity such as 2Gi".into(),
+            };
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                "spec.limits.bytes",
+                format!("Invalid value: {bytes}: {why}"),
+            ));
+        }
+    }
+    if let Some(quota) = tenant.pointer("/spec/gpuQuota").and_then(Value::as_object) {
+        for (profile, count) in quota {
+            let field = format!("spec.gpuQuota[{profile}]");
+            if carrel_gpu::canonical_profile_name(profile).is_none() {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    field.clone(),
+                    format!(
+                        "Invalid value: \"{profile}\": not a MIG profile of the catalogue; known: {}",
+                        carrel_gpu::known_profile_names().join(", ")
+                    ),
+                ));
+            }
+            if count.as_i64().is_none_or(|c| c < 0) {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    field,
+                    format!("Invalid value: {count}: must be a non-negative integer"),
+                ));
+            }
+        }
+    }
+    let allowed = tenant.pointer("/spec/allowedTolerations").and_then(Value::as_array);
+    for (i, t) in allowed.into_iter().flatten().enumerate() {
+        let path = format!("spec.allowedTolerations[{i}]");
+        let text = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or_default();
+        let (key, operator, value, effect) =
+            (text("key"), text("operator"), text("value"), text("effect"));
+        if !matches!(operator, "" | "Equal" | "Exists") {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                format!("{path}.operator"),
+                format!(
+                    "Unsupported value: \"{operator}\": supported values: \"Equal\", \"Exists\""
+                ),
+            ));
+        }
+        if key.is_empty() && operator != "Exists" {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("{path}.operator"),
+                format!("Invalid value: \"{operator}\": operator must be Exists when `key` is empty, which means \"match all values and all keys\""),
+            ));
+        }
+        if operator == "Exists" && !value.is_empty() {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("{path}.operator"),
+                format!(
+                    "Invalid value: \"{value}\": value must be empty when `operator` is 'Exists'"
+                ),
+            ));
+        }
+        if !matches!(effect, "" | "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                format!("{path}.effect"),
+                format!("Unsupported value: \"{effect}\": supported values: \"NoExecute\", \"NoSchedule\", \"PreferNoSchedule\""),
+            ));
+        }
+    }
+    causes
+}

@@ -1,0 +1,95 @@
+//! ReplicationControllers (`replicationcontrollers` in `v1`): how the API server serves them.
+
+use serde_json::{json, Map, Value};
+
+use crate::defaults::{default_template, object_at, set_default};
+use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
+use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
+use crate::validation::{always_restarts, at, field, go_string_map, map_of, pod_template, Errors};
+
+/// The `replicationcontrollers` resource type.
+pub const TYPE: ResourceType = served(
+    "",
+    "v1",
+    "ReplicationController",
+    "replicationcontrollers",
+    "replicationcontroller",
+    true,
+    &["rc"],
+    ALL,
+    STATUS_SCALE,
+    &ReplicationControllers,
+);
+
+/// The strategy for ReplicationControllers.
+#[derive(Debug)]
+pub struct ReplicationControllers;
+
+impl Strategy for ReplicationControllers {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::ReplicationController
+    }
+
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        replication_controller(at(object, "spec"), e);
+    }
+
+    fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
+        object.pointer("/spec/template/spec").filter(|v| v.is_object())
+    }
+
+    fn defaults(&self, object: &mut Value) {
+        // The selector and the labels default to the template's labels.
+        let labels = object.pointer("/spec/template/metadata/labels").cloned();
+        if let Some(labels) = labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
+            if let Some(spec) = object_at(object, "spec") {
+                if spec.get("selector").and_then(Value::as_object).is_none_or(Map::is_empty) {
+                    spec.insert("selector".into(), labels.clone());
+                }
+            }
+            if let Some(meta) = object_at(object, "metadata") {
+                if meta.get("labels").and_then(Value::as_object).is_none_or(Map::is_empty) {
+                    meta.insert("labels".into(), labels);
+                }
+            }
+        }
+        if let Some(spec) = object_at(object, "spec") {
+            set_default(spec, "replicas", json!(1));
+        }
+        default_template(object);
+    }
+
+    fn has_defaults(&self) -> bool {
+        true
+    }
+}
+
+/// `ValidateReplicationControllerSpec`.
+fn replication_controller(spec: &Value, e: &mut Errors) {
+    e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
+    let selector = map_of(spec, "selector").filter(|s| !s.is_empty());
+    if selector.is_none() {
+        e.required("spec.selector", "");
+    }
+    e.nonnegative(spec, "replicas", "spec.replicas");
+    let Some(template) = field(spec, "template") else {
+        e.required("spec.template", "");
+        return;
+    };
+    if let Some(selector) = selector {
+        let labels = at(template, "metadata").get("labels").filter(|v| !v.is_null());
+        let matched = selector
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)).and_then(Value::as_str) == v.as_str());
+        if !matched {
+            e.invalid(
+                "spec.template.metadata.labels",
+                &go_string_map(labels),
+                "`selector` does not match template `labels`",
+            );
+        }
+    }
+    pod_template(template, "spec.template", e);
+    always_restarts(spec, "ReplicationController", e);
+}

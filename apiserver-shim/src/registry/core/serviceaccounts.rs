@@ -1,0 +1,24 @@
+//! ServiceAccounts (`serviceaccounts` in `v1`): how the API server serves them.
+
+use crate::registry::{served, Strategy, NONE};
+use crate::resource::ResourceType;
+
+/// The `serviceaccounts` resource type.
+pub const TYPE: ResourceType = served(
+    "",
+    "v1",
+    "ServiceAccount",
+    "serviceaccounts",
+    "serviceaccount",
+    true,
+    &["sa"],
+    NONE,
+    &[],
+    &ServiceAccounts,
+);
+
+/// The strategy for ServiceAccounts.
+#[derive(Debug)]
+pub struct ServiceAccounts;
+
+impl Strategy for ServiceAccounts {}

@@ -1,0 +1,324 @@
+//! Services (`services` in `v1`): how the API server serves them.
+
+use serde_json::{json, Map, Value};
+use std::collections::HashSet;
+
+use crate::defaults::{object_at, set_default, set_default_status};
+use crate::object::go_quote as quote;
+use crate::object::label_pairs;
+use crate::object_names::{self as names, NameRule};
+use crate::registry::{served, Strategy, ALL, STATUS};
+use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
+use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
+use crate::validation::{at, field, go_strings, items, labels, protocol, text, Errors, PORT_RANGE};
+
+/// The `services` resource type.
+pub const TYPE: ResourceType =
+    served("", "v1", "Service", "services", "service", true, &["svc"], ALL, STATUS, &Services);
+
+/// The strategy for Services.
+#[derive(Debug)]
+pub struct Services;
+
+impl Strategy for Services {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Service
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::Dns1035Label
+    }
+
+    fn validate(&self, object: &Value, e: &mut Errors) {
+        service(at(object, "spec"), e);
+    }
+
+    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
+        service_update(at(old, "spec"), at(new, "spec"), e);
+    }
+
+    fn defaults(&self, object: &mut Value) {
+        if let Some(spec) = object_at(object, "spec") {
+            set_default(spec, "type", json!("ClusterIP"));
+            set_default(spec, "sessionAffinity", json!("None"));
+            if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+                for port in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    set_default(port, "protocol", json!("TCP"));
+                    let unset = match port.get("targetPort") {
+                        None | Some(Value::Null) => true,
+                        Some(Value::String(s)) => s.is_empty(),
+                        Some(n) => n.as_i64() == Some(0),
+                    };
+                    if let Some(p) = port.get("port").cloned().filter(|_| unset) {
+                        port.insert("targetPort".into(), p);
+                    }
+                }
+            }
+        }
+    }
+
+    fn has_defaults(&self) -> bool {
+        true
+    }
+
+    fn create_defaults(&self, object: &mut Value) {
+        set_default_status(object, json!({"loadBalancer": {}}));
+    }
+
+    fn prepare_update(&self, old: &Value, new: &mut Value) {
+        keep_allocated(old, new);
+    }
+
+    fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
+        definitions(&[
+            NAME,
+            col("Type", "string", "The type of the service"),
+            col("Cluster-IP", "string", "The cluster IP of the service"),
+            col("External-IP", "string", "The external IPs of the service"),
+            col("Port(s)", "string", "The ports of the service"),
+            AGE,
+            wide(
+                "Selector",
+                "Route service traffic to pods with label keys and values matching this selector.",
+            ),
+        ])
+    }
+
+    fn cells(&self, _rt: &ResourceType, o: &Value) -> Vec<Value> {
+        let name = name_cell(o);
+        let age = age_cell(o);
+        let ports = o
+            .pointer("/spec/ports")
+            .and_then(Value::as_array)
+            .map(|ps| {
+                ps.iter()
+                    .map(|p| {
+                        format!(
+                            "{}/{}",
+                            p.get("port").map(|v| v.to_string()).unwrap_or_default(),
+                            p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let selector = label_pairs(o.pointer("/spec/selector"));
+        vec![
+            name,
+            json!(str_at(o, "/spec/type")),
+            json!(or_none(str_at(o, "/spec/clusterIP").into())),
+            json!("<none>"),
+            json!(or_none(ports)),
+            age,
+            json!(or_none(selector)),
+        ]
+    }
+}
+
+/// A Service's cluster IPs: `clusterIPs`, else `clusterIP` alone.
+pub(crate) fn cluster_ips(spec: &Value) -> Vec<&str> {
+    let list: Vec<&str> = items(spec, "clusterIPs").iter().filter_map(Value::as_str).collect();
+    match text(spec, "clusterIP") {
+        one if list.is_empty() && !one.is_empty() => vec![one],
+        _ => list,
+    }
+}
+
+pub(crate) fn headless(spec: &Value) -> bool {
+    text(spec, "type") == "ClusterIP" && cluster_ips(spec).first() == Some(&"None")
+}
+
+/// `ValidateService`, in part.
+pub(crate) fn service(spec: &Value, e: &mut Errors) {
+    let kind = text(spec, "type");
+    let ports = items(spec, "ports");
+    if ports.is_empty() && !headless(spec) && kind != "ExternalName" {
+        e.required("spec.ports", "");
+    }
+    if kind == "ExternalName" {
+        if cluster_ips(spec).iter().any(|ip| !ip.is_empty()) {
+            e.forbidden("spec.clusterIPs", "may not be set for ExternalName services");
+        }
+        let name = text(spec, "externalName");
+        let cname = name.strip_suffix('.').unwrap_or(name);
+        if cname.is_empty() {
+            e.required("spec.externalName", "");
+        } else {
+            e.invalid_each("spec.externalName", cname, names::dns1123_subdomain(cname));
+        }
+    }
+    let mut taken = HashSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let path = format!("spec.ports[{i}]");
+        let name = text(port, "name");
+        if ports.len() > 1 && name.is_empty() {
+            e.required(&format!("{path}.name"), "");
+        } else if !name.is_empty() {
+            e.invalid_each(&format!("{path}.name"), name, names::dns1123_label(name));
+            if !taken.insert(name) {
+                e.duplicate(&format!("{path}.name"), &quote(name));
+            }
+        }
+        let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
+        if !(1..=65535).contains(&number) {
+            e.invalid(&format!("{path}.port"), &number.to_string(), PORT_RANGE);
+        }
+        protocol(port, &path, e);
+        match port.get("targetPort") {
+            Some(Value::String(target)) => {
+                e.invalid_each(&format!("{path}.targetPort"), target, names::port_name(target))
+            }
+            Some(Value::Number(n)) => {
+                let n = n.as_i64().unwrap_or(0);
+                if !(1..=65535).contains(&n) {
+                    e.invalid(&format!("{path}.targetPort"), &n.to_string(), PORT_RANGE);
+                }
+            }
+            _ => {}
+        }
+        if let Some(app) = port.get("appProtocol").and_then(Value::as_str) {
+            e.invalid_each(&format!("{path}.appProtocol"), app, names::qualified_name(app));
+        }
+    }
+    labels(spec.get("selector"), "spec.selector", e);
+    match text(spec, "sessionAffinity") {
+        "ClientIP" | "None" => {}
+        "" => e.required("spec.sessionAffinity", ""),
+        other => e.not_supported("spec.sessionAffinity", &quote(other), &["ClientIP", "None"]),
+    }
+    match kind {
+        "ClusterIP" | "NodePort" | "LoadBalancer" | "ExternalName" => {}
+        "" => e.required("spec.type", ""),
+        other => e.not_supported(
+            "spec.type",
+            &quote(other),
+            &["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"],
+        ),
+    }
+    if kind == "ClusterIP" {
+        for (i, port) in ports.iter().enumerate() {
+            if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+                e.forbidden(
+                    &format!("spec.ports[{i}].nodePort"),
+                    "may not be used when `type` is 'ClusterIP'",
+                );
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let key = (text(port, "protocol"), port.get("port").and_then(Value::as_i64).unwrap_or(0));
+        if !seen.insert(key) {
+            e.duplicate(
+                &format!("spec.ports[{i}]"),
+                &format!(
+                    "core.ServicePort{{Name:\"\", Protocol:{}, AppProtocol:(*string)(nil), \
+                     Port:{}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, \
+                     NodePort:0}}",
+                    quote(key.0),
+                    key.1
+                ),
+            );
+        }
+    }
+}
+
+/// `validateUpgradeDowngradeClusterIPs` and `validateUpgradeDowngradeIPFamilies`.
+fn service_update(old: &Value, new: &Value, e: &mut Errors) {
+    if text(old, "type") == "ExternalName" || text(new, "type") == "ExternalName" {
+        return;
+    }
+    let (before, after) = (cluster_ips(old), cluster_ips(new));
+    let after_list = Value::from(after.clone());
+    let shown_ips = go_strings("string", Some(&after_list).filter(|_| !after.is_empty()));
+    if !(headless(old) && headless(new)) {
+        if before.len() == after.len() {
+            for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+                if a != b {
+                    e.invalid(
+                        &format!("spec.clusterIPs[{i}]"),
+                        &shown_ips,
+                        "may not change once set",
+                    );
+                }
+            }
+        } else if before.len() > after.len() {
+            if after.is_empty() {
+                e.invalid("spec.clusterIPs[0]", &shown_ips, "primary clusterIP can not be unset");
+            } else if after[0] != before[0] {
+                e.invalid("spec.clusterIPs[0]", &shown_ips, "may not change once set");
+            }
+            if after.len() == 1 && text(new, "ipFamilyPolicy") != "SingleStack" {
+                e.invalid(
+                    "spec.clusterIPs[0]",
+                    &shown_ips,
+                    "`ipFamilyPolicy` must be set to 'SingleStack' when releasing the secondary clusterIP",
+                );
+            }
+        } else if !before.is_empty() && after[0] != before[0] {
+            e.invalid("spec.clusterIPs[0]", &shown_ips, "may not change once set");
+        }
+    }
+    if headless(old) || headless(new) {
+        return;
+    }
+    let families = |spec: &Value| -> Vec<String> {
+        items(spec, "ipFamilies").iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+    };
+    let (before, after) = (families(old), families(new));
+    let shown_families = go_strings("core.IPFamily", field(new, "ipFamilies"));
+    let path = "spec.ipFamilies[0]";
+    if before.len() == after.len() {
+        if before != after {
+            e.invalid(path, &shown_families, "may not change once set");
+        }
+    } else if before.len() > after.len() {
+        if after.is_empty() {
+            e.invalid(path, &shown_families, "primary ipFamily can not be unset");
+        } else if after[0] != before[0] {
+            e.invalid(path, &shown_ips, "may not change once set");
+        }
+        if after.len() == 1 && text(new, "ipFamilyPolicy") != "SingleStack" {
+            e.invalid(
+                path,
+                &shown_ips,
+                "`ipFamilyPolicy` must be set to 'SingleStack' when releasing the secondary ipFamily",
+            );
+        }
+    } else if !before.is_empty() && after[0] != before[0] {
+        e.invalid(path, &shown_ips, "may not change once set");
+    }
+}
+
+/// A Service update that leaves out its cluster IPs or IP families keeps the old ones, as
+/// kube-apiserver's registry does (`patchAllocatedValues`).
+fn keep_allocated(old: &Value, new: &mut Value) {
+    let external =
+        |v: &Value| v.pointer("/spec/type").and_then(Value::as_str) == Some("ExternalName");
+    if external(old) || external(new) {
+        return;
+    }
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let unset = |spec: &Map<String, Value>, key: &str| match spec.get(key) {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        _ => false,
+    };
+    let cluster_ip_unset = unset(spec, "clusterIP");
+    for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        let carries = match key {
+            "clusterIPs" => {
+                cluster_ip_unset || spec.get("clusterIP") == old.pointer("/spec/clusterIP")
+            }
+            _ => true,
+        };
+        if unset(spec, key) && carries {
+            if let Some(value) = old.pointer(&format!("/spec/{key}")).filter(|v| !v.is_null()) {
+                spec.insert(key.into(), value.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Ingresss (`ingresses` in `networking.k8s.io/v1`): how the API server serves them.
+
+use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::resource::ResourceType;
+
+/// The `ingresses` resource type.
+pub const TYPE: ResourceType = served(
+    "networking.k8s.io",
+    "v1",
+    "Ingress",
+    "ingresses",
+    "ingress",
+    true,
+    &["ing"],
+    NONE,
+    STATUS,
+    &Ingresses,
+);
+
+/// The strategy for Ingresss.
+#[derive(Debug)]
+pub struct Ingresses;
+
+impl Strategy for Ingresses {}

@@ -1,0 +1,4 @@
+//! The `networking.k8s.io` API group.
+
+pub mod ingresses;
+pub mod networkpolicies;

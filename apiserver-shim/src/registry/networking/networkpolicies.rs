@@ -1,0 +1,24 @@
+//! NetworkPolicys (`networkpolicies` in `networking.k8s.io/v1`): how the API server serves them.
+
+use crate::registry::{served, Strategy, NONE};
+use crate::resource::ResourceType;
+
+/// The `networkpolicies` resource type.
+pub const TYPE: ResourceType = served(
+    "networking.k8s.io",
+    "v1",
+    "NetworkPolicy",
+    "networkpolicies",
+    "networkpolicy",
+    true,
+    &["netpol"],
+    NONE,
+    &[],
+    &NetworkPolicies,
+);
+
+/// The strategy for NetworkPolicys.
+#[derive(Debug)]
+pub struct NetworkPolicies;
+
+impl Strategy for NetworkPolicies {}

@@ -1,0 +1,3 @@
+//! The `policy` API group.
+
+pub mod poddisruptionbudgets;

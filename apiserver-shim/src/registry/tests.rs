@@ -1,0 +1,153 @@
+//! The registry's own invariants: every served kind registered once, and generic code that never
+//! dispatches on a kind's name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::resource::Registry;
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> =
+        std::fs::read_dir(dir).expect("readable").map(|e| e.expect("entry").path()).collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_served_kind_is_registered_exactly_once() {
+    // In the served types: each (group, version, plural) and each (group, kind) once.
+    let host = Registry::host();
+    let mut plurals: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
+    let mut kinds: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for t in host.all() {
+        *plurals.entry((t.group, t.version, t.plural)).or_default() += 1;
+        *kinds.entry((t.group, t.kind)).or_default() += 1;
+    }
+    for (key, n) in &plurals {
+        assert_eq!(*n, 1, "{key:?} is registered {n} times");
+    }
+    for (key, n) in &kinds {
+        assert_eq!(*n, 1, "{key:?} is registered {n} times");
+    }
+
+    // In the registration table: each kind module's type on one line, each once, and every kind
+    // module registered (Tenant in the host's registry, beside the table).
+    let table = std::fs::read_to_string(src().join("registry/mod.rs")).expect("readable");
+    let start = table.find("pub static BUILT_IN").expect("the table");
+    let end = start + table[start..].find("];").expect("its end");
+    let mut lines: BTreeMap<String, usize> = BTreeMap::new();
+    for line in table[start..end].lines().skip(1) {
+        let line = line.trim().trim_end_matches(',');
+        *lines.entry(line.to_owned()).or_default() += 1;
+    }
+    for (line, n) in &lines {
+        assert_eq!(*n, 1, "{line} is in BUILT_IN {n} times");
+    }
+    assert_eq!(lines.len(), crate::resource::BUILT_IN.len());
+    let mut files = Vec::new();
+    rust_files(&src().join("registry"), &mut files);
+    for file in files {
+        let relative = file.strip_prefix(src().join("registry")).expect("under registry/");
+        let mut parts: Vec<String> = relative
+            .with_extension("")
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        // A kind of its own folder: `<group>/<kind>/mod.rs`.
+        if parts.len() == 3 && parts[2] == "mod" {
+            parts.pop();
+        }
+        let [group, kind] = parts.as_slice() else { continue };
+        if kind == "mod" {
+            continue;
+        }
+        let registered = format!("{group}::{kind}::TYPE");
+        if registered == "carrel::tenants::TYPE" {
+            assert!(host.all().iter().any(|t| t.plural == "tenants"), "Tenant is not served");
+            continue;
+        }
+        assert_eq!(lines.get(&registered), Some(&1), "{registered} is not in BUILT_IN");
+    }
+}
+
+/// Lines outside `registry/` and `crd/` that may name a served plural in a match, each because it
+/// is not a dispatch on a kind.
+const ALLOWED: &[(&str, &str)] = &[
+    // URL routing: `namespaces/<ns>/…` is the path segment of every namespaced resource, and a
+    // namespace's own subresources are routed by their path as kube-apiserver's mux does.
+    ("server.rs", r#"["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty()"#),
+    ("server.rs", r#"["namespaces", ns, plural, rest @ ..] =>"#),
+    ("server.rs", r#"["apis", "authorization.k8s.io", "v1", "namespaces", ns,"#),
+    ("server.rs", r#"["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] =>"#),
+    // Flow control's work estimate reads the request path before any type is looked up.
+    ("flowcontrol/work.rs", r#"matches!(resource, ["namespaces", _, "pods", _, "log"])"#),
+    ("flowcontrol/work.rs", r#"["api", "v1", "namespaces", _, "pods"]"#),
+    ("flowcontrol/work.rs", r#"matches!(resource, [_] | ["namespaces", _, _])"#),
+    // An envFrom source's kind names the type that holds it; the request's kind is a pod's.
+    (
+        "admission/mod.rs",
+        r#"let plural = if kind == "Secret" { "secrets" } else { "configmaps" };"#,
+    ),
+    // A binding's roleRef names a role kind; the `bind` check asks for the resource it is.
+    ("rbac/escalation.rs", r#""ClusterRole" => Some("clusterroles"),"#),
+    ("rbac/escalation.rs", r#""Role" => Some("roles"),"#),
+];
+
+#[test]
+fn generic_code_never_matches_on_a_served_plural() {
+    let host = Registry::host();
+    let plurals: Vec<String> = host.all().iter().map(|t| format!("\"{}\"", t.plural)).collect();
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(src()).expect("under src/").to_string_lossy().into_owned();
+        let name = file.file_name().expect("a name").to_string_lossy();
+        let skipped = relative.starts_with("registry/")
+            || relative.starts_with("crd/")
+            || name == "tests.rs"
+            || name.ends_with("_tests.rs")
+            // Generated.
+            || relative == "protobuf/schema.rs"
+            || relative == "openapi/annotations.rs";
+        if skipped {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("readable");
+        // Unit tests at the end of a file name kinds freely.
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        for line in code.lines() {
+            let line = line.trim();
+            let in_match = line.contains("=>")
+                || line.contains("matches!(")
+                || line.contains("== \"")
+                || line.contains("!= \"")
+                || line.contains("(rt.group, rt.plural)");
+            if !in_match || line.starts_with("//") {
+                continue;
+            }
+            if !plurals.iter().any(|p| line.contains(p.as_str())) {
+                continue;
+            }
+            let allowed = ALLOWED.iter().any(|(f, l)| *f == relative && line.contains(l));
+            if !allowed {
+                found.push(format!("{relative}: {line}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "generic code matches on served plurals (move it into the kind's strategy):\n{}",
+        found.join("\n")
+    );
+}
