@@ -203,7 +203,7 @@ impl Api {
                     body,
                     &Write::server(),
                 ) {
-                    Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                    Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -236,7 +236,7 @@ impl Api {
                     continue;
                 }
                 match self.create(&target, object, &Write::server()) {
-                    Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                    Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -318,7 +318,7 @@ impl Api {
                 .map_err(|e| ApiError::internal(format!("encoding aggregated rules: {e}")))?;
             match self.update(&target, &name, current, None, &Write::server()) {
                 // A concurrent write of the role: it aggregates again itself.
-                Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -423,12 +423,12 @@ impl Api {
         };
         // kube-apiserver's answer to a revision it has not reached
         // (storage.NewTooLargeResourceVersionError).
-        let too_large = |requested: Revision, current: Revision| ApiError {
+        let too_large = |requested: Revision, current: Revision| ApiError::Timeout {
+            message: format!(
+                "Timeout: Too large resource version: {requested}, current: {current}"
+            ),
             causes: vec![Cause::new("ResourceVersionTooLarge", "", "Too large resource version")],
             retry_after: Some(1),
-            ..ApiError::timeout(format!(
-                "Timeout: Too large resource version: {requested}, current: {current}"
-            ))
         };
         let store_error = |e: carrel_store::Error| match e {
             carrel_store::Error::Expired { .. } if params.continue_token.is_some() => {
@@ -743,7 +743,12 @@ impl Api {
                         };
                         let object_name = meta_str(&value, "name").unwrap_or_default().to_owned();
                         match self.delete(&target, &object_name, &DeleteParams::default()) {
-                            Ok(_) | Err(ApiError { code: 404 | 409, .. }) => {}
+                            Ok(_)
+                            | Err(
+                                ApiError::NotFound { .. }
+                                | ApiError::AlreadyExists { .. }
+                                | ApiError::Conflict { .. },
+                            ) => {}
                             Err(e) => return Err(e),
                         }
                     }
@@ -777,7 +782,7 @@ impl Api {
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
         let target = Target { rt: sa, namespace: Some(namespace.into()) };
         match self.create(&target, body, &Write::server()) {
-            Ok(_) | Err(ApiError { code: 409, .. }) => Ok(()),
+            Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -1079,7 +1084,7 @@ impl Api {
                 let value = decode(&object)?;
                 let name = meta_str(&value, "name").unwrap_or_default().to_owned();
                 match self.delete(&target, &name, &params) {
-                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -1125,7 +1130,7 @@ impl Api {
                 Target { rt: target.rt, namespace: namespace.or_else(|| target.namespace.clone()) };
             match self.delete(&one, &name, params) {
                 Ok(object) => deleted.push(object),
-                Err(ApiError { code: 404, .. }) => {}
+                Err(ApiError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -1371,7 +1376,7 @@ mod tests {
         api.store().set_quota(carrel_store::Quota { objects: usage.objects, bytes: usage.bytes });
 
         let err = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &write).unwrap_err();
-        assert_eq!((err.code, err.reason), (403, "Forbidden"));
+        assert_eq!((err.code(), err.reason()), (403, "Forbidden"));
         let dry_run = Write::by("test", true);
         let dry = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &dry_run);
         assert_eq!(dry.unwrap_err(), err, "a dry run answers as the create would");
@@ -1393,7 +1398,7 @@ mod tests {
         let mut held = api.get(&configmaps, "held").unwrap();
         held["metadata"]["finalizers"] = json!([]);
         api.update(&configmaps, "held", held, None, &write).unwrap();
-        assert_eq!(api.get(&configmaps, "held").unwrap_err().code, 404);
+        assert_eq!(api.get(&configmaps, "held").unwrap_err().code(), 404);
         let defaults = Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
         api.create(&defaults, json!({"metadata": {"name": "c"}}), &write).unwrap();
     }

@@ -553,21 +553,11 @@ fn automatic_error(head: &[u8]) -> Option<u16> {
 
 /// The answer, with a `Status` body, that replaces hyper's for `code`.
 fn status_answer(code: u16, max_header_bytes: usize) -> Vec<u8> {
-    let error = |code, reason, message: String| crate::ApiError {
-        code,
-        reason,
-        message,
-        subject: None,
-        causes: Vec::new(),
-        retry_after: None,
-    };
     let error = match code {
-        414 => error(414, "RequestURITooLong", "the request URI is too long".into()),
-        431 => error(
-            431,
-            "RequestHeaderFieldsTooLarge",
-            format!("the request's headers are larger than the limit of {max_header_bytes} bytes"),
-        ),
+        414 => crate::ApiError::uri_too_long("the request URI is too long"),
+        431 => crate::ApiError::headers_too_large(format!(
+            "the request's headers are larger than the limit of {max_header_bytes} bytes"
+        )),
         _ => crate::ApiError::bad_request("the request could not be parsed as HTTP"),
     };
     let body = serde_json::to_vec(&error.to_status()).unwrap_or_default();

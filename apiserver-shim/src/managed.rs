@@ -595,12 +595,12 @@ mod tests {
         edited["data"]["a"] = json!("9");
         record_update(cms, Some(&second), &mut edited, &Owner::manager("kubectl-edit"));
         let err = apply(cms, &edited, &cm(json!({"a": "1"})), &how).unwrap_err();
-        assert_eq!((err.code, err.reason), (409, "Conflict"));
+        assert_eq!((err.code(), err.reason()), (409, "Conflict"));
         assert_eq!(
-            err.message,
+            err.message(),
             "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using v1: .data.a"
         );
-        assert_eq!(err.causes[0].reason, "FieldManagerConflict");
+        assert_eq!(err.causes()[0].reason, "FieldManagerConflict");
         // Applying the value they set is no conflict: both own it.
         let shared = apply(cms, &edited, &cm(json!({"a": "9"})), &how).unwrap();
         assert_eq!(entries(&shared).len(), 2);
@@ -630,7 +630,7 @@ mod tests {
     fn managers_come_from_the_parameter_or_the_user_agent() {
         assert_eq!(manager_of(None, Some("kubectl/v1.33.0 (linux/amd64)")), "kubectl");
         assert_eq!(manager_of(Some("ci"), Some("kubectl/v1.33.0")), "ci");
-        assert_eq!(validate_manager("PatchOptions", &"x".repeat(129)).unwrap_err().code, 422);
+        assert_eq!(validate_manager("PatchOptions", &"x".repeat(129)).unwrap_err().code(), 422);
         assert!(validate_manager("PatchOptions", "kubectl-client-side-apply").is_ok());
     }
 

@@ -1288,7 +1288,7 @@ fn guard_rbac_write(
         Some(name) => {
             match api.get(&Target { rt, namespace: namespace.map(str::to_owned) }, name) {
                 Ok(old) => Some(old),
-                Err(ApiError { code: 404, .. }) => None,
+                Err(ApiError::NotFound { .. }) => None,
                 Err(e) => return Err(e),
             }
         }

@@ -2378,8 +2378,8 @@ mod tests {
     /// The causes of a refused write, as (field, reason, message).
     fn causes_of(result: ApiResult<Value>) -> Vec<(String, &'static str, String)> {
         let e = result.expect_err("refused");
-        assert_eq!((e.code, e.reason), (422, "Invalid"), "{e:?}");
-        e.causes.into_iter().map(|c| (c.field, c.reason, c.message)).collect()
+        assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{e:?}");
+        e.into_causes().into_iter().map(|c| (c.field, c.reason, c.message)).collect()
     }
 
     /// Whether a cause is at `field` with `reason` and a message starting with `message`.
@@ -2671,8 +2671,8 @@ mod tests {
         assert_cause(&causes, "spec.dnsPolicy", "FieldValueNotSupported",
             "Unsupported value: \"Google\": supported values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\"");
         let e = create("", "pods", pod(json!({}))).unwrap_err();
-        assert_eq!(e.causes[0].field, "spec.containers");
-        assert_eq!(e.message, "Pod \"p\" is invalid: spec.containers: Required value");
+        assert_eq!(e.causes()[0].field, "spec.containers");
+        assert_eq!(e.message(), "Pod \"p\" is invalid: spec.containers: Required value");
     }
 
     #[test]
@@ -2730,9 +2730,9 @@ mod tests {
 
         // A quantity that does not parse is refused while decoding, as a 400.
         let e = create("", "pods", with(json!({"limits": {"memory": "1 GB"}}))).unwrap_err();
-        assert_eq!(e.code, 400);
+        assert_eq!(e.code(), 400);
         assert_eq!(
-            e.message,
+            e.message(),
             "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
         );
     }
@@ -2769,7 +2769,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"api\"}: `selector` does not match template `labels`"
         );
         let causes =
@@ -2943,7 +2943,7 @@ mod tests {
         );
         let e = create("batch", "jobs", job(json!(null))).unwrap_err();
         assert_eq!(
-            e.message,
+            e.message(),
             "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
         );
         let mut bad = job(json!("OnFailure"));

@@ -127,8 +127,8 @@ fn env_source_keys(
     let object = match api.get(&Target { rt, namespace: Some(namespace.to_owned()) }, name) {
         Ok(o) => o,
         Err(e) => {
-            if e.code != 404 {
-                tracing::warn!(namespace, kind, name, error = %e.message, "reading an envFrom source");
+            if !matches!(e, ApiError::NotFound { .. }) {
+                tracing::warn!(namespace, kind, name, error = %e.message(), "reading an envFrom source");
             }
             return None;
         }
@@ -253,9 +253,9 @@ mod tests {
             .expect("configmap");
         let e = create(&api, "pods", env_from_pod("a", json!({"configMapRef": {"name": "cfg"}})))
             .expect_err("refused");
-        assert_eq!((e.code, e.reason), (403, "Forbidden"));
+        assert_eq!((e.code(), e.reason()), (403, "Forbidden"));
         assert_eq!(
-            e.message,
+            e.message(),
             "pods \"a\" is forbidden: Carrel refuses environment variables that steer the GPU \
              runtime or the dynamic loader (NVIDIA_*, LD_*): container \"c\" gets LD_PRELOAD \
              from key \"LD_PRELOAD\" of ConfigMap \"cfg\" (envFrom)"
@@ -263,11 +263,11 @@ mod tests {
         let e = create(&api, "pods", env_from_pod("b", json!({"secretRef": {"name": "sec"}})))
             .expect_err("refused");
         assert!(
-            e.message.contains(
+            e.message().contains(
                 "gets NVIDIA_VISIBLE_DEVICES from key \"NVIDIA_VISIBLE_DEVICES\" of Secret \"sec\""
             ),
             "{}",
-            e.message
+            e.message()
         );
         let e = create(
             &api,
@@ -275,7 +275,7 @@ mod tests {
             env_from_pod("c", json!({"prefix": "NVIDIA_", "configMapRef": {"name": "clean"}})),
         )
         .expect_err("refused");
-        assert!(e.message.contains("sets envFrom prefix \"NVIDIA_\""), "{}", e.message);
+        assert!(e.message().contains("sets envFrom prefix \"NVIDIA_\""), "{}", e.message());
         // A clean source, a harmless prefix and a source not there yet are fine.
         create(&api, "pods", env_from_pod("d", json!({"configMapRef": {"name": "clean"}})))
             .expect("clean");

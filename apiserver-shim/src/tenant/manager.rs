@@ -251,7 +251,7 @@ impl Manager {
     pub fn reconcile(&self, name: &str) -> Result<(), ManagerError> {
         let tenant = match self.host.get(&self.target(), name) {
             Ok(t) => t,
-            Err(ApiError { code: 404, .. }) => {
+            Err(ApiError::NotFound { .. }) => {
                 self.unserve(name);
                 return Ok(());
             }
@@ -467,7 +467,7 @@ impl Manager {
         }});
         match self.host.create(&namespaces, body, &Write::by(MANAGER, false)) {
             Ok(_) => Ok(()),
-            Err(ApiError { code: 409, .. }) => {
+            Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {
                 let existing = self.host.get(&namespaces, &namespace)?;
                 if owned_by(&existing, tenant) {
                     Ok(())
@@ -502,7 +502,7 @@ impl Manager {
                 )?;
                 Ok(())
             }
-            Err(ApiError { code: 404, .. }) => {
+            Err(ApiError::NotFound { .. }) => {
                 self.host.create(&secrets, secret, &Write::by(MANAGER, false))?;
                 Ok(())
             }
@@ -597,7 +597,7 @@ impl Manager {
             finalizers(&updated).into_iter().filter(|f| f != FINALIZER).map(Value::from).collect();
         updated["metadata"]["finalizers"] = Value::Array(kept);
         match self.host.update(&self.target(), name, updated, None, &Write::by(MANAGER, false)) {
-            Ok(_) | Err(ApiError { code: 404, .. }) => {}
+            Ok(_) | Err(ApiError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }
         tracing::info!(tenant = %name, "tenant deleted");
@@ -611,7 +611,7 @@ impl Manager {
         let namespaces = Target { rt: self.rt("namespaces"), namespace: None };
         let existing = match self.host.get(&namespaces, &namespace) {
             Ok(ns) => ns,
-            Err(ApiError { code: 404, .. }) => return Ok(()),
+            Err(ApiError::NotFound { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
         if !owned_by(&existing, tenant) {
@@ -624,7 +624,12 @@ impl Manager {
             ..DeleteParams::default()
         };
         match self.host.delete(&namespaces, &namespace, &params) {
-            Ok(_) | Err(ApiError { code: 404 | 409, .. }) => Ok(()),
+            Ok(_)
+            | Err(
+                ApiError::NotFound { .. }
+                | ApiError::AlreadyExists { .. }
+                | ApiError::Conflict { .. },
+            ) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -672,7 +677,12 @@ impl Manager {
                 status["gpuUsage"] = json!(wanted);
             }
             match self.write_status(name, tenant, status) {
-                Ok(_) | Err(ManagerError::Api(ApiError { code: 409 | 404, .. })) => {}
+                Ok(_)
+                | Err(ManagerError::Api(
+                    ApiError::NotFound { .. }
+                    | ApiError::AlreadyExists { .. }
+                    | ApiError::Conflict { .. },
+                )) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -706,7 +716,7 @@ impl Manager {
         for lease in &leases {
             let Some(lease_name) = meta_str(lease, "name") else { continue };
             match self.host.delete(&target, lease_name, &DeleteParams::default()) {
-                Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                Ok(_) | Err(ApiError::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -869,7 +879,7 @@ mod tests {
         f.manager.reconcile("team-a").unwrap();
         assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 404);
         assert!(!f.dir.path().join("tenants/team-a").exists());
-        assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code, 404);
+        assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code(), 404);
         assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 404);
     }
 
@@ -1062,7 +1072,7 @@ mod tests {
         f.manager.resume().unwrap();
         // The expired tenant is marked for deletion; the next reconcile tears it down.
         f.manager.reconcile("short").unwrap();
-        assert_eq!(f.host.get(&f.manager.target(), "short").unwrap_err().code, 404);
+        assert_eq!(f.host.get(&f.manager.target(), "short").unwrap_err().code(), 404);
         assert_eq!(f.clusters.names(), vec!["kept".to_owned()]);
 
         // Something written in the tenant survives a restart of everything.
@@ -1112,11 +1122,11 @@ mod tests {
             assert_eq!(status_of(&f, &format!("/tenants/{name}/api/v1/namespaces")).await, 404);
             let secrets =
                 Target { rt: f.manager.rt("secrets"), namespace: Some(host_namespace(name)) };
-            assert_eq!(f.host.get(&secrets, KUBECONFIG_SECRET).unwrap_err().code, 404);
+            assert_eq!(f.host.get(&secrets, KUBECONFIG_SECRET).unwrap_err().code(), 404);
 
             f.host.delete(&f.manager.target(), name, &DeleteParams::default()).unwrap();
             f.manager.reconcile(name).unwrap();
-            assert_eq!(f.host.get(&f.manager.target(), name).unwrap_err().code, 404);
+            assert_eq!(f.host.get(&f.manager.target(), name).unwrap_err().code(), 404);
             let ns = f.host.get(&namespaces(&f), &host_namespace(name)).unwrap();
             assert!(!is_deleting(&ns), "{ns}");
         }
@@ -1139,7 +1149,7 @@ mod tests {
         f.host.create(&namespaces(&f), again, &Write::by("someone", false)).unwrap();
         f.host.delete(&f.manager.target(), "team-a", &DeleteParams::default()).unwrap();
         f.manager.reconcile("team-a").unwrap();
-        assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code, 404);
+        assert_eq!(f.host.get(&f.manager.target(), "team-a").unwrap_err().code(), 404);
         let ns = f.host.get(&namespaces(&f), "carrel-team-a").unwrap();
         assert_eq!(ns["metadata"]["annotations"][OWNER_UID], "other");
     }
@@ -1261,7 +1271,7 @@ mod tests {
             .host
             .create(&Target { rt: &TENANTS, namespace: None }, bad, &Write::by("test", false))
             .unwrap_err();
-        assert_eq!((err.code, err.reason), (422, "Invalid"), "{err:?}");
+        assert_eq!((err.code(), err.reason()), (422, "Invalid"), "{err:?}");
         let message = err.to_status()["message"].as_str().unwrap().to_owned();
         assert!(
             message.contains("spec.limits.objects") && message.contains("spec.limits.bytes"),

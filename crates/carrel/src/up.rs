@@ -19,6 +19,7 @@ use carrel_apiserver::tenant::descriptors::Descriptors;
 use carrel_apiserver::tenant::manager::Manager;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::Certificates;
+use carrel_apiserver::ApiError;
 use carrel_apiserver::{Api, Server};
 use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_sim::kubelet::Kubelet;
@@ -232,7 +233,7 @@ fn ensure_namespace(host: &Api, name: &str) -> anyhow::Result<()> {
     let body = serde_json::json!({"metadata": {"name": name}});
     match host.create(&Target { rt, namespace: None }, body, &Write::by("carrel", false)) {
         Ok(_) => Ok(()),
-        Err(e) if e.code == 409 => Ok(()),
+        Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => Ok(()),
         Err(e) => Err(anyhow::anyhow!("creating namespace {name}: {e}")),
     }
 }
