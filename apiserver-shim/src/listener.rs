@@ -207,14 +207,30 @@ impl ListenerFlags {
     }
 }
 
+/// Why a flag's duration does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Not a Go duration.
+    #[error("{text:?}: want e.g. 90s or 5m ({why})")]
+    Syntax {
+        /// What was written.
+        text: String,
+        /// The parser's complaint.
+        why: carrel_machinery::duration::Error,
+    },
+    /// Zero or negative.
+    #[error("{0:?}: must be more than zero")]
+    NotPositive(String),
+}
+
 /// A duration such as `90s`, `5m`, `500ms`, `1h` or `1m30s`, as Go's flags read one, and more
 /// than zero.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let nanos = carrel_machinery::duration::parse(text)
-        .map_err(|e| format!("{text:?}: want e.g. 90s or 5m ({e})"))?;
+        .map_err(|why| DurationError::Syntax { text: text.to_owned(), why })?;
     match u64::try_from(nanos) {
         Ok(nanos) if nanos > 0 => Ok(Duration::from_nanos(nanos)),
-        _ => Err(format!("{text:?}: must be more than zero")),
+        _ => Err(DurationError::NotPositive(text.to_owned())),
     }
 }
 

@@ -110,7 +110,7 @@ impl Admission for TenantAdmission {
             }
         }
         check_quota(&policy.gpu_quota, &wanted, &used)
-            .map_err(|why| ApiError::forbidden("", "pods", name, &why))
+            .map_err(|why| ApiError::forbidden("", "pods", name, &why.to_string()))
     }
 }
 
@@ -156,12 +156,25 @@ fn quota_of(quota: &BTreeMap<String, i64>, resource: &str) -> i64 {
     quota.iter().filter(|(p, _)| carrel_gpu::resource_name(p) == resource).map(|(_, n)| *n).sum()
 }
 
+/// A GPU request over a tenant's quota, in ResourceQuota's words; each list is `resource=n`
+/// joined by commas, for the resources over quota.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("exceeded GPU quota: requested: {requested}, used: {used}, limited: {limited}")]
+pub struct QuotaExceeded {
+    /// What the pod asks for.
+    pub requested: String,
+    /// What the tenant's pods hold now.
+    pub used: String,
+    /// The quota.
+    pub limited: String,
+}
+
 /// `Ok` when `wanted` on top of `used` stays within `quota`; else ResourceQuota's words.
 fn check_quota(
     quota: &BTreeMap<String, i64>,
     wanted: &BTreeMap<String, i64>,
     used: &BTreeMap<String, i64>,
-) -> Result<(), String> {
+) -> Result<(), QuotaExceeded> {
     // Whole GPUs and 7g slices draw on the same quota.
     let sevens = |m: &BTreeMap<String, i64>| -> i64 {
         m.iter()
@@ -193,12 +206,17 @@ fn check_quota(
     let list = |f: &dyn Fn(&str) -> i64| -> String {
         over.iter().map(|r| format!("{r}={}", f(r))).collect::<Vec<_>>().join(",")
     };
-    Err(format!(
-        "exceeded GPU quota: requested: {}, used: {}, limited: {}",
-        list(&|r| wanted[r]),
-        list(&|r| if r == WHOLE_GPU { sevens(used) } else { used.get(r).copied().unwrap_or(0) }),
-        list(&|r| quota_of(quota, r)),
-    ))
+    Err(QuotaExceeded {
+        requested: list(&|r| wanted[r]),
+        used: list(&|r| {
+            if r == WHOLE_GPU {
+                sevens(used)
+            } else {
+                used.get(r).copied().unwrap_or(0)
+            }
+        }),
+        limited: list(&|r| quota_of(quota, r)),
+    })
 }
 
 #[cfg(test)]
@@ -301,7 +319,7 @@ mod tests {
         )
         .expect_err("over");
         assert_eq!(
-            message,
+            message.to_string(),
             "exceeded GPU quota: requested: nvidia.com/mig-1g.18gb=1, used: nvidia.com/mig-1g.18gb=2, limited: nvidia.com/mig-1g.18gb=2"
         );
         // A whole GPU draws on the 7g quota, and the other way round.
