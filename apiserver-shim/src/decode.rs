@@ -342,7 +342,7 @@ mod tests {
             carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
                 .expect("store");
         let api = Arc::new(crate::Api::new(Arc::new(store)).expect("api"));
-        let router = crate::server::router(Arc::new(crate::Server::new(api, "")));
+        let router = crate::http::router(Arc::new(crate::Server::new(api, "")));
         let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
             let request = Request::builder()
                 .method(method)

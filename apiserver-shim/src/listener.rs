@@ -51,7 +51,7 @@ use crate::access::PeerCertificates;
 pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 
 /// The most bytes of an unread request body read and discarded before an early answer.
-pub const DRAIN_LIMIT: usize = crate::server::MAX_BODY_BYTES;
+pub const DRAIN_LIMIT: usize = crate::http::MAX_BODY_BYTES;
 
 /// How long a connection closed for idleness gets to finish what it is writing.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);

@@ -323,7 +323,7 @@ async fn custom_resources_take_no_protobuf_and_no_strategic_merge() {
     let dir = tempfile::tempdir().expect("dir");
     let api = Arc::new(open(dir.path()));
     create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
-    let router = crate::server::router(Arc::new(crate::Server::new(api, "")));
+    let router = crate::http::router(Arc::new(crate::Server::new(api, "")));
     let collection = "/apis/ml.carrel.dev/v1/namespaces/default/jobs";
     let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
         let request = Request::builder()

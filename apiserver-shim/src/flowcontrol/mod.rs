@@ -24,7 +24,7 @@
 //! against `long_running_per_flow` (beyond it, 429 as kube-apiserver's max-requests-inflight
 //! answers), and their response ends as soon as their cluster stops being served ([`Serving`]).
 //!
-//! [`FlowControlLayer`] is the `tower` layer; `server::clusters_router` composes it in front of
+//! [`FlowControlLayer`] is the `tower` layer; `http::clusters_router` composes it in front of
 //! the clusters' routing, and [`Classify`] (implemented by `tenant::Clusters`) says which level
 //! and flow a request belongs to.
 

@@ -43,8 +43,8 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::JsonSchema;
 use serde_json::{json, Map, Value};
 
+use crate::http::KUBERNETES_VERSION;
 use crate::resource::{Registry, ResourceType, Subresource};
-use crate::server::KUBERNETES_VERSION;
 
 pub use annotations::{list_annotations, ListAnnotations, ListType, MapType, PatchStrategy};
 

@@ -25,10 +25,10 @@ use crate::api::{Api, DeleteParams, Target, Write};
 use crate::auth::ca::TenantCa;
 use crate::auth::token::Signer;
 use crate::auth::CredentialError;
+use crate::http::Server;
 use crate::kubeconfig;
 use crate::object::{finalizers, is_deleting, meta_str, now_rfc3339};
 use crate::resource::{ResourceType, Subresource};
-use crate::server::Server;
 use crate::status::ApiError;
 use crate::tenant::descriptors::{Descriptors, NoRoom, REASON as NO_DESCRIPTORS};
 use crate::tenant::types::{gpu_quota, parse_duration, store_quota, MAX_TTL, MIN_TTL, TENANTS};
@@ -814,7 +814,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::server::clusters_router;
+    use crate::http::clusters_router;
 
     struct Fixture {
         dir: tempfile::TempDir,
@@ -1077,7 +1077,7 @@ mod tests {
 
         // Something written in the tenant survives a restart of everything.
         let kept = f.clusters.tenant("kept").unwrap();
-        let router = crate::server::router(kept);
+        let router = crate::http::router(kept);
         let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#;
         let request = Request::post("/tenants/kept/api/v1/namespaces/default/configmaps")
             .header("content-type", "application/json")

@@ -33,8 +33,8 @@ use carrel_apiserver::access::Security;
 use carrel_apiserver::api::Target;
 use carrel_apiserver::auth::ca::TenantCa;
 use carrel_apiserver::auth::token::Signer;
+use carrel_apiserver::http::clusters_router;
 use carrel_apiserver::kubeconfig;
-use carrel_apiserver::server::clusters_router;
 use carrel_apiserver::tenant::manager::{
     host_namespace, Manager, ADMIN_GROUP, ADMIN_USER, KUBECONFIG_SECRET,
 };
