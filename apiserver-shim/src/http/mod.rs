@@ -8,11 +8,13 @@
 //! authenticates and authorizes; [`tenants`] answers for a tenant that is not served;
 //! [`pod_room`] is the pod intake window.
 
+mod audit;
 mod documents;
 mod handlers;
 mod identity;
 mod pod_room;
 mod request;
+mod request_info;
 mod response;
 mod reviews;
 mod routing;
@@ -21,11 +23,12 @@ mod watch;
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use axum::Router;
+use axum::{middleware, Extension, Router};
+use tower::ServiceBuilder;
 
-use crate::access::{self, PeerCertificates, Security};
+use crate::access::{self, Security};
 use crate::api::Api;
 use crate::auth::UserInfo;
 use crate::flowcontrol::{FlowConfig, FlowControlLayer};
@@ -36,6 +39,8 @@ use crate::rbac::{Attributes, Policy};
 use crate::resource::{Registry, ResourceType};
 use crate::status::{ApiError, ApiResult};
 use crate::tenant::Clusters;
+
+use request_info::RequestInfo;
 
 pub(crate) use routing::is_health;
 
@@ -132,7 +137,8 @@ impl Server {
     }
 }
 
-/// Who is asking, on a cluster served with security.
+/// Who is asking, on a cluster served with security: in a request's extensions from the
+/// authentication layer on.
 #[derive(Clone, Debug)]
 struct Caller {
     user: UserInfo,
@@ -146,9 +152,22 @@ impl Caller {
     }
 }
 
+/// A request's cluster, in its extensions from the outermost layer on.
+#[derive(Clone, Debug)]
+struct Cluster(Arc<Server>);
+
+/// The cluster a request is for.
+fn cluster_of(request: &Request) -> ApiResult<Arc<Server>> {
+    request
+        .extensions()
+        .get::<Cluster>()
+        .map(|cluster| cluster.0.clone())
+        .ok_or_else(|| ApiError::internal("the request reached no cluster"))
+}
+
 /// The axum router for a server.
 pub fn router(server: Arc<Server>) -> Router {
-    Router::new().fallback(dispatch).with_state(server)
+    cluster_stack().layer(Extension(Cluster(server)))
 }
 
 /// The axum router for every cluster of a listener: `/tenants/<name>/…` goes to that tenant's
@@ -162,45 +181,45 @@ pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
 /// [`clusters_router`] with flow control's limits from `flow`.
 pub fn clusters_router_with(clusters: Arc<Clusters>, flow: &FlowConfig) -> Router {
     let flow_control = FlowControlLayer::new(clusters.clone(), flow);
-    Router::new().fallback(dispatch_cluster).with_state(clusters).layer(flow_control)
+    cluster_stack()
+        .layer(middleware::from_fn_with_state(clusters, tenants::select_cluster))
+        .layer(flow_control)
 }
 
-async fn dispatch_cluster(State(clusters): State<Arc<Clusters>>, request: Request) -> Response {
-    match clusters.route(request.uri().path()) {
-        Some(server) => dispatch(State(server), request).await,
-        None => tenants::unknown_tenant(&clusters, request).await,
-    }
+/// What every request to a cluster passes through, outermost first, before [`routing`] hands
+/// it to its handler:
+///
+/// 1. audit: each answer is logged, refusals (401, 403) as such;
+/// 2. authentication, with impersonation (a cluster with security only);
+/// 3. request info: the path within the cluster, the query, and what the path names;
+/// 4. authorization of what the request info names (a cluster with security only);
+/// 5. the pod intake window (only where the embedding program set one, see
+///    [`Server::set_pod_intake`]).
+///
+/// The request's [`Cluster`] is set in front of these: by [`router`] for one cluster, by the
+/// tenant selection of [`clusters_router_with`] for a listener's clusters.
+fn cluster_stack() -> Router {
+    let layers = ServiceBuilder::new()
+        .layer(middleware::from_fn(audit::audit))
+        .layer(middleware::from_fn(identity::authenticate))
+        .layer(middleware::from_fn(request_info::resolve))
+        .layer(middleware::from_fn(identity::authorize))
+        .layer(middleware::from_fn(pod_room::window));
+    Router::new().fallback(handle).layer(layers)
 }
 
-async fn dispatch(State(server): State<Arc<Server>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let path = parts.uri.path();
-    let query = request::Query::parse(parts.uri.query());
-    let caller = match &server.security {
-        None => None,
-        Some(security) => {
-            let peer = parts.extensions.get::<PeerCertificates>().cloned();
-            match identity::identify(
-                &server.api,
-                security,
-                &parts.headers,
-                peer,
-                path,
-                &server.base,
-            )
-            .await
-            {
-                Ok(caller) => Some(caller),
-                Err(e) => return e.into_response(),
-            }
-        }
+/// The innermost service: the request, past the layers, to its handler.
+async fn handle(request: Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let (Some(Cluster(server)), Some(info)) =
+        (parts.extensions.remove::<Cluster>(), parts.extensions.remove::<RequestInfo>())
+    else {
+        return ApiError::internal("the request passed no request-info layer").into_response();
     };
-    let result =
-        routing::route(&server, caller.as_ref(), &parts.method, path, &query, &parts.headers, body)
-            .await;
-    let response = result.unwrap_or_else(IntoResponse::into_response);
-    tracing::debug!(method = %parts.method, %path, status = response.status().as_u16(), "request");
-    response
+    let caller = parts.extensions.remove::<Caller>();
+    routing::route(&server, caller.as_ref(), &parts.method, info, &parts.headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn blocking<T: Send + 'static>(

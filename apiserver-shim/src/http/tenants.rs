@@ -1,7 +1,11 @@
-//! The answer for a tenant that is not served.
+//! Which cluster a request on a listener is for: the tenant its `/tenants/<name>/` path names,
+//! else the host; and the answer for a tenant that is not served.
+
+use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::header;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::access::{self, PeerCertificates};
@@ -9,14 +13,29 @@ use crate::rbac::Attributes;
 use crate::status::ApiError;
 use crate::tenant::Clusters;
 
-use super::dispatch;
 use super::identity::identify;
+use super::Cluster;
+
+/// The tenant-selection layer: the request goes on with its [`Cluster`] in its extensions.
+pub(super) async fn select_cluster(
+    State(clusters): State<Arc<Clusters>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match clusters.route(request.uri().path()) {
+        Some(server) => {
+            request.extensions_mut().insert(Cluster(server));
+            next.run(request).await
+        }
+        None => unknown_tenant(&clusters, request, next).await,
+    }
+}
 
 /// A request under `/tenants/<name>/` for a tenant that is not served. It is answered as a
 /// served tenant would answer whoever lacks its credentials (401; public paths as the host
 /// answers them), so that a tenant's existence is not told to anyone: only a host user who may
 /// read the tenant learns it is not there (404).
-pub(super) async fn unknown_tenant(clusters: &Clusters, mut request: Request) -> Response {
+async fn unknown_tenant(clusters: &Clusters, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let rest = path.strip_prefix(crate::tenant::clusters::TENANTS_PREFIX).unwrap_or(path);
     let (name, relative) = rest.split_once('/').unwrap_or((rest, ""));
@@ -34,7 +53,8 @@ pub(super) async fn unknown_tenant(clusters: &Clusters, mut request: Request) ->
         };
         if let Ok(uri) = target.parse() {
             *request.uri_mut() = uri;
-            return dispatch(State(host.clone()), request).await;
+            request.extensions_mut().insert(Cluster(host.clone()));
+            return next.run(request).await;
         }
     }
     let peer = request.extensions().get::<PeerCertificates>().cloned();

@@ -1,5 +1,5 @@
 //! POST of a new object: decoded, pruned of unknown fields, checked against RBAC escalation, and
-//! stored; a new pod waits for room in the cluster's pod intake first, where it has one.
+//! stored.
 
 use axum::body::Body;
 use axum::http::StatusCode;
@@ -9,7 +9,7 @@ use super::{guard_rbac_write, Call};
 use crate::api::Target;
 use crate::fields::{self, FieldValidation};
 use crate::http::blocking;
-use crate::http::pod_room::{hold_pod_room, pod_room};
+use crate::http::pod_room::Stored;
 use crate::http::request::{decode_body_checked, read_body, refuse_protobuf, write_of};
 use crate::http::response::{respond_object, with_warnings};
 use crate::status::ApiResult;
@@ -24,15 +24,11 @@ pub(super) async fn create(call: Call<'_>, body: Body) -> ApiResult<Response> {
     let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
     let warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
     guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &object, None)?;
-    let room = if super::pods::is_pod(&rt) && sub.is_none() && !write.dry_run {
-        pod_room(server).await
-    } else {
-        None
-    };
     let rt2 = rt.clone();
     let created =
         blocking(move || api.create(&Target { rt: &rt2, namespace }, object, &write)).await?;
-    hold_pod_room(room, &created);
-    let response = respond_object(StatusCode::CREATED, &rt, created, headers, query);
+    let stored = Stored::of(&created);
+    let mut response = respond_object(StatusCode::CREATED, &rt, created, headers, query);
+    response.extensions_mut().insert(stored);
     Ok(with_warnings(response, &warnings))
 }

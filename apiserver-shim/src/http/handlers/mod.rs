@@ -11,13 +11,16 @@ mod patch;
 mod pods;
 mod update;
 
+pub(super) use pods::is_pod;
+
 use axum::body::Body;
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::request::Query;
-use super::routing::{subresource_of, ResourcePath};
+use super::request_info::ResourcePath;
+use super::routing::subresource_of;
 use super::{watch, Caller, Server};
 use crate::access;
 use crate::api::{Api, Target};

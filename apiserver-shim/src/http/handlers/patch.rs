@@ -1,5 +1,5 @@
-//! PATCH of an object (JSON, merge, strategic merge or server-side apply). An apply may create
-//! the object: a new pod then waits for room in the pod intake as a POSTed one does.
+//! PATCH of an object (JSON, merge, strategic merge or server-side apply); an apply creates the
+//! object if it does not exist.
 
 use axum::body::Body;
 use axum::http::{header, StatusCode};
@@ -8,7 +8,7 @@ use axum::response::Response;
 use super::{guard_rbac_write, Call};
 use crate::api::Target;
 use crate::http::blocking;
-use crate::http::pod_room::{hold_pod_room, pod_room};
+use crate::http::pod_room::Stored;
 use crate::http::request::{patch_options, read_body};
 use crate::http::response::{respond_object, with_warnings};
 use crate::patch::{self, PatchKind, PatchOptions};
@@ -37,39 +37,21 @@ pub(super) async fn patch(call: Call<'_>, name: String, body: Body) -> ApiResult
         .await?;
         guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &would.object, Some(&name))?;
     }
-    // Server-side apply creates what does not exist: a new pod waits for room as a POSTed one
-    // does.
-    let room = if kind == PatchKind::Apply
-        && super::pods::is_pod(&rt)
-        && sub.is_none()
-        && !options.dry_run
-        && server.pod_intake.get().is_some()
-    {
-        let (api2, rt2, ns2, name2) = (api.clone(), rt.clone(), namespace.clone(), name.clone());
-        let exists =
-            blocking(move || api2.get(&Target { rt: &rt2, namespace: ns2 }, &name2)).await.is_ok();
-        if exists {
-            None
-        } else {
-            pod_room(server).await
-        }
-    } else {
-        None
-    };
     let rt2 = rt.clone();
     let patched = blocking(move || {
         let target = Target { rt: &rt2, namespace };
         patch::patch(&api, &target, &name, sub, kind, &raw, &options)
     })
     .await?;
-    if patched.created {
-        hold_pod_room(room, &patched.object);
-    }
+    let stored = patched.created.then(|| Stored::of(&patched.object));
     let object = match sub {
         Some(Subresource::Scale) => scale_of(&rt, &patched.object),
         _ => patched.object,
     };
     let code = if patched.created { StatusCode::CREATED } else { StatusCode::OK };
-    let response = respond_object(code, &rt, object, headers, query);
+    let mut response = respond_object(code, &rt, object, headers, query);
+    if let Some(stored) = stored {
+        response.extensions_mut().insert(stored);
+    }
     Ok(with_warnings(response, &patched.warnings))
 }
