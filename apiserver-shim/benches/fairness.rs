@@ -5,7 +5,7 @@
 //! every loop is bounded in count and time, every request has a timeout, and a watchdog gives up
 //! after 240 s. A run takes about a minute plus the build.
 //!
-//! The clusters are served as `carrel up` serves them (`Clusters` and `server::clusters_router`,
+//! The clusters are served as `carrel up` serves them (`Clusters` and `http::clusters_router`,
 //! tenants under `/tenants/<name>`), without TLS or authentication, on 127.0.0.1:0 with
 //! `axum::serve`, on a tokio runtime of its own (2 workers), each tenant over its own
 //! `SledStore`. The clients are as in `api.rs`, one task per client, each with its own HTTP/1.1
@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use carrel_apiserver::flowcontrol::{FlowConfig, LevelConfig};
-use carrel_apiserver::server::clusters_router_with;
+use carrel_apiserver::http::clusters_router_with;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::{Api, Server};
 use carrel_bench::{ms, rate, ratio, runtime, section, verdict, watchdog, Run, Table};

@@ -198,7 +198,7 @@ impl Security {
         };
         match api.get(&target, &sa.name) {
             Ok(found) if meta_str(&found, "uid") == Some(sa.uid.as_str()) => Ok(claims.user()),
-            Ok(_) | Err(ApiError { code: 404, .. }) => Err(ApiError::unauthorized()),
+            Ok(_) | Err(ApiError::NotFound { .. }) => Err(ApiError::unauthorized()),
             Err(e) => Err(e),
         }
     }

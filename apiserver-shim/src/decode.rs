@@ -294,8 +294,12 @@ mod tests {
         let compact = "- ".repeat(50_000).into_bytes();
         for doc in [flow, mapping, block.into_bytes(), compact] {
             let err = yaml(&doc, "the request body").expect_err("too deep");
-            assert_eq!((err.code, err.reason), (400, "BadRequest"), "{}", err.message);
-            assert!(err.message.contains("nests deeper than the limit of 128"), "{}", err.message);
+            assert_eq!((err.code(), err.reason()), (400, "BadRequest"), "{}", err.message());
+            assert!(
+                err.message().contains("nests deeper than the limit of 128"),
+                "{}",
+                err.message()
+            );
         }
         // Just under the limit decodes.
         let ok = format!("{}1{}", "[".repeat(100), "]".repeat(100));
@@ -313,8 +317,8 @@ mod tests {
             doc.push_str(&format!("{next}: &{next} [{refs}]\n"));
         }
         let err = yaml(doc.as_bytes(), "the request body").expect_err("expands");
-        assert_eq!(err.code, 400);
-        assert!(err.message.contains("expands"), "{}", err.message);
+        assert_eq!(err.code(), 400);
+        assert!(err.message().contains("expands"), "{}", err.message());
         // A long string repeated through aliases counts its bytes each time.
         let long = "x".repeat(100_000);
         let refs = vec!["*s"; 5_000].join(",");
@@ -338,7 +342,7 @@ mod tests {
             carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
                 .expect("store");
         let api = Arc::new(crate::Api::new(Arc::new(store)).expect("api"));
-        let router = crate::server::router(Arc::new(crate::Server::new(api, "")));
+        let router = crate::http::router(Arc::new(crate::Server::new(api, "")));
         let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
             let request = Request::builder()
                 .method(method)

@@ -189,14 +189,14 @@ mod tests {
     fn pods_without_images_are_invalid_with_field_paths() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
         let e = validate(rt("pods"), &pod).unwrap_err();
-        assert_eq!(e.code, 422);
-        assert_eq!(e.causes[0].field, "spec.containers[0].image");
+        assert_eq!(e.code(), 422);
+        assert_eq!(e.causes()[0].field, "spec.containers[0].image");
     }
 
     #[test]
     fn immutable_configmaps_stay_immutable() {
         let old = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
         let mut new = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "2"}});
-        assert_eq!(on_update(rt("configmaps"), &old, &mut new).unwrap_err().code, 422);
+        assert_eq!(on_update(rt("configmaps"), &old, &mut new).unwrap_err().code(), 422);
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::api::{Api, DeleteParams, ListParams, Target};
 use crate::resource::built_in;
-use crate::status::ApiResult;
+use crate::status::{ApiError, ApiResult};
 
 /// kube-apiserver's default `--event-ttl`.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60 * 60);
@@ -62,7 +62,11 @@ pub fn expire(api: &Api, ttl: Duration, now: DateTime<Utc>) -> ApiResult<usize> 
             match api.delete(&target, name, &params) {
                 Ok(_) => expired += 1,
                 // Gone, or written again since the list: not for now.
-                Err(e) if e.code == 404 || e.code == 409 => {}
+                Err(
+                    ApiError::NotFound { .. }
+                    | ApiError::AlreadyExists { .. }
+                    | ApiError::Conflict { .. },
+                ) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -79,7 +83,7 @@ pub async fn keep_expiring(api: Weak<Api>, ttl: Duration, every: Duration) {
         match swept {
             Ok(Ok(0)) => {}
             Ok(Ok(n)) => tracing::debug!(events = n, "expired events"),
-            Ok(Err(e)) => tracing::warn!(error = %e.message, "expiring events"),
+            Ok(Err(e)) => tracing::warn!(error = %e.message(), "expiring events"),
             Err(e) => tracing::warn!(error = %e, "expiring events"),
         }
     }

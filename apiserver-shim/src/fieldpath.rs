@@ -37,30 +37,27 @@ impl Element {
         }
     }
 
-    fn decode(text: &str) -> Result<Element, String> {
-        let (kind, rest) = text
-            .split_once(':')
-            .ok_or_else(|| format!("{text:?} is not a path element (no prefix)"))?;
+    fn decode(text: &str) -> Result<Element, FieldsError> {
+        let bad = |why: String| FieldsError::Element { text: text.to_owned(), why };
+        let (kind, rest) =
+            text.split_once(':').ok_or_else(|| bad("is not a path element (no prefix)".into()))?;
         match kind {
             "f" => Ok(Element::Field(rest.to_owned())),
             "v" => {
                 let value: Value = serde_json::from_str(rest)
-                    .map_err(|e| format!("{text:?} has an invalid value: {e}"))?;
+                    .map_err(|e| bad(format!("has an invalid value: {e}")))?;
                 Ok(Element::Value(canonical(&value)))
             }
             "k" => {
                 let value: Value = serde_json::from_str(rest)
-                    .map_err(|e| format!("{text:?} has an invalid key: {e}"))?;
+                    .map_err(|e| bad(format!("has an invalid key: {e}")))?;
                 if !value.is_object() {
-                    return Err(format!("{text:?}: a key must be a JSON object"));
+                    return Err(FieldsError::KeyNotObject(text.to_owned()));
                 }
                 Ok(Element::Key(canonical(&value)))
             }
-            "i" => rest
-                .parse()
-                .map(Element::Index)
-                .map_err(|_| format!("{text:?} has an invalid index")),
-            _ => Err(format!("{text:?} has an unknown prefix {kind:?}")),
+            "i" => rest.parse().map(Element::Index).map_err(|_| bad("has an invalid index".into())),
+            _ => Err(bad(format!("has an unknown prefix {kind:?}"))),
         }
     }
 
@@ -71,6 +68,25 @@ impl Element {
             _ => None,
         }
     }
+}
+
+/// Why a `FieldsV1` value does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldsError {
+    /// Not a JSON object.
+    #[error("fieldsV1 must be a JSON object")]
+    NotObject,
+    /// A path element that does not read.
+    #[error("{text:?} {why}")]
+    Element {
+        /// The element as written.
+        text: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A `k:` element whose key is not a JSON object.
+    #[error("{0:?}: a key must be a JSON object")]
+    KeyNotObject(String),
 }
 
 /// JSON text with object keys in name order (serde_json's map is ordered by name).
@@ -240,9 +256,9 @@ impl Set {
     }
 
     /// A set from `FieldsV1` JSON.
-    pub fn from_fields_v1(value: &Value) -> Result<Set, String> {
+    pub fn from_fields_v1(value: &Value) -> Result<Set, FieldsError> {
         let Value::Object(map) = value else {
-            return Err("fieldsV1 must be a JSON object".into());
+            return Err(FieldsError::NotObject);
         };
         let mut set = Set::new();
         for (key, child) in map {

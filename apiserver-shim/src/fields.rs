@@ -189,13 +189,14 @@ mod tests {
     #[test]
     fn strict_refuses_unknown_fields_with_their_paths() {
         let e = prune(deployments(), &mut manifest(), FieldValidation::Strict, &[]).unwrap_err();
-        assert_eq!(e.code, 400);
-        assert!(e.message.contains("unknown field \"metadata.colour\""), "{}", e.message);
-        assert!(e.message.contains("unknown field \"spec.replicass\""), "{}", e.message);
+        assert_eq!(e.code(), 400);
+        assert!(e.message().contains("unknown field \"metadata.colour\""), "{}", e.message());
+        assert!(e.message().contains("unknown field \"spec.replicass\""), "{}", e.message());
         assert!(
-            e.message.contains("unknown field \"spec.template.spec.containers[0].imagePullPolcy\""),
+            e.message()
+                .contains("unknown field \"spec.template.spec.containers[0].imagePullPolcy\""),
             "{}",
-            e.message
+            e.message()
         );
     }
 

@@ -21,13 +21,9 @@ use crate::status::{ApiError, ApiResult};
 /// The content type of the Prometheus text exposition format.
 const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// The readiness checks of `api`'s cluster, by name: `Err` holds why one fails.
-fn checks(api: &Api) -> Vec<(&'static str, Result<(), String>)> {
-    let store = match api.store_health() {
-        Health::Ok => Ok(()),
-        Health::Failed { reason } => Err(reason),
-    };
-    vec![("ping", Ok(())), ("store", store)]
+/// The readiness checks of `api`'s cluster, by name, each with its outcome.
+fn checks(api: &Api) -> Vec<(&'static str, Health)> {
+    vec![("ping", Health::Ok), ("store", api.store_health())]
 }
 
 /// `/readyz`, or `/readyz/<check>` with `only`.
@@ -39,13 +35,13 @@ pub(crate) fn readyz(api: &Api, only: Option<&str>, verbose: bool) -> ApiResult<
             return Err(ApiError::no_route());
         }
     }
-    let failed = checks.iter().any(|(_, result)| result.is_err());
+    let failed = checks.iter().any(|(_, health)| *health != Health::Ok);
     let body = if failed || verbose {
         let mut body = String::new();
-        for (name, result) in &checks {
-            match result {
-                Ok(()) => writeln!(body, "[+]{name} ok"),
-                Err(reason) => writeln!(body, "[-]{name} failed: {reason}"),
+        for (name, health) in &checks {
+            match health {
+                Health::Ok => writeln!(body, "[+]{name} ok"),
+                Health::Failed { reason } => writeln!(body, "[-]{name} failed: {reason}"),
             }
             .expect("writing to a String");
         }

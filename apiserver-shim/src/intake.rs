@@ -215,7 +215,7 @@ mod tests {
         let server = Arc::new(crate::Server::new(api, ""));
         let intake = Arc::new(PodIntake::new(1, LIMIT));
         server.set_pod_intake(intake.clone(), "t");
-        let router = crate::server::router(server);
+        let router = crate::http::router(server);
         let send = |method: &str, name: &str, query: &str| {
             let pod = serde_json::json!({
                 "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},

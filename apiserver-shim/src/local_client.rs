@@ -206,7 +206,7 @@ mod tests {
 
     use super::*;
     use crate::access::Security;
-    use crate::server::router;
+    use crate::http::router;
     use crate::Server;
 
     fn host(dir: &tempfile::TempDir) -> Arc<Api> {

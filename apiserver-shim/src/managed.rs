@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::fieldpath::{display, Element, Set};
+use crate::fieldpath::{display, Element, FieldsError, Set};
 use crate::object::{metadata_mut, now_rfc3339};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
@@ -105,6 +105,20 @@ pub fn validate_manager(options: &str, manager: &str) -> ApiResult<()> {
     }
 }
 
+/// Why a `managedFields` entry does not read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum EntryError {
+    /// Neither `Apply` nor `Update`.
+    #[error("operation must be Apply or Update, not {0:?}")]
+    Operation(Option<String>),
+    /// Not `FieldsV1`.
+    #[error("fieldsType {0:?} is not FieldsV1")]
+    FieldsType(String),
+    /// The `fieldsV1` set does not read.
+    #[error(transparent)]
+    Fields(#[from] FieldsError),
+}
+
 /// One `managedFields` entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
@@ -144,16 +158,17 @@ impl Entry {
         (self.manager.clone(), self.operation, version, self.subresource.clone())
     }
 
-    fn decode(value: &Value) -> Result<Entry, String> {
+    fn decode(value: &Value) -> Result<Entry, EntryError> {
         let text = |field: &str| value.get(field).and_then(Value::as_str).map(str::to_owned);
-        let operation = match text("operation").as_deref() {
-            Some("Apply") => Operation::Apply,
-            Some("Update") => Operation::Update,
-            other => return Err(format!("operation must be Apply or Update, not {other:?}")),
+        let operation = match text("operation") {
+            Some(o) if o == "Apply" => Operation::Apply,
+            Some(o) if o == "Update" => Operation::Update,
+            other => return Err(EntryError::Operation(other)),
         };
-        match text("fieldsType").as_deref() {
-            Some("FieldsV1") | None => {}
-            Some(other) => return Err(format!("fieldsType {other:?} is not FieldsV1")),
+        match text("fieldsType") {
+            Some(t) if t == "FieldsV1" => {}
+            None => {}
+            Some(other) => return Err(EntryError::FieldsType(other)),
         }
         let fields = match value.get("fieldsV1") {
             Some(v) => Set::from_fields_v1(v)?,
@@ -595,12 +610,12 @@ mod tests {
         edited["data"]["a"] = json!("9");
         record_update(cms, Some(&second), &mut edited, &Owner::manager("kubectl-edit"));
         let err = apply(cms, &edited, &cm(json!({"a": "1"})), &how).unwrap_err();
-        assert_eq!((err.code, err.reason), (409, "Conflict"));
+        assert_eq!((err.code(), err.reason()), (409, "Conflict"));
         assert_eq!(
-            err.message,
+            err.message(),
             "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using v1: .data.a"
         );
-        assert_eq!(err.causes[0].reason, "FieldManagerConflict");
+        assert_eq!(err.causes()[0].reason, "FieldManagerConflict");
         // Applying the value they set is no conflict: both own it.
         let shared = apply(cms, &edited, &cm(json!({"a": "9"})), &how).unwrap();
         assert_eq!(entries(&shared).len(), 2);
@@ -630,7 +645,7 @@ mod tests {
     fn managers_come_from_the_parameter_or_the_user_agent() {
         assert_eq!(manager_of(None, Some("kubectl/v1.33.0 (linux/amd64)")), "kubectl");
         assert_eq!(manager_of(Some("ci"), Some("kubectl/v1.33.0")), "ci");
-        assert_eq!(validate_manager("PatchOptions", &"x".repeat(129)).unwrap_err().code, 422);
+        assert_eq!(validate_manager("PatchOptions", &"x".repeat(129)).unwrap_err().code(), 422);
         assert!(validate_manager("PatchOptions", "kubectl-client-side-apply").is_ok());
     }
 

@@ -107,7 +107,7 @@ pub fn patch(
 
 /// A 409 from the store's revision check (not an apply conflict between managers).
 fn is_write_race(e: &ApiError) -> bool {
-    e.code == 409 && e.reason == "Conflict" && e.causes.is_empty()
+    matches!(e, ApiError::Conflict { causes, .. } if causes.is_empty())
 }
 
 fn write_of(options: &PatchOptions, subresource: Option<Subresource>) -> Write {
@@ -266,7 +266,7 @@ fn server_side_apply(
             let object = api.update(target, name, merged, subresource, &write)?;
             Ok(Patched { object, warnings, created: false })
         }
-        Err(e) if e.code == 404 && subresource.is_none() => {
+        Err(e @ ApiError::NotFound { .. }) if subresource.is_none() => {
             if precondition.is_some() {
                 return Err(e);
             }
@@ -281,7 +281,7 @@ fn server_side_apply(
             let merged = managed::apply(rt, &empty, &config, &how)?;
             let object = match api.create(target, merged, &write) {
                 // Created by someone else in the meantime: apply again, to what they made.
-                Err(e) if e.code == 409 && e.reason == "AlreadyExists" => {
+                Err(ApiError::AlreadyExists { .. }) => {
                     return Err(ApiError::conflict(
                         rt.group,
                         rt.plural,
@@ -307,6 +307,6 @@ mod tests {
             PatchKind::from_content_type("application/merge-patch+json").unwrap(),
             PatchKind::Merge
         );
-        assert_eq!(PatchKind::from_content_type("text/plain").unwrap_err().code, 415);
+        assert_eq!(PatchKind::from_content_type("text/plain").unwrap_err().code(), 415);
     }
 }

@@ -40,131 +40,230 @@ pub struct Subject {
     pub name: String,
 }
 
-/// An error answered as a Kubernetes `Status`.
+/// An error answered as a Kubernetes `Status`: one variant per `reason` this server gives. The
+/// constructors below word the messages as kube-apiserver does; [`ApiError::to_status`] is the one
+/// place an error becomes a `Status` object.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{code} {reason}: {message}")]
-pub struct ApiError {
-    /// The HTTP status code.
-    pub code: u16,
-    /// The `reason` field (`NotFound`, `AlreadyExists`, …).
-    pub reason: &'static str,
-    /// A human-readable message, in kube-apiserver's words where it has them.
-    pub message: String,
-    /// What the error is about.
-    pub subject: Option<Box<Subject>>,
-    /// For Invalid: the causes.
-    pub causes: Vec<Cause>,
-    /// For 429/410 and the like: the `retryAfterSeconds` detail.
-    pub retry_after: Option<u32>,
+pub enum ApiError {
+    /// 400 BadRequest.
+    #[error("400 BadRequest: {message}")]
+    BadRequest {
+        /// What is wrong with the request.
+        message: String,
+    },
+    /// 401 Unauthorized: no valid credentials (the reason is not told to the client).
+    #[error("401 Unauthorized: Unauthorized")]
+    Unauthorized,
+    /// 403 Forbidden.
+    #[error("403 Forbidden: {message}")]
+    Forbidden {
+        /// Why the request is refused.
+        message: String,
+        /// What the refusal is about, if it is about a resource.
+        subject: Option<Box<Subject>>,
+    },
+    /// 404 NotFound, for an object (with its subject) or for a path that serves nothing.
+    #[error("404 NotFound: {message}")]
+    NotFound {
+        /// What was not found.
+        message: String,
+        /// The object that was not found.
+        subject: Option<Box<Subject>>,
+    },
+    /// 405 MethodNotAllowed.
+    #[error("405 MethodNotAllowed: {message}")]
+    MethodNotAllowed {
+        /// What the resource does not allow.
+        message: String,
+    },
+    /// 406 NotAcceptable.
+    #[error("406 NotAcceptable: {message}")]
+    NotAcceptable {
+        /// The media types that are served.
+        message: String,
+    },
+    /// 409 AlreadyExists.
+    #[error("409 AlreadyExists: {message}")]
+    AlreadyExists {
+        /// What already exists.
+        message: String,
+        /// The object that already exists.
+        subject: Box<Subject>,
+    },
+    /// 409 Conflict: a stale resourceVersion, or fields of a server-side apply that other
+    /// managers own (with causes).
+    #[error("409 Conflict: {message}")]
+    Conflict {
+        /// What conflicts.
+        message: String,
+        /// The object the conflict is about.
+        subject: Option<Box<Subject>>,
+        /// For an apply: the conflicting fields.
+        causes: Vec<Cause>,
+    },
+    /// 410 Expired (Gone): a resourceVersion too old to list or watch from.
+    #[error("410 Expired: {message}")]
+    Expired {
+        /// What expired.
+        message: String,
+    },
+    /// 413 RequestEntityTooLarge.
+    #[error("413 RequestEntityTooLarge: {message}")]
+    RequestEntityTooLarge {
+        /// What is too large.
+        message: String,
+    },
+    /// 414 RequestURITooLong, answered by the listener in place of hyper's bare answer.
+    #[error("414 RequestURITooLong: {message}")]
+    RequestUriTooLong {
+        /// What is too long.
+        message: String,
+    },
+    /// 415 UnsupportedMediaType.
+    #[error("415 UnsupportedMediaType: {message}")]
+    UnsupportedMediaType {
+        /// The media type that is not served.
+        message: String,
+    },
+    /// 422 Invalid, with its causes.
+    #[error("422 Invalid: {message}")]
+    Invalid {
+        /// The object and a summary of its causes.
+        message: String,
+        /// The invalid object.
+        subject: Box<Subject>,
+        /// What is invalid, field by field.
+        causes: Vec<Cause>,
+    },
+    /// 429 TooManyRequests.
+    #[error("429 TooManyRequests: {TOO_MANY_REQUESTS}")]
+    TooManyRequests {
+        /// The `retryAfterSeconds` detail (and the `Retry-After` header the caller sets).
+        retry_after: u32,
+    },
+    /// 431 RequestHeaderFieldsTooLarge, answered by the listener in place of hyper's bare answer.
+    #[error("431 RequestHeaderFieldsTooLarge: {message}")]
+    RequestHeaderFieldsTooLarge {
+        /// What is too large.
+        message: String,
+    },
+    /// 500 InternalError.
+    #[error("500 InternalError: {message}")]
+    InternalError {
+        /// What failed.
+        message: String,
+    },
+    /// 503 ServiceUnavailable.
+    #[error("503 ServiceUnavailable: {message}")]
+    ServiceUnavailable {
+        /// What is unavailable.
+        message: String,
+        /// The `retryAfterSeconds` detail, when a retry soon is expected to succeed.
+        retry_after: Option<u32>,
+    },
+    /// 504 Timeout.
+    #[error("504 Timeout: {message}")]
+    Timeout {
+        /// What timed out.
+        message: String,
+        /// For a resourceVersion the store has not reached: `ResourceVersionTooLarge`.
+        causes: Vec<Cause>,
+        /// The `retryAfterSeconds` detail, when a retry soon is expected to succeed.
+        retry_after: Option<u32>,
+    },
+}
+
+/// kube-apiserver's message for a request refused by flow control.
+const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.";
+
+fn about(group: &str, kind: &str, name: &str) -> Box<Subject> {
+    Box::new(Subject { group: group.into(), kind: kind.into(), name: name.into() })
 }
 
 impl ApiError {
-    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            subject: None,
-            causes: Vec::new(),
-            retry_after: None,
-        }
-    }
-
-    fn about(mut self, group: &str, kind: &str, name: &str) -> ApiError {
-        self.subject =
-            Some(Box::new(Subject { group: group.into(), kind: kind.into(), name: name.into() }));
-        self
-    }
-
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(400, "BadRequest", message)
+        ApiError::BadRequest { message: message.into() }
     }
 
     /// 404 NotFound for an object: `pods "x" not found`.
     pub fn not_found(group: &str, resource: &str, name: &str) -> ApiError {
-        ApiError::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", qualified(group, resource)),
-        )
-        .about(group, resource, name)
+        ApiError::NotFound {
+            message: format!("{} \"{name}\" not found", qualified(group, resource)),
+            subject: Some(about(group, resource, name)),
+        }
     }
 
     /// 401 Unauthorized: no valid credentials (the reason is not told to the client).
     pub fn unauthorized() -> ApiError {
-        ApiError::new(401, "Unauthorized", "Unauthorized")
+        ApiError::Unauthorized
     }
 
     /// 404 NotFound for a path that serves nothing.
     pub fn no_route() -> ApiError {
-        ApiError::new(404, "NotFound", "the server could not find the requested resource")
+        ApiError::NotFound {
+            message: "the server could not find the requested resource".into(),
+            subject: None,
+        }
     }
 
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
-        ApiError::new(405, "MethodNotAllowed", message)
+        ApiError::MethodNotAllowed { message: message.into() }
     }
 
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> ApiError {
-        ApiError::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", qualified(group, resource)),
-        )
-        .about(group, resource, name)
+        ApiError::AlreadyExists {
+            message: format!("{} \"{name}\" already exists", qualified(group, resource)),
+            subject: about(group, resource, name),
+        }
     }
 
     /// 409 Conflict on a stale resourceVersion.
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
-        ApiError::new(
-            409,
-            "Conflict",
-            format!(
+        ApiError::Conflict {
+            message: format!(
                 "Operation cannot be fulfilled on {} \"{name}\": {why}",
                 qualified(group, resource)
             ),
-        )
-        .about(group, resource, name)
+            subject: Some(about(group, resource, name)),
+            causes: Vec::new(),
+        }
     }
 
     /// 409 Conflict for a server-side apply whose fields other managers own.
     pub fn apply_conflict(message: String, causes: Vec<Cause>) -> ApiError {
-        ApiError { causes, ..ApiError::new(409, "Conflict", message) }
+        ApiError::Conflict { message, subject: None, causes }
     }
 
     /// 410 Expired (Gone).
     pub fn expired(message: impl Into<String>) -> ApiError {
-        ApiError::new(410, "Expired", message)
+        ApiError::Expired { message: message.into() }
     }
 
     /// 413 RequestEntityTooLarge.
     pub fn too_large(message: impl Into<String>) -> ApiError {
-        ApiError::new(413, "RequestEntityTooLarge", message)
+        ApiError::RequestEntityTooLarge { message: message.into() }
     }
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> ApiError {
-        ApiError::new(
-            415,
-            "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {content_type:?})"),
-        )
+        ApiError::UnsupportedMediaType {
+            message: format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {content_type:?})"),
+        }
     }
 
     /// 415 UnsupportedMediaType for a request this server cannot carry out yet.
     pub fn unsupported(message: impl Into<String>) -> ApiError {
-        ApiError::new(415, "UnsupportedMediaType", message)
+        ApiError::UnsupportedMediaType { message: message.into() }
     }
 
     /// 406 NotAcceptable.
     pub fn not_acceptable(accept: &str) -> ApiError {
-        ApiError::new(
-            406,
-            "NotAcceptable",
-            format!("only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io (asked for {accept:?})"),
-        )
+        ApiError::NotAcceptable {
+            message: format!("only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io (asked for {accept:?})"),
+        }
     }
 
     /// 422 Invalid with causes.
@@ -174,63 +273,180 @@ impl ApiError {
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut e = ApiError::new(
-            422,
-            "Invalid",
-            format!("{} \"{name}\" is invalid: {summary}", qualified(group, kind)),
-        )
-        .about(group, kind, name);
-        e.causes = causes;
-        e
+        ApiError::Invalid {
+            message: format!("{} \"{name}\" is invalid: {summary}", qualified(group, kind)),
+            subject: about(group, kind, name),
+            causes,
+        }
     }
 
     /// 403 Forbidden.
     pub fn forbidden(group: &str, resource: &str, name: &str, why: &str) -> ApiError {
-        ApiError::new(
-            403,
-            "Forbidden",
-            format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)),
-        )
-        .about(group, resource, name)
+        ApiError::Forbidden {
+            message: format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)),
+            subject: Some(about(group, resource, name)),
+        }
     }
 
     /// 429 TooManyRequests, as kube-apiserver's flow control answers (the caller sets the
     /// `Retry-After` header to the same seconds).
     pub fn too_many_requests(retry_after_seconds: u32) -> ApiError {
-        ApiError {
-            retry_after: Some(retry_after_seconds),
-            ..ApiError::new(429, "TooManyRequests", "Too many requests, please try again later.")
-        }
+        ApiError::TooManyRequests { retry_after: retry_after_seconds }
+    }
+
+    /// 414 RequestURITooLong.
+    pub fn uri_too_long(message: impl Into<String>) -> ApiError {
+        ApiError::RequestUriTooLong { message: message.into() }
+    }
+
+    /// 431 RequestHeaderFieldsTooLarge.
+    pub fn headers_too_large(message: impl Into<String>) -> ApiError {
+        ApiError::RequestHeaderFieldsTooLarge { message: message.into() }
     }
 
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(500, "InternalError", message)
+        ApiError::InternalError { message: message.into() }
     }
 
     /// 503 ServiceUnavailable.
     pub fn unavailable(message: impl Into<String>) -> ApiError {
-        ApiError::new(503, "ServiceUnavailable", message)
+        ApiError::ServiceUnavailable { message: message.into(), retry_after: None }
     }
 
     /// 504 Timeout.
     pub fn timeout(message: impl Into<String>) -> ApiError {
-        ApiError::new(504, "Timeout", message)
+        ApiError::Timeout { message: message.into(), causes: Vec::new(), retry_after: None }
     }
 
-    /// The `Status` object.
+    /// The HTTP status code.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::BadRequest { .. } => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden { .. } => 403,
+            ApiError::NotFound { .. } => 404,
+            ApiError::MethodNotAllowed { .. } => 405,
+            ApiError::NotAcceptable { .. } => 406,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::Expired { .. } => 410,
+            ApiError::RequestEntityTooLarge { .. } => 413,
+            ApiError::RequestUriTooLong { .. } => 414,
+            ApiError::UnsupportedMediaType { .. } => 415,
+            ApiError::Invalid { .. } => 422,
+            ApiError::TooManyRequests { .. } => 429,
+            ApiError::RequestHeaderFieldsTooLarge { .. } => 431,
+            ApiError::InternalError { .. } => 500,
+            ApiError::ServiceUnavailable { .. } => 503,
+            ApiError::Timeout { .. } => 504,
+        }
+    }
+
+    /// The `reason` field (`NotFound`, `AlreadyExists`, …).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest { .. } => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::NotFound { .. } => "NotFound",
+            ApiError::MethodNotAllowed { .. } => "MethodNotAllowed",
+            ApiError::NotAcceptable { .. } => "NotAcceptable",
+            ApiError::AlreadyExists { .. } => "AlreadyExists",
+            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Expired { .. } => "Expired",
+            ApiError::RequestEntityTooLarge { .. } => "RequestEntityTooLarge",
+            ApiError::RequestUriTooLong { .. } => "RequestURITooLong",
+            ApiError::UnsupportedMediaType { .. } => "UnsupportedMediaType",
+            ApiError::Invalid { .. } => "Invalid",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
+            ApiError::RequestHeaderFieldsTooLarge { .. } => "RequestHeaderFieldsTooLarge",
+            ApiError::InternalError { .. } => "InternalError",
+            ApiError::ServiceUnavailable { .. } => "ServiceUnavailable",
+            ApiError::Timeout { .. } => "Timeout",
+        }
+    }
+
+    /// A human-readable message, in kube-apiserver's words where it has them.
+    pub fn message(&self) -> &str {
+        match self {
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::TooManyRequests { .. } => TOO_MANY_REQUESTS,
+            ApiError::BadRequest { message }
+            | ApiError::Forbidden { message, .. }
+            | ApiError::NotFound { message, .. }
+            | ApiError::MethodNotAllowed { message }
+            | ApiError::NotAcceptable { message }
+            | ApiError::AlreadyExists { message, .. }
+            | ApiError::Conflict { message, .. }
+            | ApiError::Expired { message }
+            | ApiError::RequestEntityTooLarge { message }
+            | ApiError::RequestUriTooLong { message }
+            | ApiError::UnsupportedMediaType { message }
+            | ApiError::Invalid { message, .. }
+            | ApiError::RequestHeaderFieldsTooLarge { message }
+            | ApiError::InternalError { message }
+            | ApiError::ServiceUnavailable { message, .. }
+            | ApiError::Timeout { message, .. } => message,
+        }
+    }
+
+    /// What the error is about, where it names an object or resource.
+    pub fn subject(&self) -> Option<&Subject> {
+        match self {
+            ApiError::Forbidden { subject, .. }
+            | ApiError::NotFound { subject, .. }
+            | ApiError::Conflict { subject, .. } => subject.as_deref(),
+            ApiError::AlreadyExists { subject, .. } | ApiError::Invalid { subject, .. } => {
+                Some(subject)
+            }
+            _ => None,
+        }
+    }
+
+    /// The causes of an Invalid error, of an apply's Conflict or of a Timeout waiting for a
+    /// resourceVersion; empty otherwise.
+    pub fn causes(&self) -> &[Cause] {
+        match self {
+            ApiError::Conflict { causes, .. }
+            | ApiError::Invalid { causes, .. }
+            | ApiError::Timeout { causes, .. } => causes,
+            _ => &[],
+        }
+    }
+
+    /// The causes, taken out of the error.
+    pub fn into_causes(self) -> Vec<Cause> {
+        match self {
+            ApiError::Conflict { causes, .. }
+            | ApiError::Invalid { causes, .. }
+            | ApiError::Timeout { causes, .. } => causes,
+            _ => Vec::new(),
+        }
+    }
+
+    /// The `retryAfterSeconds` detail, for a 429, a passing 503 and a Timeout worth retrying.
+    pub fn retry_after(&self) -> Option<u32> {
+        match self {
+            ApiError::TooManyRequests { retry_after } => Some(*retry_after),
+            ApiError::ServiceUnavailable { retry_after, .. }
+            | ApiError::Timeout { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The `Status` object: the one place an error takes its wire form.
     pub fn to_status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
+            "message": self.message(),
+            "reason": self.reason(),
+            "code": self.code(),
         });
         let mut details = serde_json::Map::new();
-        if let Some(subject) = &self.subject {
+        if let Some(subject) = self.subject() {
             if !subject.name.is_empty() {
                 details.insert("name".into(), subject.name.clone().into());
             }
@@ -239,15 +455,15 @@ impl ApiError {
             }
             details.insert("kind".into(), subject.kind.clone().into());
         }
-        if !self.causes.is_empty() {
-            let causes: Vec<Value> = self
-                .causes
+        let causes = self.causes();
+        if !causes.is_empty() {
+            let causes: Vec<Value> = causes
                 .iter()
                 .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
                 .collect();
             details.insert("causes".into(), causes.into());
         }
-        if let Some(seconds) = self.retry_after {
+        if let Some(seconds) = self.retry_after() {
             details.insert("retryAfterSeconds".into(), seconds.into());
         }
         if !details.is_empty() {
@@ -289,9 +505,10 @@ impl ApiError {
             // A passing I/O error (no free descriptor, no memory): the store stays writable.
             e @ StoreError::Unavailable(_) => {
                 tracing::warn!(error = %e, "store temporarily unavailable");
-                let mut error = ApiError::unavailable(format!("storage error: {e}"));
-                error.retry_after = Some(1);
-                error
+                ApiError::ServiceUnavailable {
+                    message: format!("storage error: {e}"),
+                    retry_after: Some(1),
+                }
             }
             other => {
                 tracing::error!(error = %other, "store error");
@@ -316,7 +533,7 @@ fn qualified(group: &str, resource: &str) -> String {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
         let mut response = (code, body).into_response();
         response

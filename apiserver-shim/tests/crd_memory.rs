@@ -65,7 +65,7 @@ fn object(api: &Api, plural: &str, fields: usize) {
     let target = Target { rt: &rt, namespace: Some("default".into()) };
     // Every value misses its pattern: the answer is a 422 with every field, after each ran.
     let e = api.create(&target, body, &Write::by("test", false)).expect_err("patterns run");
-    assert_eq!(e.code, 422);
+    assert_eq!(e.code(), 422);
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn definitions_hold_bounded_memory_and_release_it() {
         let huge = definition(&format!("huge{i}s"), 20_000, i);
         assert!(serde_json::to_vec(&huge).expect("json").len() > 900 * 1024);
         let e = create(huge).expect_err("refused");
-        assert_eq!(e.code, 422, "{}", e.message);
+        assert_eq!(e.code(), 422, "{}", e.message());
     }
     let after_huge = rss_mib();
     assert!(

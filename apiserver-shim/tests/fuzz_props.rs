@@ -262,7 +262,7 @@ fn deeply_nested_bodies_are_refused() {
         body = [carrel_apiserver::protobuf::MAGIC, &unknown.encode_to_vec()].concat();
     }
     let refused = carrel_apiserver::protobuf::decode_request(&body).expect_err("too deep");
-    assert_eq!(refused.code, 400, "{refused:?}");
+    assert_eq!(refused.code(), 400, "{refused:?}");
 }
 
 // ------------------------------------------------------------------------------------------------

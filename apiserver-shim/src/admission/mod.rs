@@ -110,7 +110,7 @@ impl Admission for TenantAdmission {
             }
         }
         check_quota(&policy.gpu_quota, &wanted, &used)
-            .map_err(|why| ApiError::forbidden("", "pods", name, &why))
+            .map_err(|why| ApiError::forbidden("", "pods", name, &why.to_string()))
     }
 }
 
@@ -127,8 +127,8 @@ fn env_source_keys(
     let object = match api.get(&Target { rt, namespace: Some(namespace.to_owned()) }, name) {
         Ok(o) => o,
         Err(e) => {
-            if e.code != 404 {
-                tracing::warn!(namespace, kind, name, error = %e.message, "reading an envFrom source");
+            if !matches!(e, ApiError::NotFound { .. }) {
+                tracing::warn!(namespace, kind, name, error = %e.message(), "reading an envFrom source");
             }
             return None;
         }
@@ -156,12 +156,25 @@ fn quota_of(quota: &BTreeMap<String, i64>, resource: &str) -> i64 {
     quota.iter().filter(|(p, _)| carrel_gpu::resource_name(p) == resource).map(|(_, n)| *n).sum()
 }
 
+/// A GPU request over a tenant's quota, in ResourceQuota's words; each list is `resource=n`
+/// joined by commas, for the resources over quota.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("exceeded GPU quota: requested: {requested}, used: {used}, limited: {limited}")]
+pub struct QuotaExceeded {
+    /// What the pod asks for.
+    pub requested: String,
+    /// What the tenant's pods hold now.
+    pub used: String,
+    /// The quota.
+    pub limited: String,
+}
+
 /// `Ok` when `wanted` on top of `used` stays within `quota`; else ResourceQuota's words.
 fn check_quota(
     quota: &BTreeMap<String, i64>,
     wanted: &BTreeMap<String, i64>,
     used: &BTreeMap<String, i64>,
-) -> Result<(), String> {
+) -> Result<(), QuotaExceeded> {
     // Whole GPUs and 7g slices draw on the same quota.
     let sevens = |m: &BTreeMap<String, i64>| -> i64 {
         m.iter()
@@ -193,12 +206,17 @@ fn check_quota(
     let list = |f: &dyn Fn(&str) -> i64| -> String {
         over.iter().map(|r| format!("{r}={}", f(r))).collect::<Vec<_>>().join(",")
     };
-    Err(format!(
-        "exceeded GPU quota: requested: {}, used: {}, limited: {}",
-        list(&|r| wanted[r]),
-        list(&|r| if r == WHOLE_GPU { sevens(used) } else { used.get(r).copied().unwrap_or(0) }),
-        list(&|r| quota_of(quota, r)),
-    ))
+    Err(QuotaExceeded {
+        requested: list(&|r| wanted[r]),
+        used: list(&|r| {
+            if r == WHOLE_GPU {
+                sevens(used)
+            } else {
+                used.get(r).copied().unwrap_or(0)
+            }
+        }),
+        limited: list(&|r| quota_of(quota, r)),
+    })
 }
 
 #[cfg(test)]
@@ -253,9 +271,9 @@ mod tests {
             .expect("configmap");
         let e = create(&api, "pods", env_from_pod("a", json!({"configMapRef": {"name": "cfg"}})))
             .expect_err("refused");
-        assert_eq!((e.code, e.reason), (403, "Forbidden"));
+        assert_eq!((e.code(), e.reason()), (403, "Forbidden"));
         assert_eq!(
-            e.message,
+            e.message(),
             "pods \"a\" is forbidden: Carrel refuses environment variables that steer the GPU \
              runtime or the dynamic loader (NVIDIA_*, LD_*): container \"c\" gets LD_PRELOAD \
              from key \"LD_PRELOAD\" of ConfigMap \"cfg\" (envFrom)"
@@ -263,11 +281,11 @@ mod tests {
         let e = create(&api, "pods", env_from_pod("b", json!({"secretRef": {"name": "sec"}})))
             .expect_err("refused");
         assert!(
-            e.message.contains(
+            e.message().contains(
                 "gets NVIDIA_VISIBLE_DEVICES from key \"NVIDIA_VISIBLE_DEVICES\" of Secret \"sec\""
             ),
             "{}",
-            e.message
+            e.message()
         );
         let e = create(
             &api,
@@ -275,7 +293,7 @@ mod tests {
             env_from_pod("c", json!({"prefix": "NVIDIA_", "configMapRef": {"name": "clean"}})),
         )
         .expect_err("refused");
-        assert!(e.message.contains("sets envFrom prefix \"NVIDIA_\""), "{}", e.message);
+        assert!(e.message().contains("sets envFrom prefix \"NVIDIA_\""), "{}", e.message());
         // A clean source, a harmless prefix and a source not there yet are fine.
         create(&api, "pods", env_from_pod("d", json!({"configMapRef": {"name": "clean"}})))
             .expect("clean");
@@ -301,7 +319,7 @@ mod tests {
         )
         .expect_err("over");
         assert_eq!(
-            message,
+            message.to_string(),
             "exceeded GPU quota: requested: nvidia.com/mig-1g.18gb=1, used: nvidia.com/mig-1g.18gb=2, limited: nvidia.com/mig-1g.18gb=2"
         );
         // A whole GPU draws on the 7g quota, and the other way round.

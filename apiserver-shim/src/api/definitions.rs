@@ -108,7 +108,12 @@ impl Api {
                         };
                         let object_name = meta_str(&value, "name").unwrap_or_default().to_owned();
                         match self.delete(&target, &object_name, &DeleteParams::default()) {
-                            Ok(_) | Err(ApiError { code: 404 | 409, .. }) => {}
+                            Ok(_)
+                            | Err(
+                                ApiError::NotFound { .. }
+                                | ApiError::AlreadyExists { .. }
+                                | ApiError::Conflict { .. },
+                            ) => {}
                             Err(e) => return Err(e),
                         }
                     }

@@ -143,7 +143,7 @@ impl Api {
                 Target { rt: target.rt, namespace: namespace.or_else(|| target.namespace.clone()) };
             match self.delete(&one, &name, params) {
                 Ok(object) => deleted.push(object),
-                Err(ApiError { code: 404, .. }) => {}
+                Err(ApiError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -206,7 +206,7 @@ impl Api {
                     body,
                     &Write::server(),
                 ) {
-                    Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                    Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -239,7 +239,7 @@ impl Api {
                     continue;
                 }
                 match self.create(&target, object, &Write::server()) {
-                    Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                    Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -297,7 +297,7 @@ impl Api {
                 .map_err(|e| ApiError::internal(format!("encoding aggregated rules: {e}")))?;
             match self.update(&target, &name, current, None, &Write::server()) {
                 // A concurrent write of the role: it aggregates again itself.
-                Ok(_) | Err(ApiError { code: 409, .. }) => {}
+                Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
                 Err(e) => return Err(e),
             }
         }

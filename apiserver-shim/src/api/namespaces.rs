@@ -17,7 +17,7 @@ impl Api {
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
         let target = Target { rt: sa, namespace: Some(namespace.into()) };
         match self.create(&target, body, &Write::server()) {
-            Ok(_) | Err(ApiError { code: 409, .. }) => Ok(()),
+            Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -34,7 +34,7 @@ impl Api {
                 let value = decode(&object)?;
                 let name = meta_str(&value, "name").unwrap_or_default().to_owned();
                 match self.delete(&target, &name, &params) {
-                    Ok(_) | Err(ApiError { code: 404, .. }) => {}
+                    Ok(_) | Err(ApiError::NotFound { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }

@@ -96,12 +96,12 @@ impl Api {
         };
         // kube-apiserver's answer to a revision it has not reached
         // (storage.NewTooLargeResourceVersionError).
-        let too_large = |requested: Revision, current: Revision| ApiError {
+        let too_large = |requested: Revision, current: Revision| ApiError::Timeout {
+            message: format!(
+                "Timeout: Too large resource version: {requested}, current: {current}"
+            ),
             causes: vec![Cause::new("ResourceVersionTooLarge", "", "Too large resource version")],
             retry_after: Some(1),
-            ..ApiError::timeout(format!(
-                "Timeout: Too large resource version: {requested}, current: {current}"
-            ))
         };
         let store_error = |e: carrel_store::Error| match e {
             carrel_store::Error::Expired { .. } if params.continue_token.is_some() => {

@@ -56,7 +56,7 @@ fn a_store_at_its_quota_refuses_creates_but_still_deletes() {
     api.store().set_quota(carrel_store::Quota { objects: usage.objects, bytes: usage.bytes });
 
     let err = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &write).unwrap_err();
-    assert_eq!((err.code, err.reason), (403, "Forbidden"));
+    assert_eq!((err.code(), err.reason()), (403, "Forbidden"));
     let dry_run = Write::by("test", true);
     let dry = api.create(&configmaps, json!({"metadata": {"name": "c"}}), &dry_run);
     assert_eq!(dry.unwrap_err(), err, "a dry run answers as the create would");
@@ -78,7 +78,7 @@ fn a_store_at_its_quota_refuses_creates_but_still_deletes() {
     let mut held = api.get(&configmaps, "held").unwrap();
     held["metadata"]["finalizers"] = json!([]);
     api.update(&configmaps, "held", held, None, &write).unwrap();
-    assert_eq!(api.get(&configmaps, "held").unwrap_err().code, 404);
+    assert_eq!(api.get(&configmaps, "held").unwrap_err().code(), 404);
     let defaults = Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
     api.create(&defaults, json!({"metadata": {"name": "c"}}), &write).unwrap();
 }

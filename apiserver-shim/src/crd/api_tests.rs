@@ -177,18 +177,18 @@ fn a_definition_waits_for_its_objects_finalizers() {
     // The object without finalizers is gone; the held one is marked.
     let rt = served(&api, "ml.carrel.dev", "v1", "jobs").expect("served while terminating");
     let target = Target { rt: &rt, namespace: Some("default".into()) };
-    assert_eq!(api.get(&target, "free").map_err(|e| e.code), Err(404));
+    assert_eq!(api.get(&target, "free").map_err(|e| e.code()), Err(404));
     let mut marked = api.get(&target, "held").expect("held");
     assert!(marked["metadata"]["deletionTimestamp"].is_string());
     // No new objects meanwhile.
     let refused =
         api.create(&target, object("ml.carrel.dev/v1", "Job", "new"), &Write::by("test", false));
-    assert_eq!(refused.map_err(|e| e.code).err(), Some(405));
+    assert_eq!(refused.map_err(|e| e.code()).err(), Some(405));
 
     // The last finalizer removed: the object goes, and with it the definition.
     marked["metadata"]["finalizers"] = json!([]);
     api.update(&target, "held", marked, None, &Write::by("test", false)).expect("finalized");
-    assert_eq!(api.get(&definitions(), name).map_err(|e| e.code).err(), Some(404));
+    assert_eq!(api.get(&definitions(), name).map_err(|e| e.code()).err(), Some(404));
     assert!(served(&api, "ml.carrel.dev", "v1", "jobs").is_none());
 }
 
@@ -220,7 +220,7 @@ fn a_definition_outlives_its_own_finalizer_while_objects_remain() {
     let mut marked = api.get(&target, "a").expect("marked");
     marked["metadata"]["finalizers"] = json!([]);
     api.update(&target, "a", marked, None, &Write::by("test", false)).expect("finalized");
-    assert_eq!(api.get(&definitions(), name).map_err(|e| e.code).err(), Some(404));
+    assert_eq!(api.get(&definitions(), name).map_err(|e| e.code()).err(), Some(404));
     assert!(api.store().get("/ml.carrel.dev/jobs/default/a").expect("read").is_none());
     assert!(served(&api, "ml.carrel.dev", "v1", "jobs").is_none());
 }
@@ -261,13 +261,13 @@ fn a_tightened_schema_holds_only_what_an_update_changes() {
     grown["spec"]["size"] = json!(9);
     let refused =
         api.update(&target, "a", grown, None, &Write::by("test", false)).expect_err("refused");
-    assert_eq!(refused.code, 422);
-    assert!(refused.message.contains("spec.size"), "{}", refused.message);
+    assert_eq!(refused.code(), 422);
+    assert!(refused.message().contains("spec.size"), "{}", refused.message());
     // A new object is held to it at once.
     let mut fresh = object("ml.carrel.dev/v1", "Job", "b");
     fresh["spec"]["size"] = json!(8);
     let created = api.create(&target, fresh, &Write::by("test", false));
-    assert_eq!(created.map_err(|e| e.code).err(), Some(422));
+    assert_eq!(created.map_err(|e| e.code()).err(), Some(422));
 }
 
 #[test]
@@ -310,11 +310,11 @@ fn webhook_conversion_is_refused() {
     webhook["spec"]["conversion"] =
         json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"]}});
     let refused = create_definition(&api, webhook).expect_err("refused");
-    assert_eq!(refused.code, 422);
+    assert_eq!(refused.code(), 422);
     assert!(
-        refused.message.contains("spec.conversion.strategy: Unsupported value: \"Webhook\""),
+        refused.message().contains("spec.conversion.strategy: Unsupported value: \"Webhook\""),
         "{}",
-        refused.message
+        refused.message()
     );
 }
 
@@ -323,7 +323,7 @@ async fn custom_resources_take_no_protobuf_and_no_strategic_merge() {
     let dir = tempfile::tempdir().expect("dir");
     let api = Arc::new(open(dir.path()));
     create_definition(&api, definition("ml.carrel.dev", "jobs", "Job")).expect("created");
-    let router = crate::server::router(Arc::new(crate::Server::new(api, "")));
+    let router = crate::http::router(Arc::new(crate::Server::new(api, "")));
     let collection = "/apis/ml.carrel.dev/v1/namespaces/default/jobs";
     let send = |method: &str, path: &str, content_type: &str, body: Vec<u8>| {
         let request = Request::builder()

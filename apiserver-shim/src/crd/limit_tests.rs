@@ -63,7 +63,7 @@ pub(crate) fn huge_definition(group: &str, plural: &str) -> Value {
 }
 
 fn causes(e: &ApiError) -> Vec<(String, String)> {
-    e.causes.iter().map(|c| (c.field.clone(), c.message.clone())).collect()
+    e.causes().iter().map(|c| (c.field.clone(), c.message.clone())).collect()
 }
 
 #[test]
@@ -73,7 +73,7 @@ fn a_definition_with_twenty_thousand_patterns_is_refused_before_it_is_compiled()
     let size = serde_json::to_vec(&huge).expect("json").len();
     assert!((900 * 1024..1536 * 1024).contains(&size), "about 1 MiB: {size}");
     let e = create(&api, huge).expect_err("refused");
-    assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+    assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{}", e.message());
     let found = causes(&e);
     assert!(
         found.iter().any(|(f, m)| f == "spec.versions"
@@ -95,7 +95,7 @@ fn a_definition_over_the_size_limit_is_too_large() {
     big["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] =
         json!("x".repeat(limits::MAX_DEFINITION_BYTES));
     let e = create(&api, big).expect_err("refused");
-    assert_eq!((e.code, e.reason), (413, "RequestEntityTooLarge"), "{}", e.message);
+    assert_eq!((e.code(), e.reason()), (413, "RequestEntityTooLarge"), "{}", e.message());
 }
 
 #[test]
@@ -111,13 +111,13 @@ fn a_tenant_may_hold_only_so_many_definitions() {
                 json!({"type": "object"}),
             ),
         )
-        .unwrap_or_else(|e| panic!("definition {i}: {}", e.message));
+        .unwrap_or_else(|e| panic!("definition {i}: {}", e.message()));
     }
     let e =
         create(&api, definition("many.example.com", "lasts", "Last", json!({"type": "object"})))
             .expect_err("over the count");
-    assert_eq!((e.code, e.reason), (403, "Forbidden"), "{}", e.message);
-    assert!(e.message.contains("exceeded quota"), "{}", e.message);
+    assert_eq!((e.code(), e.reason()), (403, "Forbidden"), "{}", e.message());
+    assert!(e.message().contains("exceeded quota"), "{}", e.message());
     // Another tenant is not affected.
     let (_other_dir, other) = tenant_api();
     create(&other, definition("many.example.com", "lasts", "Last", json!({"type": "object"})))
@@ -146,8 +146,8 @@ fn a_tenant_creating_and_deleting_definitions_under_new_names_stops_at_its_names
         }
     }
     let (at, e) = refused.expect("the loop is stopped");
-    assert_eq!((e.code, e.reason), (403, "Forbidden"), "{}", e.message);
-    assert!(e.message.contains("bytes of distinct names"), "{}", e.message);
+    assert_eq!((e.code(), e.reason()), (403, "Forbidden"), "{}", e.message());
+    assert!(e.message().contains("bytes of distinct names"), "{}", e.message());
     assert!(at > 100, "ordinary use is far from the budget: stopped at {at}");
     // Names interned before cost nothing again: the first definition can come back.
     let group = format!("{}.{}.example.com", label(0, "g"), label(0, "h"));
@@ -172,7 +172,7 @@ fn built_in_types_and_protected_groups_are_refused_as_kube_apiserver_refuses_the
         definition("coordination.k8s.io", "leases", "Lease", json!({"type": "object"})),
     )
     .expect_err("refused");
-    assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+    assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{}", e.message());
     let found = causes(&e);
     assert!(
         found.contains(&(
@@ -238,7 +238,7 @@ fn expensive_rules_are_refused_with_kube_apiserver_words() {
         "x-kubernetes-validations": [{"rule": "self.all(x, x.matches('^[a-z]+$'))"}]}}});
     let e = create(&api, definition("cost.example.com", "costs", "Cost", schema))
         .expect_err("too expensive");
-    assert_eq!((e.code, e.reason), (422, "Invalid"), "{}", e.message);
+    assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{}", e.message());
     let found = causes(&e);
     assert_eq!(
         found[0].0,
@@ -284,7 +284,7 @@ fn an_unchanged_schema_is_not_held_to_the_cost_estimates_again() {
         "x-kubernetes-validations": [{"rule": "self.all(x, x.matches('^[a-z]+$'))"}]}}});
     let stored = definition("old.example.com", "olds", "Old", expensive);
     let registry = crate::resource::Registry::default();
-    assert_eq!(super::validate(&stored, None, &registry).expect_err("new").code, 422);
+    assert_eq!(super::validate(&stored, None, &registry).expect_err("new").code(), 422);
     // An update that leaves the schema as it was passes; one that changes it is checked.
     let mut relabelled = stored.clone();
     relabelled["metadata"]["labels"] = json!({"team": "a"});
@@ -292,7 +292,10 @@ fn an_unchanged_schema_is_not_held_to_the_cost_estimates_again() {
     let mut changed = stored.clone();
     changed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         ["properties"]["extra"] = json!({"type": "string"});
-    assert_eq!(super::validate(&changed, Some(&stored), &registry).expect_err("changed").code, 422);
+    assert_eq!(
+        super::validate(&changed, Some(&stored), &registry).expect_err("changed").code(),
+        422
+    );
     // Stored, it is still served.
     let mut established = stored.clone();
     established["status"] = super::status_of(&stored, None, &[]).expect("status");

@@ -24,7 +24,7 @@
 //! against `long_running_per_flow` (beyond it, 429 as kube-apiserver's max-requests-inflight
 //! answers), and their response ends as soon as their cluster stops being served ([`Serving`]).
 //!
-//! [`FlowControlLayer`] is the `tower` layer; `server::clusters_router` composes it in front of
+//! [`FlowControlLayer`] is the `tower` layer; `http::clusters_router` composes it in front of
 //! the clusters' routing, and [`Classify`] (implemented by `tenant::Clusters`) says which level
 //! and flow a request belongs to.
 
@@ -362,9 +362,9 @@ fn long_running_body(body: Body, open: LongRunning, served: Option<Served>) -> B
 
 #[cfg(test)]
 mod tests {
+    use parking_lot::Mutex;
     use std::collections::HashMap;
     use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-    use std::sync::Mutex;
 
     use axum::http::StatusCode;
     use http_body_util::BodyExt;
@@ -405,12 +405,12 @@ mod tests {
                 return Classified { flow: Flow::Host, path, pod_intake: false, objects: None };
             };
             let name = rest.split('/').next().unwrap_or_default();
-            let serving = self.serving.lock().unwrap();
+            let serving = self.serving.lock();
             let flow = match serving.get(name) {
                 Some(s) => Flow::Tenant { name: name.to_owned(), served: s.served() },
                 None => Flow::Unserved,
             };
-            let pod_intake = self.pod_intake.lock().unwrap().iter().any(|t| t == name);
+            let pod_intake = self.pod_intake.lock().iter().any(|t| t == name);
             let objects: Arc<dyn ObjectCount> = self.objects.clone();
             Classified { flow, path: &rest[name.len()..], pod_intake, objects: Some(objects) }
         }
@@ -462,7 +462,7 @@ mod tests {
     #[tokio::test]
     async fn the_layer_answers_429_with_retry_after_and_a_status_when_the_queue_is_full() {
         let paths = Arc::new(Paths::default());
-        paths.serving.lock().unwrap().insert("a".into(), Serving::new());
+        paths.serving.lock().insert("a".into(), Serving::new());
         let layer = FlowControlLayer::new(paths, &tenants_config(1, 0, 1));
         let held = Held::default();
         let service = layer.layer(held.service());
@@ -493,7 +493,7 @@ mod tests {
     #[tokio::test]
     async fn a_list_takes_a_seat_for_every_hundred_objects_its_tenant_stores() {
         let paths = Arc::new(Paths::default());
-        paths.serving.lock().unwrap().insert("a".into(), Serving::new());
+        paths.serving.lock().insert("a".into(), Serving::new());
         paths.objects.0.store(250, Ordering::SeqCst);
         let layer = FlowControlLayer::new(paths, &tenants_config(4, 4, 1));
         let held = Held::default();
@@ -517,7 +517,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_gone_mid_request_gives_its_seat_back() {
         let paths = Arc::new(Paths::default());
-        paths.serving.lock().unwrap().insert("a".into(), Serving::new());
+        paths.serving.lock().insert("a".into(), Serving::new());
         let layer = FlowControlLayer::new(paths, &tenants_config(1, 4, 1));
         let held = Held::default();
         let service = layer.layer(held.service());
@@ -537,7 +537,7 @@ mod tests {
     #[tokio::test]
     async fn a_long_running_request_holds_no_seat_and_ends_when_its_cluster_goes() {
         let paths = Arc::new(Paths::default());
-        paths.serving.lock().unwrap().insert("a".into(), Serving::new());
+        paths.serving.lock().insert("a".into(), Serving::new());
         let layer = FlowControlLayer::new(paths.clone(), &tenants_config(1, 0, 1));
         // A watch whose body never ends by itself.
         let endless = tower::service_fn(|_: Request| async {
@@ -553,7 +553,7 @@ mod tests {
         assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(second.headers()[header::RETRY_AFTER], "1");
         // The tenant stops being served: the body ends and the count goes.
-        paths.serving.lock().unwrap().remove("a");
+        paths.serving.lock().remove("a");
         let mut body = response.into_body();
         let end = tokio::time::timeout(Duration::from_secs(10), body.frame()).await;
         assert!(end.expect("the watch ends").is_none());
@@ -566,9 +566,9 @@ mod tests {
     async fn pod_creates_through_a_pod_intake_take_no_seat() {
         let paths = Arc::new(Paths::default());
         for name in ["a", "b"] {
-            paths.serving.lock().unwrap().insert(name.into(), Serving::new());
+            paths.serving.lock().insert(name.into(), Serving::new());
         }
-        paths.pod_intake.lock().unwrap().push("a".into());
+        paths.pod_intake.lock().push("a".into());
         let layer = FlowControlLayer::new(paths, &tenants_config(1, 0, 1));
         let held = Held::default();
         let service = layer.layer(held.service());

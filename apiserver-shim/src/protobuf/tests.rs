@@ -601,8 +601,8 @@ fn kinds_map_to_messages() {
 fn unknown_kinds_are_unsupported() {
     let err =
         decode_request(&body("example.com/v1", "Widget", &core::ConfigMap::default())).unwrap_err();
-    assert_eq!((err.code, err.reason), (415, "UnsupportedMediaType"));
-    assert!(err.message.contains("Widget"), "{}", err.message);
+    assert_eq!((err.code(), err.reason()), (415, "UnsupportedMediaType"));
+    assert!(err.message().contains("Widget"), "{}", err.message());
 }
 
 #[test]
@@ -619,15 +619,15 @@ fn gzip_envelopes_are_unsupported_and_json_envelopes_decode() {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "j"}})
     );
     unknown.content_encoding = s("gzip");
-    assert_eq!(decode_request(&with_magic(&unknown)).unwrap_err().code, 415);
+    assert_eq!(decode_request(&with_magic(&unknown)).unwrap_err().code(), 415);
 }
 
 #[test]
 fn bodies_that_are_not_protobuf_are_bad_requests() {
     for bad in [&b""[..], b"k8s", b"{\"kind\":\"ConfigMap\"}", b"k8s\x01\x0a\x00"] {
         let err = decode_request(bad).unwrap_err();
-        assert_eq!((err.code, err.reason), (400, "BadRequest"));
-        assert!(err.message.starts_with("not a Kubernetes protobuf body"), "{}", err.message);
+        assert_eq!((err.code(), err.reason()), (400, "BadRequest"));
+        assert!(err.message().starts_with("not a Kubernetes protobuf body"), "{}", err.message());
     }
 }
 
@@ -657,7 +657,7 @@ fn every_truncation_is_an_error() {
     for len in 0..full.len() {
         let err = decode_request(&full[..len])
             .expect_err(&format!("a body cut to {len} of {} bytes decoded", full.len()));
-        assert_eq!(err.code, 400, "{len}: {err}");
+        assert_eq!(err.code(), 400, "{len}: {err}");
     }
 }
 
@@ -665,8 +665,8 @@ fn every_truncation_is_an_error() {
 fn malformed_fields_are_bad_requests() {
     let check = |raw: Vec<u8>, expect: &str| {
         let err = decode_request(&envelope("v1", "ConfigMap", raw, true)).unwrap_err();
-        assert_eq!(err.code, 400, "{err}");
-        assert!(err.message.contains(expect), "{:?} lacks {expect:?}", err.message);
+        assert_eq!(err.code(), 400, "{err}");
+        assert!(err.message().contains(expect), "{:?} lacks {expect:?}", err.message());
     };
     // data (a map, field 2) sent as a varint.
     check(vec![2 << 3, 1], "at data: wire type 0");
@@ -691,15 +691,15 @@ fn malformed_fields_are_bad_requests() {
         ..Default::default()
     };
     let err = decode_request(&body("v1", "LimitRange", &limits)).unwrap_err();
-    assert_eq!(err.code, 400);
-    assert!(err.message.contains("spec.limits[0].max[\"cpu\"]"), "{}", err.message);
+    assert_eq!(err.code(), 400);
+    assert!(err.message().contains("spec.limits[0].max[\"cpu\"]"), "{}", err.message());
     // Raw bytes that are not JSON.
     let revision = apps::ControllerRevision {
         data: Some(RawExtension { raw: Some(b"{".to_vec()) }),
         ..Default::default()
     };
     assert_eq!(
-        decode_request(&body("apps/v1", "ControllerRevision", &revision)).unwrap_err().code,
+        decode_request(&body("apps/v1", "ControllerRevision", &revision)).unwrap_err().code(),
         400
     );
 }
@@ -715,7 +715,7 @@ fn nesting_is_bounded() {
         raw = body("apps/v1", "ControllerRevision", &revision);
     }
     let err = decode_request(&raw).unwrap_err();
-    assert!(err.message.contains("nest deeper"), "{}", err.message);
+    assert!(err.message().contains("nest deeper"), "{}", err.message());
 }
 
 #[test]

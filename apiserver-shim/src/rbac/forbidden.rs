@@ -31,14 +31,7 @@ pub(crate) fn new_forbidden(group: &str, resource: &str, name: &str, why: &str) 
             })),
         )
     };
-    ApiError {
-        code: 403,
-        reason: "Forbidden",
-        message,
-        subject,
-        causes: Vec::new(),
-        retry_after: None,
-    }
+    ApiError::Forbidden { message, subject }
 }
 
 /// `User "alice" cannot list resource "pods" in API group "" in the namespace "default"`

@@ -917,10 +917,10 @@ fn role_write_needs_the_rules_held() {
     // ... but not in b, where alice holds nothing.
     let err = check_role_write(&policy, &u, "b", "r", &[rule(&["get"], &[""], &["secrets"])])
         .expect_err("escalation");
-    assert_eq!(err.code, 403);
-    assert_eq!(err.reason, "Forbidden");
+    assert_eq!(err.code(), 403);
+    assert_eq!(err.reason(), "Forbidden");
     assert_eq!(
-        err.message,
+        err.message(),
         "roles.rbac.authorization.k8s.io \"r\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
     );
     let status = err.to_status();
@@ -940,9 +940,9 @@ fn role_write_needs_the_rules_held() {
         ],
     )
     .expect_err("escalation");
-    assert!(err.message.ends_with(
+    assert!(err.message().ends_with(
         ":\n{APIGroups:[\"rbac.authorization.k8s.io\"], Resources:[\"roles\"], Verbs:[\"create\" \"update\" \"escalate\"]}"
-    ), "{}", err.message);
+    ), "{}", err.message());
 }
 
 #[test]
@@ -960,7 +960,7 @@ fn escalation_message_lists_missing_rules_sorted_and_compacted() {
     )
     .expect_err("escalation");
     assert_eq!(
-        err.message,
+        err.message(),
         "roles.rbac.authorization.k8s.io \"x\" is forbidden: user \"alice\" (groups=[\"a\" \"b\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\" \"watch\"]}\n{NonResourceURLs:[\"/metrics\"], Verbs:[\"get\"]}"
     );
 }
@@ -987,7 +987,7 @@ fn escalate_verb_or_system_masters_allows_any_role_write() {
     let err =
         check_role_write(&policy, &alice(), "", "other", &everything).expect_err("escalation");
     assert!(err
-        .message
+        .message()
         .starts_with("clusterroles.rbac.authorization.k8s.io \"other\" is forbidden: "));
 }
 
@@ -998,7 +998,7 @@ fn cluster_role_write_with_aggregation_rule_needs_cluster_admin() {
     let policy = alice_holds(vec![rule(&["get", "list", "create", "bind"], &["*"], &["*"])]);
     let err = check_cluster_role_write(&policy, &alice(), &agg, None).expect_err("aggregation");
     assert_eq!(
-        err.message,
+        err.message(),
         "clusterroles.rbac.authorization.k8s.io \"agg\" is forbidden: must have cluster-admin privileges to use the aggregationRule"
     );
     // Removing an aggregation rule is checked too.
@@ -1027,16 +1027,16 @@ fn binding_write_needs_the_roles_rules_or_bind() {
     // ... but not admin (it has rbac writes she lacks), nor edit in b, nor cluster-wide.
     let err = check_binding_write(&policy, &u, "a", "b", &role_ref("ClusterRole", "admin"), &admin)
         .expect_err("escalation");
-    assert!(err.message.starts_with(
+    assert!(err.message().starts_with(
         "rolebindings.rbac.authorization.k8s.io \"b\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n"
-    ), "{}", err.message);
-    assert!(err.message.contains("{APIGroups:[\"rbac.authorization.k8s.io\"], Resources:[\"rolebindings\"], Verbs:[\"create\" \"delete\" \"deletecollection\" \"get\" \"list\" \"patch\" \"update\" \"watch\"]}"), "{}", err.message);
+    ), "{}", err.message());
+    assert!(err.message().contains("{APIGroups:[\"rbac.authorization.k8s.io\"], Resources:[\"rolebindings\"], Verbs:[\"create\" \"delete\" \"deletecollection\" \"get\" \"list\" \"patch\" \"update\" \"watch\"]}"), "{}", err.message());
     assert!(check_binding_write(&policy, &u, "b", "b", &role_ref("ClusterRole", "edit"), &edit)
         .is_err());
     let err = check_binding_write(&policy, &u, "", "crb", &role_ref("ClusterRole", "edit"), &edit)
         .expect_err("escalation");
     assert!(err
-        .message
+        .message()
         .starts_with("clusterrolebindings.rbac.authorization.k8s.io \"crb\" is forbidden: "));
 }
 
@@ -1162,9 +1162,9 @@ fn subject_access_review_validates_the_spec() {
         },
     )
     .expect_err("no subject");
-    assert_eq!(err.code, 422);
+    assert_eq!(err.code(), 422);
     assert_eq!(
-        err.message,
+        err.message(),
         r#"SubjectAccessReview.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user or group must be specified"#
     );
     let err = subject_access_review(
@@ -1173,7 +1173,7 @@ fn subject_access_review_validates_the_spec() {
     )
     .expect_err("no attributes");
     assert!(err
-        .message
+        .message()
         .contains("exactly one of nonResourceAttributes or resourceAttributes must be specified"));
     let err = self_subject_access_review(
         &policy,
@@ -1184,7 +1184,7 @@ fn subject_access_review_validates_the_spec() {
         },
     )
     .expect_err("both");
-    assert!(err.message.contains("cannot be specified in combination with resourceAttributes"));
+    assert!(err.message().contains("cannot be specified in combination with resourceAttributes"));
 }
 
 #[test]
@@ -1209,7 +1209,7 @@ fn self_and_local_subject_access_reviews() {
     assert!(local_subject_access_review(&policy, "a", &local).expect("valid").allowed);
     let err = local_subject_access_review(&policy, "b", &local).expect_err("other namespace");
     assert_eq!(
-        err.message,
+        err.message(),
         r#"LocalSubjectAccessReview.authorization.k8s.io "" is invalid: spec.resourceAttributes.namespace: Invalid value: "a": must match metadata.namespace"#
     );
 }
@@ -1239,7 +1239,7 @@ fn self_subject_rules_review_lists_resource_and_non_resource_rules() {
     let elsewhere = self_subject_rules_review(&policy, &alice(), "b").expect("namespace");
     assert!(elsewhere.resource_rules.len() < status.resource_rules.len());
     let err = self_subject_rules_review(&policy, &alice(), "").expect_err("no namespace");
-    assert_eq!((err.code, err.message.as_str()), (400, "no namespace on request"));
+    assert_eq!((err.code(), err.message()), (400, "no namespace on request"));
     // A binding to a missing role shows up as an evaluation error.
     let broken =
         Policy::new([], [rb("a", "x", "Role", "gone", vec![user_subject("alice")])], [], []);
@@ -1256,15 +1256,15 @@ fn self_subject_rules_review_lists_resource_and_non_resource_rules() {
 fn forbidden_messages_read_like_kube_apiserver() {
     let u = alice();
     let list = forbidden(&req(&u, "list", "", "pods", "default"), "");
-    assert_eq!(list.code, 403);
-    assert_eq!(list.reason, "Forbidden");
+    assert_eq!(list.code(), 403);
+    assert_eq!(list.reason(), "Forbidden");
     assert_eq!(
-        list.message,
+        list.message(),
         r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "default""#
     );
     let get = forbidden(&req(&u, "get", "", "pods", "default").with_name("x"), "");
     assert_eq!(
-        get.message,
+        get.message(),
         r#"pods "x" is forbidden: User "alice" cannot get resource "pods" in API group "" in the namespace "default""#
     );
     let status = get.to_status();
@@ -1275,33 +1275,33 @@ fn forbidden_messages_read_like_kube_apiserver() {
         "",
     );
     assert_eq!(
-        exec.message,
+        exec.message(),
         r#"pods "x" is forbidden: User "alice" cannot create resource "pods/exec" in API group "" in the namespace "default""#
     );
     assert_eq!(exec.to_status()["details"]["kind"], "pods");
     let nodes = forbidden(&req(&u, "list", "", "nodes", ""), "");
     assert_eq!(
-        nodes.message,
+        nodes.message(),
         r#"nodes is forbidden: User "alice" cannot list resource "nodes" in API group "" at the cluster scope"#
     );
     let deploy = forbidden(&req(&u, "get", "apps", "deployments", "default").with_name("web"), "");
     assert_eq!(
-        deploy.message,
+        deploy.message(),
         r#"deployments.apps "web" is forbidden: User "alice" cannot get resource "deployments" in API group "apps" in the namespace "default""#
     );
     assert_eq!(deploy.to_status()["details"]["group"], "apps");
     let metrics = forbidden(&Attributes::non_resource(u.clone(), "get", "/metrics"), "");
-    assert_eq!(metrics.message, r#"forbidden: User "alice" cannot get path "/metrics""#);
+    assert_eq!(metrics.message(), r#"forbidden: User "alice" cannot get path "/metrics""#);
     assert!(metrics.to_status().get("details").is_none());
     let with_reason = forbidden(
         &req(&u, "list", "", "pods", "a"),
         "RBAC: role.rbac.authorization.k8s.io \"r\" not found",
     );
     assert!(with_reason
-        .message
+        .message()
         .ends_with(r#"in the namespace "a": RBAC: role.rbac.authorization.k8s.io "r" not found"#));
     let odd = forbidden(&Attributes::non_resource(user("<b>\"&", &[]), "get", "/x"), "");
-    assert_eq!(odd.message, r#"forbidden: User "&lt;b&gt;\"&amp;" cannot get path "/x""#);
+    assert_eq!(odd.message(), r#"forbidden: User "&lt;b&gt;\"&amp;" cannot get path "/x""#);
 }
 
 #[test]

@@ -170,9 +170,9 @@ mod tests {
         ));
         for (input, want) in &cases {
             let err = LabelSelector::parse(input).expect_err(input);
-            assert_eq!(err.code, 400, "{input:?}");
-            assert_eq!(err.reason, "BadRequest", "{input:?}");
-            assert_eq!(&err.message, want, "{input:?}");
+            assert_eq!(err.code(), 400, "{input:?}");
+            assert_eq!(err.reason(), "BadRequest", "{input:?}");
+            assert_eq!(&err.message(), want, "{input:?}");
         }
     }
 
@@ -290,8 +290,8 @@ mod tests {
         ];
         for (input, want) in cases {
             let err = FieldSelector::parse(input).expect_err(input);
-            assert_eq!(err.code, 400, "{input:?}");
-            assert_eq!(err.message, *want, "{input:?}");
+            assert_eq!(err.code(), 400, "{input:?}");
+            assert_eq!(err.message(), *want, "{input:?}");
         }
     }
 
@@ -335,9 +335,9 @@ mod tests {
             match (s.check_supported(group, plural), want) {
                 (Ok(()), None) => {}
                 (Err(e), Some(msg)) => {
-                    assert_eq!(e.code, 400);
-                    assert_eq!(e.reason, "BadRequest");
-                    assert_eq!(e.message, *msg, "{group}/{plural} {selector:?}");
+                    assert_eq!(e.code(), 400);
+                    assert_eq!(e.reason(), "BadRequest");
+                    assert_eq!(e.message(), *msg, "{group}/{plural} {selector:?}");
                 }
                 (got, _) => panic!("{group}/{plural} {selector:?}: got {got:?}, want {want:?}"),
             }

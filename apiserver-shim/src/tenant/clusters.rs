@@ -8,7 +8,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use crate::flowcontrol::{Classified, Classify, Flow, ObjectCount, Serving};
-use crate::server::Server;
+use crate::http::Server;
 
 /// The path prefix of tenants' APIs.
 pub const TENANTS_PREFIX: &str = "/tenants/";
@@ -88,7 +88,7 @@ impl Classify for Clusters {
     /// tenants' prefix that name no served tenant share one flow.
     fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
         let Some(rest) = path.strip_prefix(TENANTS_PREFIX) else {
-            let flow = if crate::server::is_health(path) { Flow::Exempt } else { Flow::Host };
+            let flow = if crate::http::is_health(path) { Flow::Exempt } else { Flow::Host };
             let objects: Arc<dyn ObjectCount> = self.host.api().clone();
             let pod_intake = self.host.has_pod_intake();
             return Classified { flow, path, pod_intake, objects: Some(objects) };
@@ -120,7 +120,7 @@ mod tests {
 
     use super::*;
     use crate::flowcontrol::FlowConfig;
-    use crate::server::clusters_router_with;
+    use crate::http::clusters_router_with;
     use crate::Api;
 
     fn api(dir: &tempfile::TempDir, name: &str) -> Arc<Api> {

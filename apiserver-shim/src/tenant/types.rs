@@ -155,12 +155,31 @@ pub const MIN_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 /// The longest TTL a tenant may be given: 365 days (`8760h`); a longer-lived tenant has none.
 pub const MAX_TTL: std::time::Duration = std::time::Duration::from_secs(8760 * 3600);
 
+/// Why a value in a `Tenant`'s spec does not read; the words go into the Invalid cause.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// Not a Go duration, or a negative one.
+    #[error("invalid duration {0:?}: use a Go duration such as 90m or 1h30m")]
+    Duration(String),
+    /// A TTL outside [`MIN_TTL`]..=[`MAX_TTL`].
+    #[error("\"{0}\": must be between 1s and 8760h (365 days)")]
+    TtlOutOfRange(String),
+    /// Not a byte count.
+    #[error("invalid quantity {text:?}: {why}")]
+    Quantity {
+        /// What was written.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+}
+
 /// A tenant's TTL (`spec.ttl`) when it is a Go duration between [`MIN_TTL`] and [`MAX_TTL`];
 /// why not otherwise.
-pub fn parse_ttl(text: &str) -> Result<std::time::Duration, String> {
+pub fn parse_ttl(text: &str) -> Result<std::time::Duration, ValueError> {
     let ttl = parse_duration(text)?;
     if ttl < MIN_TTL || ttl > MAX_TTL {
-        return Err(format!("\"{text}\": must be between 1s and 8760h (365 days)"));
+        return Err(ValueError::TtlOutOfRange(text.to_owned()));
     }
     Ok(ttl)
 }
@@ -191,8 +210,8 @@ pub const DEFAULT_BYTES_LIMIT: u64 = 2 << 30;
 /// A byte count written as a Kubernetes quantity: a non-negative whole number, optionally with a
 /// fraction, and a binary (`Ki` … `Ei`) or decimal (`k` … `E`) suffix, as long as the result is a
 /// whole number of bytes (`1.5Ki` is 1536; `1.5`, `100m` and exponents are refused).
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
-    let bad = |why: &str| format!("invalid quantity {text:?}: {why}");
+pub fn parse_bytes(text: &str) -> Result<u64, ValueError> {
+    let bad = |why: &'static str| ValueError::Quantity { text: text.to_owned(), why };
     let digits_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, suffix) = text.split_at(digits_end);
     let multiplier: u128 = match carrel_machinery::quantity::suffix_scale(suffix) {
@@ -248,9 +267,9 @@ pub(crate) fn quantity_bytes(value: &Value) -> Option<u64> {
 /// negative. One too long for Go's `int64` of nanoseconds (past about 292 years) reads as the
 /// longest duration, so a TTL stored before TTLs were bounded still counts as the longest one
 /// ([`parse_ttl`] refuses it).
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, ValueError> {
     use carrel_machinery::duration::{parse, Error};
-    let bad = || format!("invalid duration {text:?}: use a Go duration such as 90m or 1h30m");
+    let bad = || ValueError::Duration(text.to_owned());
     let text = text.trim();
     if text.starts_with('-') {
         return Err(bad());
@@ -319,11 +338,11 @@ mod tests {
         assert_eq!(parse_duration("0.1s"), Ok(std::time::Duration::from_millis(100)));
         assert_eq!(parse_duration("99999999999999999999h"), Ok(std::time::Duration::MAX));
         assert_eq!(
-            parse_ttl("99999999999999999999h"),
+            parse_ttl("99999999999999999999h").map_err(|e| e.to_string()),
             Err("\"99999999999999999999h\": must be between 1s and 8760h (365 days)".to_owned())
         );
         assert_eq!(
-            parse_duration("-0s"),
+            parse_duration("-0s").map_err(|e| e.to_string()),
             Err("invalid duration \"-0s\": use a Go duration such as 90m or 1h30m".to_owned())
         );
     }

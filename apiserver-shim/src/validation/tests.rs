@@ -31,8 +31,8 @@ fn update(group: &str, plural: &str, old: &Value, mut new: Value) -> ApiResult<V
 /// The causes of a refused write, as (field, reason, message).
 fn causes_of(result: ApiResult<Value>) -> Vec<(String, &'static str, String)> {
     let e = result.expect_err("refused");
-    assert_eq!((e.code, e.reason), (422, "Invalid"), "{e:?}");
-    e.causes.into_iter().map(|c| (c.field, c.reason, c.message)).collect()
+    assert_eq!((e.code(), e.reason()), (422, "Invalid"), "{e:?}");
+    e.into_causes().into_iter().map(|c| (c.field, c.reason, c.message)).collect()
 }
 
 /// Whether a cause is at `field` with `reason` and a message starting with `message`.
@@ -331,8 +331,8 @@ fn container_mistakes_are_each_reported() {
     assert_cause(&causes, "spec.dnsPolicy", "FieldValueNotSupported",
         "Unsupported value: \"Google\": supported values: \"ClusterFirstWithHostNet\", \"ClusterFirst\", \"Default\", \"None\"");
     let e = create("", "pods", pod(json!({}))).unwrap_err();
-    assert_eq!(e.causes[0].field, "spec.containers");
-    assert_eq!(e.message, "Pod \"p\" is invalid: spec.containers: Required value");
+    assert_eq!(e.causes()[0].field, "spec.containers");
+    assert_eq!(e.message(), "Pod \"p\" is invalid: spec.containers: Required value");
 }
 
 #[test]
@@ -390,9 +390,9 @@ fn resources_parse_and_requests_stay_within_limits() {
 
     // A quantity that does not parse is refused while decoding, as a 400.
     let e = create("", "pods", with(json!({"limits": {"memory": "1 GB"}}))).unwrap_err();
-    assert_eq!(e.code, 400);
+    assert_eq!(e.code(), 400);
     assert_eq!(
-        e.message,
+        e.message(),
         "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
     );
 }
@@ -429,7 +429,7 @@ fn deployments_need_a_selector_that_matches_the_template() {
     )
     .unwrap_err();
     assert_eq!(
-        e.message,
+        e.message(),
         "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"api\"}: `selector` does not match template `labels`"
     );
     let causes =
@@ -595,7 +595,7 @@ fn jobs_must_not_restart_forever() {
     );
     let e = create("batch", "jobs", job(json!(null))).unwrap_err();
     assert_eq!(
-        e.message,
+        e.message(),
         "Job.batch \"j\" is invalid: spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
     );
     let mut bad = job(json!("OnFailure"));

@@ -214,7 +214,7 @@ pub fn yaml_body(h: &Harness, data: &[u8]) {
 pub fn protobuf_body(h: &Harness, data: &[u8]) {
     let data = cap(data);
     if let Err(e) = protobuf::decode_request(data) {
-        assert!((400..500).contains(&e.code), "{e:?}");
+        assert!((400..500).contains(&e.code()), "{e:?}");
     }
     h.request("POST", &format!("{CONFIGMAPS}?dryRun=All"), protobuf::MEDIA_TYPE, data.to_vec());
 }
@@ -272,7 +272,7 @@ pub fn label_selector(h: Option<&Harness>, s: &str) {
             let labels = json!({"metadata": {"labels": {"app": "a", "tier": "1", "x": "-5"}}});
             selector.matches_object(&labels);
         }
-        Err(e) => assert_eq!(e.code, 400, "{s:?}: {e:?}"),
+        Err(e) => assert_eq!(e.code(), 400, "{s:?}: {e:?}"),
     }
     if let Some(h) = h {
         h.request("GET", &format!("{CONFIGMAPS}?labelSelector={}", query_escape(s)), JSON, vec![]);
@@ -299,13 +299,13 @@ pub fn field_selector(h: Option<&Harness>, s: &str) {
             };
             assert_eq!(terms(&again), terms(&selector), "{s:?} printed as {printed:?}");
             if let Err(e) = selector.check_supported("", "pods") {
-                assert_eq!(e.code, 400, "{s:?}: {e:?}");
+                assert_eq!(e.code(), 400, "{s:?}: {e:?}");
             }
             let pod = json!({"metadata": {"name": "p", "namespace": "default"},
                 "spec": {"nodeName": "n"}, "status": {"phase": "Running"}});
             selector.matches("", "pods", &pod);
         }
-        Err(e) => assert_eq!(e.code, 400, "{s:?}: {e:?}"),
+        Err(e) => assert_eq!(e.code(), 400, "{s:?}: {e:?}"),
     }
     if let Some(h) = h {
         h.request("GET", &format!("/api/v1/pods?fieldSelector={}", query_escape(s)), JSON, vec![]);
@@ -386,7 +386,7 @@ pub fn crd_value(h: &Harness, definition: &Value) {
     if let Err(e) =
         carrel_apiserver::crd::validate(definition, None, &carrel_apiserver::Registry::default())
     {
-        assert!(matches!(e.code, 400 | 422), "{e:?}");
+        assert!(matches!(e.code(), 400 | 422), "{e:?}");
     }
     let sample = definition.get("x-sample").cloned().unwrap_or(Value::Null);
     let versions = definition.pointer("/spec/versions").and_then(Value::as_array);

@@ -11,13 +11,14 @@ use anyhow::Context;
 use carrel_apiserver::access::Security;
 use carrel_apiserver::api::{Target, Write};
 use carrel_apiserver::auth::token::Signer;
+use carrel_apiserver::http::clusters_router;
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
-use carrel_apiserver::server::clusters_router;
 use carrel_apiserver::tenant::descriptors::Descriptors;
 use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::tls::Certificates;
+use carrel_apiserver::ApiError;
 use carrel_apiserver::{Api, Server};
 use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_sim::kubelet::Kubelet;
@@ -233,7 +234,7 @@ fn ensure_namespace(host: &Api, name: &str) -> anyhow::Result<()> {
     let body = serde_json::json!({"metadata": {"name": name}});
     match host.create(&Target { rt, namespace: None }, body, &Write::by("carrel", false)) {
         Ok(_) => Ok(()),
-        Err(e) if e.code == 409 => Ok(()),
+        Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => Ok(()),
         Err(e) => Err(anyhow::anyhow!("creating namespace {name}: {e}")),
     }
 }

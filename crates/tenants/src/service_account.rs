@@ -50,5 +50,5 @@ pub fn in_process_client(
         }
         None => None,
     };
-    Ok(local_client::client(carrel_apiserver::server::router(host), tokens, "default"))
+    Ok(local_client::client(carrel_apiserver::http::router(host), tokens, "default"))
 }

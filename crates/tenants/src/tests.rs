@@ -8,10 +8,10 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::Request;
 use carrel_apiserver::api::{Api, DeleteParams, Target, Write};
+use carrel_apiserver::http::{clusters_router, router};
 use carrel_apiserver::local_client;
 use carrel_apiserver::object::{finalizers, is_deleting};
 use carrel_apiserver::resource::ResourceType;
-use carrel_apiserver::server::{clusters_router, router};
 use carrel_apiserver::tenant::descriptors::Descriptors;
 use carrel_apiserver::tenant::types::TENANTS;
 use carrel_apiserver::tenant::Clusters;
@@ -104,7 +104,7 @@ async fn a_tenant_is_served_reported_and_torn_down() {
     f.manager.reconcile("team-a").await.unwrap();
     assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 404);
     assert!(!f.dir.path().join("tenants/team-a").exists());
-    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code, 404);
+    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code(), 404);
     assert_eq!(status_of(&f, "/api/v1/namespaces/carrel-team-a").await, 404);
 }
 
@@ -297,7 +297,7 @@ async fn an_expired_tenant_is_deleted_and_a_restart_serves_the_rest_again() {
     f.manager.resume().await.unwrap();
     // The expired tenant is marked for deletion; the next reconcile tears it down.
     f.manager.reconcile("short").await.unwrap();
-    assert_eq!(f.host.get(&tenants(), "short").unwrap_err().code, 404);
+    assert_eq!(f.host.get(&tenants(), "short").unwrap_err().code(), 404);
     assert_eq!(f.clusters.names(), vec!["kept".to_owned()]);
 
     // Something written in the tenant survives a restart of everything.
@@ -343,11 +343,11 @@ async fn a_host_namespace_the_tenant_did_not_create_is_neither_used_nor_deleted(
         assert_eq!(tenant["status"]["conditions"][0]["status"], "False");
         assert_eq!(status_of(&f, &format!("/tenants/{name}/api/v1/namespaces")).await, 404);
         let secrets = Target { rt: rt("secrets"), namespace: Some(host_namespace(name)) };
-        assert_eq!(f.host.get(&secrets, KUBECONFIG_SECRET).unwrap_err().code, 404);
+        assert_eq!(f.host.get(&secrets, KUBECONFIG_SECRET).unwrap_err().code(), 404);
 
         f.host.delete(&tenants(), name, &DeleteParams::default()).unwrap();
         f.manager.reconcile(name).await.unwrap();
-        assert_eq!(f.host.get(&tenants(), name).unwrap_err().code, 404);
+        assert_eq!(f.host.get(&tenants(), name).unwrap_err().code(), 404);
         let ns = f.host.get(&namespaces(&f), &host_namespace(name)).unwrap();
         assert!(!is_deleting(&ns), "{ns}");
     }
@@ -369,7 +369,7 @@ async fn the_host_namespace_records_its_tenant_and_goes_with_it_only() {
     f.host.create(&namespaces(&f), again, &Write::by("someone", false)).unwrap();
     f.host.delete(&tenants(), "team-a", &DeleteParams::default()).unwrap();
     f.manager.reconcile("team-a").await.unwrap();
-    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code, 404);
+    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code(), 404);
     let ns = f.host.get(&namespaces(&f), "carrel-team-a").unwrap();
     assert_eq!(ns["metadata"]["annotations"][OWNER_UID], "other");
 }
@@ -483,7 +483,7 @@ async fn the_tenant_spec_limits_bound_what_its_api_stores() {
         .host
         .create(&Target { rt: &TENANTS, namespace: None }, bad, &Write::by("test", false))
         .unwrap_err();
-    assert_eq!((err.code, err.reason), (422, "Invalid"), "{err:?}");
+    assert_eq!((err.code(), err.reason()), (422, "Invalid"), "{err:?}");
     let message = err.to_status()["message"].as_str().unwrap().to_owned();
     assert!(
         message.contains("spec.limits.objects") && message.contains("spec.limits.bytes"),
@@ -520,6 +520,6 @@ async fn on_a_secured_host_the_service_accounts_rules_allow_all_the_manager_does
     f.manager.tick().await.unwrap();
     f.host.delete(&tenants(), "team-a", &DeleteParams::default()).unwrap();
     f.manager.reconcile("team-a").await.unwrap();
-    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code, 404);
+    assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code(), 404);
     assert!(f.clusters.names().is_empty());
 }

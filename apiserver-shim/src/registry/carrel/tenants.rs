@@ -109,7 +109,7 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
     if let Some(bytes) = tenant.pointer("/spec/limits/bytes") {
         if quantity_bytes(bytes).is_none() {
             let why = match bytes {
-                Value::String(s) => parse_bytes(s).err().unwrap_or_default(),
+                Value::String(s) => parse_bytes(s).err().map(|e| e.to_string()).unwrap_or_default(),
                 _ => "must be a non-negative number of bytes or a quantity such as 2Gi".into(),
             };
             causes.push(Cause::new(

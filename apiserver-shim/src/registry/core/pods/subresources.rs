@@ -170,7 +170,7 @@ pub fn bind(api: &Api, target: &Target<'_>, name: &str, binding: &Value) -> ApiR
                     "code": 201,
                 }));
             }
-            Err(ApiError { code: 409, .. }) => continue,
+            Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => continue,
             Err(e) => return Err(e),
         }
     }
@@ -203,11 +203,11 @@ mod tests {
         assert_eq!(pod["spec"]["nodeName"], "n1");
         assert_eq!(pod["status"]["conditions"][0]["type"], "PodScheduled");
         let again = bind(&api, &target, "p", &binding).expect_err("already bound");
-        assert_eq!(again.code, 409);
-        assert!(again.message.contains("already assigned to node \"n1\""), "{}", again.message);
+        assert_eq!(again.code(), 409);
+        assert!(again.message().contains("already assigned to node \"n1\""), "{}", again.message());
         let nowhere = bind(&api, &target, "p", &json!({"target": {}})).expect_err("no node");
-        assert_eq!(nowhere.code, 422);
-        assert_eq!(bind(&api, &target, "q", &binding).expect_err("absent").code, 404);
+        assert_eq!(nowhere.code(), 422);
+        assert_eq!(bind(&api, &target, "q", &binding).expect_err("absent").code(), 404);
     }
 
     #[test]
@@ -223,12 +223,12 @@ mod tests {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
         let err = container_of(&pod, &o).expect_err("two containers");
         assert_eq!(
-            err.message,
+            err.message(),
             "a container name must be specified for pod p, choose one of: [a b]"
         );
         let named = LogOptions { container: Some("b".into()), ..Default::default() };
         assert_eq!(container_of(&pod, &named).expect("b"), "b");
         let wrong = LogOptions { container: Some("z".into()), ..Default::default() };
-        assert_eq!(container_of(&pod, &wrong).expect_err("z").code, 400);
+        assert_eq!(container_of(&pod, &wrong).expect_err("z").code(), 400);
     }
 }

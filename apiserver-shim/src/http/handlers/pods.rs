@@ -1,0 +1,80 @@
+//! The pod subresources the HTTP side answers itself: `binding` (the scheduler's), `log` (from the
+//! cluster's [`pods::PodLogs`]), and the refusal of those that reach a container.
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+
+use crate::api::Target;
+use crate::http::request::{decode_body, read_body, Query};
+use crate::http::response::json_response;
+use crate::http::{blocking, Server};
+use crate::registry::core::pods::subresources as pods;
+use crate::resource::ResourceType;
+use crate::status::{ApiError, ApiResult};
+
+/// Whether `rt` is the core group's pods.
+pub(in crate::http) fn is_pod(rt: &ResourceType) -> bool {
+    rt.strategy.is_pod()
+}
+
+/// `POST pods/<name>/binding`: place the pod on a node.
+pub(super) async fn binding(
+    server: &Server,
+    rt: &ResourceType,
+    namespace: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let api = server.api.clone();
+    let rt = rt.clone();
+    let binding = decode_body(headers, &read_body(body).await?)?;
+    let (name, namespace) = (name.to_owned(), namespace.to_owned());
+    let status = blocking(move || {
+        let target = Target { rt: &rt, namespace: Some(namespace) };
+        pods::bind(&api, &target, &name, &binding)
+    })
+    .await?;
+    Ok(json_response(StatusCode::CREATED, &status))
+}
+
+/// The refusal of pod subresource `sub` with `method`, if this server refuses it: a wrong verb
+/// for `binding` or `log`, and the subresources that reach a container.
+pub(super) fn refused(sub: &str, method: &Method) -> Option<ApiError> {
+    match sub {
+        "binding" | "log" => {
+            Some(ApiError::method_not_allowed(format!("pods/{sub} does not accept {method}")))
+        }
+        "exec" | "attach" | "portforward" | "proxy" | "eviction" | "ephemeralcontainers" => {
+            Some(ApiError::method_not_allowed(format!(
+                "pods/{sub} is not supported by this server: a pod's containers are \
+                 reached through the host cluster that runs them"
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// `GET pods/<name>/log`: plain text from the cluster's [`pods::PodLogs`].
+pub(super) async fn log(
+    server: &Server,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+) -> ApiResult<Response> {
+    let options = pods::LogOptions::parse(|k| query.get(k).map(str::to_owned))?;
+    let api = server.api.clone();
+    let rt = crate::resource::built_in("", "pods").cloned().ok_or_else(ApiError::no_route)?;
+    let (ns, pod_name) = (namespace.to_owned(), name.to_owned());
+    let pod =
+        blocking(move || api.get(&Target { rt: &rt, namespace: Some(ns) }, &pod_name)).await?;
+    pods::container_of(&pod, &options)?;
+    let Some(logs) = server.pod_logs.get() else {
+        return Err(ApiError::unavailable("no kubelet serves pod logs on this cluster"));
+    };
+    let stream = logs.logs(namespace, &pod, options).await?;
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(response)
+}

@@ -1,0 +1,238 @@
+//! The HTTP side of a cluster: paths, query parameters, bodies and media types in; objects,
+//! lists, tables, watch streams and `Status` errors out. Served under a base path, so the same
+//! router answers at `/` and at `/tenants/<name>/`.
+//!
+//! [`routing`] maps a path to what serves it; [`request`] reads queries, bodies and options and
+//! [`response`] writes answers; [`handlers`] holds one module per verb, [`watch`] the watch
+//! stream, [`documents`] discovery and OpenAPI, [`reviews`] the access endpoints; [`identity`]
+//! authenticates and authorizes; [`tenants`] answers for a tenant that is not served;
+//! [`pod_room`] is the pod intake window.
+
+mod audit;
+mod documents;
+mod handlers;
+mod identity;
+mod pod_room;
+mod request;
+mod request_info;
+mod response;
+mod reviews;
+mod routing;
+mod tenants;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use axum::{middleware, Extension, Router};
+use tower::ServiceBuilder;
+
+use crate::access::{self, Security};
+use crate::api::Api;
+use crate::auth::UserInfo;
+use crate::flowcontrol::{FlowConfig, FlowControlLayer};
+use crate::intake::PodIntake;
+use crate::openapi;
+use crate::rbac::{Attributes, Policy};
+use crate::registry::core::pods::subresources::PodLogs;
+use crate::resource::{Registry, ResourceType};
+use crate::status::{ApiError, ApiResult};
+use crate::tenant::Clusters;
+
+use request_info::RequestInfo;
+
+pub(crate) use routing::is_health;
+
+/// The largest request body accepted, as kube-apiserver's limit.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The Kubernetes version this server reports (kubectl picks its binary by the minor version).
+pub const KUBERNETES_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
+
+/// What the router serves.
+#[derive(Debug)]
+pub struct Server {
+    api: Arc<Api>,
+    base: String,
+    security: Option<Arc<Security>>,
+    /// What discovery lists beside the API's types: the access reviews on a secured cluster.
+    discovered_extra: &'static [ResourceType],
+    /// Where `pods/<name>/log` reads from.
+    pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
+    /// The OpenAPI v3 documents of the custom resources, for the registry they were built from.
+    custom_openapi: parking_lot::Mutex<Option<CustomOpenApi>>,
+    /// The window new pods wait for before they are stored, and the tenant this server serves.
+    pod_intake: std::sync::OnceLock<(Arc<PodIntake>, String)>,
+}
+
+/// The registry custom OpenAPI documents were built from, and the documents (none when it
+/// serves no custom resources).
+type CustomOpenApi = (Arc<Registry>, Option<Arc<openapi::V3>>);
+
+impl Server {
+    /// Serve `api` under `base` (empty, or a path such as `/tenants/a` without a trailing slash)
+    /// to anyone: no authentication, no authorization.
+    pub fn new(api: Arc<Api>, base: &str) -> Server {
+        Server {
+            api,
+            base: base.trim_end_matches('/').to_owned(),
+            security: None,
+            discovered_extra: &[],
+            pod_logs: Default::default(),
+            custom_openapi: Default::default(),
+            pod_intake: Default::default(),
+        }
+    }
+
+    /// Serve `api` under `base` to the clients `security` authenticates, as RBAC allows.
+    pub fn secured(api: Arc<Api>, base: &str, security: Arc<Security>) -> Server {
+        Server {
+            security: Some(security),
+            discovered_extra: access::ACCESS_TYPES,
+            ..Server::new(api, base)
+        }
+    }
+
+    /// What discovery lists now: the API's types, and the access reviews on a secured cluster.
+    /// Built for discovery requests only.
+    fn discovered(&self) -> Registry {
+        self.api.registry().with_extra(self.discovered_extra)
+    }
+
+    /// The v3 documents of the custom resources served now, built once per registry.
+    fn custom_openapi(&self) -> Option<Arc<openapi::V3>> {
+        let registry = self.api.registry();
+        let mut cached = self.custom_openapi.lock();
+        if let Some((built_for, documents)) = cached.as_ref() {
+            if Arc::ptr_eq(built_for, &registry) {
+                return documents.clone();
+            }
+        }
+        let documents = openapi::build_custom_v3(registry.is_host(), &registry).map(Arc::new);
+        *cached = Some((registry, documents.clone()));
+        documents
+    }
+
+    /// The API served.
+    pub fn api(&self) -> &Arc<Api> {
+        &self.api
+    }
+
+    /// Serve pod logs from `logs`. Only the first call has an effect; without one, a log
+    /// request is 503.
+    pub fn set_pod_logs(&self, logs: Arc<dyn PodLogs>) {
+        let _ = self.pod_logs.set(logs);
+    }
+
+    /// Make new pods of tenant `tenant` wait for room in `intake` before they are stored. Only
+    /// the first call has an effect.
+    pub fn set_pod_intake(&self, intake: Arc<PodIntake>, tenant: &str) {
+        let _ = self.pod_intake.set((intake, tenant.to_owned()));
+    }
+
+    /// Whether new pods wait for room in a [`PodIntake`] before they are stored.
+    pub fn has_pod_intake(&self) -> bool {
+        self.pod_intake.get().is_some()
+    }
+}
+
+/// Who is asking, on a cluster served with security: in a request's extensions from the
+/// authentication layer on.
+#[derive(Clone, Debug)]
+struct Caller {
+    user: UserInfo,
+    policy: Arc<Policy>,
+    security: Arc<Security>,
+}
+
+impl Caller {
+    fn authorize(&self, attributes: Attributes) -> ApiResult<()> {
+        self.security.authorize(&self.policy, &attributes)
+    }
+}
+
+/// A request's cluster, in its extensions from the outermost layer on.
+#[derive(Clone, Debug)]
+struct Cluster(Arc<Server>);
+
+/// The cluster a request is for.
+fn cluster_of(request: &Request) -> ApiResult<Arc<Server>> {
+    request
+        .extensions()
+        .get::<Cluster>()
+        .map(|cluster| cluster.0.clone())
+        .ok_or_else(|| ApiError::internal("the request reached no cluster"))
+}
+
+/// The axum router for a server.
+pub fn router(server: Arc<Server>) -> Router {
+    cluster_stack().layer(Extension(Cluster(server)))
+}
+
+/// The axum router for every cluster of a listener: `/tenants/<name>/…` goes to that tenant's
+/// API (when there is no such tenant, 404 only for host users who may read tenants; 401 for
+/// anyone else, as a tenant answers those without its credentials), everything else to the host
+/// API; behind flow control with this machine's default limits.
+pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
+    clusters_router_with(clusters, &FlowConfig::default())
+}
+
+/// [`clusters_router`] with flow control's limits from `flow`.
+pub fn clusters_router_with(clusters: Arc<Clusters>, flow: &FlowConfig) -> Router {
+    let flow_control = FlowControlLayer::new(clusters.clone(), flow);
+    cluster_stack()
+        .layer(middleware::from_fn_with_state(clusters, tenants::select_cluster))
+        .layer(flow_control)
+}
+
+/// What every request to a cluster passes through, outermost first, before [`routing`] hands
+/// it to its handler:
+///
+/// 1. audit: each answer is logged, refusals (401, 403) as such;
+/// 2. authentication, with impersonation (a cluster with security only);
+/// 3. request info: the path within the cluster, the query, and what the path names;
+/// 4. authorization of what the request info names (a cluster with security only);
+/// 5. the pod intake window (only where the embedding program set one, see
+///    [`Server::set_pod_intake`]).
+///
+/// The request's [`Cluster`] is set in front of these: by [`router`] for one cluster, by the
+/// tenant selection of [`clusters_router_with`] for a listener's clusters.
+fn cluster_stack() -> Router {
+    let layers = ServiceBuilder::new()
+        .layer(middleware::from_fn(audit::audit))
+        .layer(middleware::from_fn(identity::authenticate))
+        .layer(middleware::from_fn(request_info::resolve))
+        .layer(middleware::from_fn(identity::authorize))
+        .layer(middleware::from_fn(pod_room::window));
+    Router::new().fallback(handle).layer(layers)
+}
+
+/// The innermost service: the request, past the layers, to its handler.
+async fn handle(request: Request) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let (Some(Cluster(server)), Some(info)) =
+        (parts.extensions.remove::<Cluster>(), parts.extensions.remove::<RequestInfo>())
+    else {
+        return ApiError::internal("the request passed no request-info layer").into_response();
+    };
+    let caller = parts.extensions.remove::<Caller>();
+    routing::route(&server, caller.as_ref(), &parts.method, info, &parts.headers, body)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> ApiResult<T> + Send + 'static,
+) -> ApiResult<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
+        // The worker thread becomes a blocking thread for the call and hands its other tasks
+        // to a fresh worker: no round trip through the blocking pool for the common case of a
+        // store call that does not wait long.
+        return tokio::task::block_in_place(f);
+    }
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("request task failed: {e}")))?
+}

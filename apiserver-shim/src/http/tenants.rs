@@ -1,0 +1,80 @@
+//! Which cluster a request on a listener is for: the tenant its `/tenants/<name>/` path names,
+//! else the host; and the answer for a tenant that is not served.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::access::{self, PeerCertificates};
+use crate::rbac::Attributes;
+use crate::status::ApiError;
+use crate::tenant::Clusters;
+
+use super::identity::identify;
+use super::Cluster;
+
+/// The tenant-selection layer: the request goes on with its [`Cluster`] in its extensions.
+pub(super) async fn select_cluster(
+    State(clusters): State<Arc<Clusters>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match clusters.route(request.uri().path()) {
+        Some(server) => {
+            request.extensions_mut().insert(Cluster(server));
+            next.run(request).await
+        }
+        None => unknown_tenant(&clusters, request, next).await,
+    }
+}
+
+/// A request under `/tenants/<name>/` for a tenant that is not served. It is answered as a
+/// served tenant would answer whoever lacks its credentials (401; public paths as the host
+/// answers them), so that a tenant's existence is not told to anyone: only a host user who may
+/// read the tenant learns it is not there (404).
+async fn unknown_tenant(clusters: &Clusters, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let rest = path.strip_prefix(crate::tenant::clusters::TENANTS_PREFIX).unwrap_or(path);
+    let (name, relative) = rest.split_once('/').unwrap_or((rest, ""));
+    let (name, relative) = (name.to_owned(), format!("/{relative}"));
+    let not_found = ApiError::not_found(crate::tenant::types::GROUP, "tenants", &name);
+    let host = clusters.host();
+    let Some(security) = &host.security else { return not_found.into_response() };
+    let headers = request.headers();
+    let has_credentials = headers.contains_key(header::AUTHORIZATION)
+        || request.extensions().get::<PeerCertificates>().is_some_and(|p| !p.is_empty());
+    if !has_credentials && access::is_public(&relative) {
+        let target = match request.uri().query() {
+            Some(query) => format!("{relative}?{query}"),
+            None => relative,
+        };
+        if let Ok(uri) = target.parse() {
+            *request.uri_mut() = uri;
+            request.extensions_mut().insert(Cluster(host.clone()));
+            return next.run(request).await;
+        }
+    }
+    let peer = request.extensions().get::<PeerCertificates>().cloned();
+    let tenant_path = format!("/apis/{}/tenants/{name}", crate::tenant::types::GROUP);
+    let caller = match identify(&host.api, security, headers, peer, &tenant_path, "").await {
+        Ok(caller) => caller,
+        Err(_) => return ApiError::unauthorized().into_response(),
+    };
+    let attributes = Attributes {
+        user: caller.user.clone(),
+        verb: "get".into(),
+        resource_request: true,
+        api_group: crate::tenant::types::GROUP.into(),
+        api_version: crate::tenant::types::VERSION.into(),
+        resource: "tenants".into(),
+        name,
+        ..Attributes::default()
+    };
+    match caller.authorize(attributes) {
+        Ok(()) => not_found.into_response(),
+        Err(_) => ApiError::unauthorized().into_response(),
+    }
+}
