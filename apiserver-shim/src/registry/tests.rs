@@ -85,10 +85,13 @@ fn every_served_kind_is_registered_exactly_once() {
 const ALLOWED: &[(&str, &str)] = &[
     // URL routing: `namespaces/<ns>/…` is the path segment of every namespaced resource, and a
     // namespace's own subresources are routed by their path as kube-apiserver's mux does.
-    ("server.rs", r#"["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty()"#),
-    ("server.rs", r#"["namespaces", ns, plural, rest @ ..] =>"#),
-    ("server.rs", r#"["apis", "authorization.k8s.io", "v1", "namespaces", ns,"#),
-    ("server.rs", r#"["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] =>"#),
+    (
+        "http/request_info.rs",
+        r#"["namespaces", name, sub @ ("status" | "finalize")] if group.is_empty()"#,
+    ),
+    ("http/request_info.rs", r#"["namespaces", ns, plural, rest @ ..] =>"#),
+    ("http/reviews.rs", r#"["apis", "authorization.k8s.io", "v1", "namespaces", ns,"#),
+    ("http/reviews.rs", r#"["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] =>"#),
     // Flow control's work estimate reads the request path before any type is looked up.
     ("flowcontrol/work.rs", r#"matches!(resource, ["namespaces", _, "pods", _, "log"])"#),
     ("flowcontrol/work.rs", r#"["api", "v1", "namespaces", _, "pods"]"#),

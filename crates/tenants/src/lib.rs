@@ -8,18 +8,17 @@
 //! serves the `Tenant` resource; in `carrel up` it is the embedded one, reached through
 //! `carrel_apiserver::local_client`.
 //!
-//! - [`manager`]: the controller and one tenant's reconcile;
+//! - [`manager`]: the controller and one tenant's reconcile (GPU usage read and claims released
+//!   through `carrel_gpu::leases`);
 //! - [`tenant_cluster`]: opening a tenant's store and credentials and mounting its API;
 //! - [`tenant_status`]: the status the manager writes (phase, conditions, expiry);
 //! - [`host_namespace`]: the tenant's host namespace and its kubeconfig Secret;
-//! - [`claim_leases`]: the GPU claim Leases counted into usage and released with the tenant;
 //! - [`identity`]: the tenant's admin credential and token issuer;
 //! - [`service_account`]: what the manager may do on a host, and its client of an in-process one;
 //! - [`host`]: the host API as JSON objects, through the client.
 //!
-//! [`Clusters`]: carrel_apiserver::tenant::Clusters
+//! [`Clusters`]: carrel_apiserver::http::Clusters
 
-pub mod claim_leases;
 pub mod host;
 pub mod host_namespace;
 pub mod identity;

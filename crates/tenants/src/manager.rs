@@ -8,7 +8,7 @@
 //! the `Tenant` objects and the data directory, so a restarted manager ([`Manager::resume`])
 //! serves every tenant again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -23,14 +23,15 @@ use serde_json::{json, Value};
 
 use carrel_apiserver::admission::{Level, TenantAdmission, TenantPolicy};
 use carrel_apiserver::auth::CredentialError;
+use carrel_apiserver::http::Clusters;
 use carrel_apiserver::object::{finalizers, is_deleting, meta_str};
 use carrel_apiserver::tenant::descriptors::{Descriptors, NoRoom, REASON as NO_DESCRIPTORS};
 use carrel_apiserver::tenant::types::{gpu_quota, store_quota, Tenant};
-use carrel_apiserver::tenant::Clusters;
 use carrel_apiserver::{ApiError, Server};
+use carrel_gpu::claim::LABEL_TENANT;
+use carrel_gpu::leases::{self, LeaseError, Selection};
 use carrel_machinery::tenancy::host_namespace;
 
-use crate::claim_leases;
 use crate::host::{self, code, Host};
 use crate::host_namespace::{self as namespace, NOT_OWNED};
 use crate::identity;
@@ -39,6 +40,9 @@ use crate::tenant_status::{self, expires_at, ready_reason_is, Observed};
 
 /// The finalizer that holds a deleted tenant until its cluster is torn down.
 pub const FINALIZER: &str = "carrel.dev/tenant";
+/// Slices a tenant holds per MIG profile, as `status.gpuUsage` reports them.
+type Usage = BTreeMap<String, i64>;
+
 /// The field manager of the manager's writes.
 pub const MANAGER: &str = "carrel-tenant-manager";
 
@@ -48,6 +52,9 @@ pub enum ManagerError {
     /// The host API refused a read or a write, or could not be reached.
     #[error("host API: {0}")]
     Host(#[from] kube::Error),
+    /// The host's claim Leases could not be read or deleted.
+    #[error("{0}")]
+    Leases(#[from] LeaseError),
     /// The tenant's API could not be made over its store.
     #[error("tenant API: {0}")]
     Api(#[from] ApiError),
@@ -331,7 +338,7 @@ impl Manager {
                 self.report_store_health(name).await;
             }
         }
-        let mut usage = claim_leases::usage(&self.host).await?;
+        let mut usage = leases::usage(self.host.client()).await?;
         for tenant in &tenants {
             let Some(name) = meta_str(tenant, "name") else { continue };
             self.write_usage(name, tenant, usage.remove(name).unwrap_or_default()).await?;
@@ -362,12 +369,12 @@ impl Manager {
         &self,
         name: &str,
         tenant: &Value,
-        wanted: claim_leases::Usage,
+        wanted: Usage,
     ) -> Result<(), ManagerError> {
         if is_deleting(tenant) || tenant.get("status").is_none() {
             return Ok(());
         }
-        let current: claim_leases::Usage = tenant
+        let current: Usage = tenant
             .pointer("/status/gpuUsage")
             .and_then(|u| serde_json::from_value(u.clone()).ok())
             .unwrap_or_default();
@@ -392,7 +399,8 @@ impl Manager {
     /// Bring one tenant's GPU usage in line with the claims in the host.
     async fn refresh_usage(&self, name: &str) -> Result<(), ManagerError> {
         let Some(tenant) = self.host.get_opt(host::TENANTS, name).await? else { return Ok(()) };
-        let usage = claim_leases::usage_of(&self.host, name).await?;
+        let claims = leases::list(self.host.client(), Selection::Tenant(name)).await?;
+        let usage = leases::usage_by_tenant(claims).remove(name).unwrap_or_default();
         self.write_usage(name, &tenant, usage).await
     }
 
@@ -473,7 +481,7 @@ impl Manager {
             self.write_status(name, &tenant, status).await?;
         }
         self.unserve(name);
-        claim_leases::release_tenant(&self.host, name).await?;
+        leases::release_tenant(self.host.client(), name).await?;
         let dir = self.dir(name).path;
         let removed = tokio::task::spawn_blocking(move || {
             if dir.exists() {
@@ -508,7 +516,7 @@ impl Manager {
         let client = self.host.client().clone();
         let tenants: kube::Api<Tenant> = kube::Api::all(client.clone());
         let leases: kube::Api<Lease> = kube::Api::namespaced(client, carrel_gpu::CLAIM_NAMESPACE);
-        let claims = watcher::Config::default().labels(&claim_leases::every_claim());
+        let claims = watcher::Config::default().labels(&Selection::All.labels());
         let stopped = {
             let mut stop = stop.clone();
             async move {
@@ -518,8 +526,8 @@ impl Manager {
         let context = Arc::new(Context { manager: self.clone(), retry: tick });
         let controller = Controller::new(tenants, watcher::Config::default())
             .watches(leases, claims, |lease: Lease| {
-                claim_leases::tenant_of(lease.metadata.labels.as_ref())
-                    .map(|name| ObjectRef::new(&name))
+                let labels = lease.metadata.labels.as_ref()?;
+                labels.get(LABEL_TENANT).map(|name| ObjectRef::new(name))
             })
             .graceful_shutdown_on(stopped)
             .run(reconcile, error_policy, context)
