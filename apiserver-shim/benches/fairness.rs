@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use carrel_apiserver::flowcontrol::{FlowConfig, LevelConfig};
 use carrel_apiserver::http::clusters_router_with;
-use carrel_apiserver::tenant::Clusters;
+use carrel_apiserver::http::Clusters;
 use carrel_apiserver::{Api, Server};
 use carrel_bench::{ms, rate, ratio, runtime, section, verdict, watchdog, Run, Table};
 use carrel_store::{Options, SledStore};

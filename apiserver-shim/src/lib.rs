@@ -41,6 +41,7 @@ pub mod tenant;
 pub mod tls;
 pub mod typed;
 pub mod validation;
+pub mod version;
 
 pub use api::Api;
 pub use http::{router, Server};

@@ -229,7 +229,7 @@ impl Registry {
     /// The host API's types: the built-in ones and Carrel's `Tenant`.
     pub fn host() -> Registry {
         let mut types = BUILT_IN.to_vec();
-        types.push(crate::tenant::types::TENANTS.clone());
+        types.push(crate::registry::carrel::tenants::TENANTS.clone());
         Registry { types, host: true }
     }
 

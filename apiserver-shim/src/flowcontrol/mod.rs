@@ -25,7 +25,7 @@
 //! answers), and their response ends as soon as their cluster stops being served ([`Serving`]).
 //!
 //! [`FlowControlLayer`] is the `tower` layer; `http::clusters_router` composes it in front of
-//! the clusters' routing, and [`Classify`] (implemented by `tenant::Clusters`) says which level
+//! the clusters' routing, and [`Classify`] (implemented by `http::Clusters`) says which level
 //! and flow a request belongs to.
 
 mod level;

@@ -11,7 +11,8 @@ use crate::status::{ApiError, ApiResult};
 
 use super::request::{accept, Query};
 use super::response::{aggregated, json_response};
-use super::{blocking, Server, KUBERNETES_VERSION};
+use super::{blocking, Server};
+use crate::version::KUBERNETES_VERSION;
 
 /// `/openapi/v3…` and `/openapi/v2`; a redirect to the current hash keeps the base path.
 pub(super) async fn openapi(

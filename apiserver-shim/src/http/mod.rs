@@ -9,6 +9,7 @@
 //! [`pod_room`] is the pod intake window.
 
 mod audit;
+pub mod clusters;
 mod documents;
 mod handlers;
 mod identity;
@@ -38,17 +39,11 @@ use crate::rbac::{Attributes, Policy};
 use crate::registry::core::pods::subresources::PodLogs;
 use crate::resource::{Registry, ResourceType};
 use crate::status::{ApiError, ApiResult};
-use crate::tenant::Clusters;
 
 use request_info::RequestInfo;
 
+pub use clusters::Clusters;
 pub(crate) use routing::is_health;
-
-/// The largest request body accepted, as kube-apiserver's limit.
-pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-
-/// The Kubernetes version this server reports (kubectl picks its binary by the minor version).
-pub const KUBERNETES_VERSION: (&str, &str, &str) = ("1", "33", "v1.33.0");
 
 /// What the router serves.
 #[derive(Debug)]

@@ -16,7 +16,7 @@ use crate::status::{ApiError, ApiResult, Cause};
 use crate::strict_json;
 use crate::table::{self, IncludeObject};
 
-use super::MAX_BODY_BYTES;
+use crate::listener::MAX_BODY_BYTES;
 
 /// Query parameters, in order.
 #[derive(Debug, Default)]

@@ -8,10 +8,10 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::Clusters;
 use crate::access::{self, PeerCertificates};
 use crate::rbac::Attributes;
 use crate::status::ApiError;
-use crate::tenant::Clusters;
 
 use super::identity::identify;
 use super::Cluster;
@@ -37,7 +37,7 @@ pub(super) async fn select_cluster(
 /// read the tenant learns it is not there (404).
 async fn unknown_tenant(clusters: &Clusters, mut request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    let rest = path.strip_prefix(crate::tenant::clusters::TENANTS_PREFIX).unwrap_or(path);
+    let rest = path.strip_prefix(super::clusters::TENANTS_PREFIX).unwrap_or(path);
     let (name, relative) = rest.split_once('/').unwrap_or((rest, ""));
     let (name, relative) = (name.to_owned(), format!("/{relative}"));
     let not_found = ApiError::not_found(crate::tenant::types::GROUP, "tenants", &name);

@@ -45,8 +45,11 @@ pub use serve::serve;
 /// How long a repeated log line stays quiet after it was written.
 pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 
+/// The largest request body accepted, as kube-apiserver's limit.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// The most bytes of an unread request body read and discarded before an early answer.
-pub const DRAIN_LIMIT: usize = crate::http::MAX_BODY_BYTES;
+pub const DRAIN_LIMIT: usize = MAX_BODY_BYTES;
 
 #[cfg(test)]
 mod tests;

@@ -37,8 +37,8 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Map, Value};
 
-use crate::http::KUBERNETES_VERSION;
 use crate::resource::{Registry, ResourceType};
+use crate::version::KUBERNETES_VERSION;
 
 pub use annotations::{list_annotations, ListAnnotations, ListType, MapType, PatchStrategy};
 pub use schemas::{check_types, kind_names, schemas_for, KindNames};

@@ -11,15 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::Value;
 
-use crate::resource::ResourceType;
-
 /// The API group of Carrel's own resources.
 pub const GROUP: &str = "carrel.dev";
 /// The served version.
 pub const VERSION: &str = "v1alpha1";
-
-/// The `tenants` resource type, served by the host API only.
-pub static TENANTS: ResourceType = crate::registry::carrel::tenants::TYPE;
 
 /// A tenant: a private Kubernetes cluster, served at `/tenants/<name>/` on the host's listener.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -357,7 +352,7 @@ mod tests {
             assert!(fields.iter().any(|f| f == field), "{field} missing from {fields:?}");
         }
         // The name is checked as every object's is, by its kind's name rule: a DNS-1123 label.
-        let rule = TENANTS.strategy.name_rule();
+        let rule = crate::registry::carrel::tenants::TENANTS.strategy.name_rule();
         assert_eq!(rule, crate::object_names::NameRule::Label);
         for bad_name in ["Team_A", "team.a"] {
             assert!(!rule.check(bad_name).is_empty(), "{bad_name} accepted");

@@ -1,6 +1,6 @@
 //! One tenant's cluster: its store opened (or created) in its data directory, its API over it
 //! with the tenant's admission, and, on a secured listener, its CA and service-account key; the
-//! server that [`Clusters`](carrel_apiserver::tenant::Clusters) mounts under `/tenants/<name>`.
+//! server that [`Clusters`](carrel_apiserver::http::Clusters) mounts under `/tenants/<name>`.
 //! Opening touches the disk only, so it runs on a blocking thread.
 
 use std::path::{Path, PathBuf};

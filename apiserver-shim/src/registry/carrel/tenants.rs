@@ -17,6 +17,9 @@ use crate::validation::Errors;
 pub const TYPE: ResourceType =
     served(GROUP, VERSION, "Tenant", "tenants", "tenant", false, &["tn"], NONE, STATUS, &Tenants);
 
+/// The `tenants` resource type, served by the host API only.
+pub static TENANTS: ResourceType = TYPE;
+
 /// The strategy for Tenants.
 #[derive(Debug)]
 pub struct Tenants;

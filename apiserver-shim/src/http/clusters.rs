@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use super::Server;
 use crate::flowcontrol::{Classified, Classify, Flow, ObjectCount, Serving};
-use crate::http::Server;
 
 /// The path prefix of tenants' APIs.
 pub const TENANTS_PREFIX: &str = "/tenants/";
@@ -88,7 +88,7 @@ impl Classify for Clusters {
     /// tenants' prefix that name no served tenant share one flow.
     fn classify<'a>(&self, path: &'a str) -> Classified<'a> {
         let Some(rest) = path.strip_prefix(TENANTS_PREFIX) else {
-            let flow = if crate::http::is_health(path) { Flow::Exempt } else { Flow::Host };
+            let flow = if super::is_health(path) { Flow::Exempt } else { Flow::Host };
             let objects: Arc<dyn ObjectCount> = self.host.api().clone();
             let pod_intake = self.host.has_pod_intake();
             return Classified { flow, path, pod_intake, objects: Some(objects) };
