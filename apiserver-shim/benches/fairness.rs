@@ -8,7 +8,7 @@
 //! The clusters are served as `carrel up` serves them (`Clusters` and `http::clusters_router`,
 //! tenants under `/tenants/<name>`), without TLS or authentication, on 127.0.0.1:0 with
 //! `axum::serve`, on a tokio runtime of its own (2 workers), each tenant over its own
-//! `SledStore`. The clients are as in `api.rs`, one task per client, each with its own HTTP/1.1
+//! `SledStore`. The clients are as in `api/clients.rs`, one task per client, each with its own HTTP/1.1
 //! keep-alive connection (hyper's `client::conn::http1`): the noisy tenant's on a runtime of
 //! their own (2 workers), the quiet tenant's on another (1 worker), as two client programs would
 //! be, so that the quiet client's own task never waits behind the noisy clients' in one runtime.
