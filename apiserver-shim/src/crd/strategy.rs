@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use crate::api::Api;
 use crate::registry::Strategy;
 use crate::resource::{ResourceType, Subresource};
+use crate::selector::FieldLabels;
 use crate::status::ApiResult;
 
 /// Every custom resource's strategy.
@@ -13,6 +14,12 @@ use crate::status::ApiResult;
 pub struct CustomResources;
 
 impl Strategy for CustomResources {
+    /// `metadata.name` and `metadata.namespace`, the latter read from the object whatever the
+    /// scope (a cluster-scoped custom resource is stored without one, so it reads `""`).
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Default { cluster_scoped: false }
+    }
+
     /// Once their definition is terminating, a write may be what lets it go.
     fn after_write(&self, api: &Api, rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
         if let Some(custom) = rt.custom.as_ref().filter(|c| c.terminating) {

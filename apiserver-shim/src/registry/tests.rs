@@ -154,3 +154,35 @@ fn generic_code_never_matches_on_a_served_plural() {
         found.join("\n")
     );
 }
+
+/// The types a custom resource definition of `scope` serves (`widgets.example.com`, one version).
+fn custom_types(scope: &str) -> Vec<crate::resource::ResourceType> {
+    let mut crd = serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": scope,
+                 "names": {"plural": "widgets", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+    });
+    crd["status"] = crate::crd::status_of(&crd, None, &[]).expect("status");
+    let types = crate::crd::types_of(&crd);
+    assert_eq!(types.len(), 1, "{scope}");
+    types
+}
+
+#[test]
+fn each_type_selects_on_the_field_labels_its_group_and_plural_had() {
+    let host = Registry::host();
+    let custom = [custom_types("Namespaced"), custom_types("Cluster")].concat();
+    for t in host.all().iter().chain(&custom) {
+        assert_eq!(
+            t.strategy.field_labels(t),
+            crate::selector::FieldLabels::of(t.group, t.plural),
+            "{}/{}",
+            t.group,
+            t.plural
+        );
+    }
+}

@@ -238,7 +238,7 @@ pub enum FieldLabels {
 impl FieldLabels {
     /// The field labels of the built-in type served at `group` and `plural`: its strategy's
     /// ([`crate::registry::Strategy::field_labels`]); metadata only for any other type.
-    fn of(group: &str, plural: &str) -> FieldLabels {
+    pub(crate) fn of(group: &str, plural: &str) -> FieldLabels {
         crate::resource::BUILT_IN
             .iter()
             .find(|t| t.group == group && t.plural == plural)

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 use crate::object_names::NameRule;
 use crate::registry::{served, Strategy, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::selector::FieldLabels;
 use crate::status::Cause;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::tenant::types::{
@@ -25,6 +26,12 @@ pub static TENANTS: ResourceType = TYPE;
 pub struct Tenants;
 
 impl Strategy for Tenants {
+    /// `metadata.name` and `metadata.namespace`, the latter read from the object (a Tenant is
+    /// stored without one, so it reads `""`).
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Default { cluster_scoped: false }
+    }
+
     fn name_rule(&self) -> NameRule {
         NameRule::Label
     }
