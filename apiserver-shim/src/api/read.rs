@@ -84,7 +84,7 @@ impl Api {
         params: &ListParams,
     ) -> ApiResult<Listed> {
         if let Some(fields) = &params.fields {
-            fields.check_supported(target.rt.group, target.rt.plural)?;
+            fields.check_supported(target.rt.strategy.field_labels(target.rt))?;
         }
         let prefix = prefix_for(target.rt, target.namespace.as_deref());
         let filtering = params.labels.as_ref().is_some_and(|l| !l.is_everything())
@@ -159,7 +159,10 @@ impl Api {
     /// Whether an object passes a list's selectors.
     pub fn selected(&self, rt: &ResourceType, object: &Value, params: &ListParams) -> bool {
         params.labels.as_ref().is_none_or(|l| l.matches_object(object))
-            && params.fields.as_ref().is_none_or(|f| f.matches(rt.group, rt.plural, object))
+            && params
+                .fields
+                .as_ref()
+                .is_none_or(|f| f.matches(rt.strategy.field_labels(rt), object))
     }
 
     /// WATCH from `after`: the store's stream of changes under the target's prefix.

@@ -31,7 +31,7 @@ pub(super) async fn watch_stream(
     let api = server.api.clone();
     let params = list_params(query)?;
     if let Some(fields) = &params.fields {
-        fields.check_supported(rt.group, rt.plural)?;
+        fields.check_supported(rt.strategy.field_labels(&rt))?;
     }
     let rv = query.get("resourceVersion").unwrap_or_default().to_owned();
     let send_initial = match query.get("sendInitialEvents") {

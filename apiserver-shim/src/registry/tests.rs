@@ -173,16 +173,37 @@ fn custom_types(scope: &str) -> Vec<crate::resource::ResourceType> {
 }
 
 #[test]
-fn each_type_selects_on_the_field_labels_its_group_and_plural_had() {
+fn each_type_selects_on_the_field_labels_of_its_kind() {
+    use crate::selector::FieldLabels;
+    // The kinds with a field label conversion of their own.
+    let own: &[(&str, &str, FieldLabels)] = &[
+        ("", "pods", FieldLabels::Pod),
+        ("", "nodes", FieldLabels::Node),
+        ("", "replicationcontrollers", FieldLabels::ReplicationController),
+        ("", "events", FieldLabels::CoreEvent),
+        ("", "namespaces", FieldLabels::Namespace),
+        ("", "secrets", FieldLabels::Secret),
+        ("", "services", FieldLabels::Service),
+        ("batch", "jobs", FieldLabels::Job),
+        ("events.k8s.io", "events", FieldLabels::EventsV1Event),
+    ];
     let host = Registry::host();
     let custom = [custom_types("Namespaced"), custom_types("Cluster")].concat();
+    let mut found = 0;
     for t in host.all().iter().chain(&custom) {
-        assert_eq!(
-            t.strategy.field_labels(t),
-            crate::selector::FieldLabels::of(t.group, t.plural),
-            "{}/{}",
-            t.group,
-            t.plural
-        );
+        let want = match own.iter().find(|(g, p, _)| *g == t.group && *p == t.plural) {
+            Some((_, _, labels)) => {
+                found += 1;
+                *labels
+            }
+            // Built-in kinds: metadata only, no namespace on cluster-scoped ones.
+            None if crate::resource::built_in(t.group, t.plural).is_some() => {
+                FieldLabels::Default { cluster_scoped: !t.namespaced }
+            }
+            // Tenant and custom resources: metadata only, the namespace read from the object.
+            None => FieldLabels::Default { cluster_scoped: false },
+        };
+        assert_eq!(t.strategy.field_labels(t), want, "{}/{}", t.group, t.plural);
     }
+    assert_eq!(found, own.len(), "every kind of its own is served");
 }

@@ -65,27 +65,27 @@ impl FieldSelector {
         Ok(FieldSelector { requirements })
     }
 
-    /// Check every field is selectable on this resource, as kube-apiserver's field label
-    /// conversion does before listing or watching. The first unsupported field (in sorted term
-    /// order) gives a 400 with kube-apiserver's text for that kind, e.g.
-    /// `field label not supported: spec.foo` (pods, events, …) or
+    /// Check every field is selectable on a kind with these field labels (its strategy's
+    /// `field_labels`), as kube-apiserver's field label conversion does before listing or
+    /// watching. The first unsupported field (in sorted term order) gives a 400 with
+    /// kube-apiserver's text for that kind, e.g. `field label not supported: spec.foo` (pods,
+    /// events, …) or
     /// `"spec.foo" is not a known field selector: only "metadata.name", "metadata.namespace"`
     /// (kinds with no field label conversion of their own, e.g. configmaps).
     // The signature is the crate's: `ApiError` is what every handler returns.
-    pub fn check_supported(&self, group: &str, plural: &str) -> Result<(), ApiError> {
-        let kind = FieldLabels::of(group, plural);
+    pub fn check_supported(&self, labels: FieldLabels) -> Result<(), ApiError> {
         for r in &self.requirements {
-            kind.convert(&r.field).map_err(ApiError::bad_request)?;
+            labels.convert(&r.field).map_err(ApiError::bad_request)?;
         }
         Ok(())
     }
 
-    /// Whether an object of this resource satisfies every term. A field this resource does not
-    /// select on reads as `""` (as `fields.Set.Get` does); callers should have refused it with
-    /// [`check_supported`](Self::check_supported) first.
-    pub fn matches(&self, group: &str, plural: &str, object: &Value) -> bool {
+    /// Whether an object of a kind with these field labels satisfies every term. A field the
+    /// kind does not select on reads as `""` (as `fields.Set.Get` does); callers should have
+    /// refused it with [`check_supported`](Self::check_supported) first.
+    pub fn matches(&self, labels: FieldLabels, object: &Value) -> bool {
         self.requirements.iter().all(|r| {
-            let have = field_value(group, plural, object, &r.field).unwrap_or_default();
+            let have = field_value(labels, object, &r.field).unwrap_or_default();
             match r.op {
                 FieldOp::Equals | FieldOp::DoubleEquals => have == r.value,
                 FieldOp::NotEquals => have != r.value,
@@ -197,7 +197,8 @@ fn unescape_value(s: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// Which field label conversion (and selectable field set) a resource has.
+/// Which field label conversion (and selectable field set) a kind has: what its strategy's
+/// `field_labels` names, and what the selector functions here are given.
 ///
 /// Sources (kubernetes v1.33): `pkg/apis/core/v1/conversion.go` (`addConversionFuncs`: Pod, Node,
 /// ReplicationController; `AddFieldLabelConversionsForEvent`, `…ForNamespace`, `…ForSecret`,
@@ -236,15 +237,6 @@ pub enum FieldLabels {
 }
 
 impl FieldLabels {
-    /// The field labels of the built-in type served at `group` and `plural`: its strategy's
-    /// ([`crate::registry::Strategy::field_labels`]); metadata only for any other type.
-    pub(crate) fn of(group: &str, plural: &str) -> FieldLabels {
-        crate::resource::BUILT_IN
-            .iter()
-            .find(|t| t.group == group && t.plural == plural)
-            .map_or(FieldLabels::Default { cluster_scoped: false }, |t| t.strategy.field_labels(t))
-    }
-
     /// The kind's field label conversion: the field as the selectable field set names it, or
     /// kube-apiserver's error text.
     fn convert(self, label: &str) -> Result<&str, String> {
@@ -440,19 +432,19 @@ fn or_default(value: String, default: &str) -> String {
     }
 }
 
-/// The value of a selectable field of an object of this resource, as kube-apiserver compares it:
-/// a string, booleans as `"true"`/`"false"`, integers in decimal, missing fields as `""` — except
-/// that fields the API always defaults read as their default when missing (pods'
-/// `spec.restartPolicy` `Always` and `spec.schedulerName` `default-scheduler`, secrets' `type`
-/// `Opaque`, services' `spec.type` `ClusterIP`, namespaces' `status.phase` `Active`).
+/// The value of a selectable field of an object of a kind with these field labels, as
+/// kube-apiserver compares it: a string, booleans as `"true"`/`"false"`, integers in decimal,
+/// missing fields as `""` — except that fields the API always defaults read as their default when
+/// missing (pods' `spec.restartPolicy` `Always` and `spec.schedulerName` `default-scheduler`,
+/// secrets' `type` `Opaque`, services' `spec.type` `ClusterIP`, namespaces' `status.phase`
+/// `Active`).
 ///
 /// `field` is named as a client writes it in `fieldSelector` (`spec.host` on pods, `regarding.*`
-/// and `reportingController` on events.k8s.io events). `None` if the resource does not accept
-/// the field; the table and its sources are on the private `FieldLabels` enum in this module. Every
-/// resource accepts `metadata.name`; every one but nodes and namespaces accepts
-/// `metadata.namespace` (`""` on cluster-scoped objects).
-pub fn field_value(group: &str, plural: &str, object: &Value, field: &str) -> Option<String> {
-    let kind = FieldLabels::of(group, plural);
-    let converted = kind.convert(field).ok()?;
-    Some(kind.value(object, converted))
+/// and `reportingController` on events.k8s.io events). `None` if the kind does not accept the
+/// field; the table and its sources are on [`FieldLabels`]. Every kind accepts `metadata.name`;
+/// every one but nodes and namespaces accepts `metadata.namespace` (`""` on cluster-scoped
+/// objects).
+pub fn field_value(labels: FieldLabels, object: &Value, field: &str) -> Option<String> {
+    let converted = labels.convert(field).ok()?;
+    Some(labels.value(object, converted))
 }

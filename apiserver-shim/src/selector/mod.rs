@@ -31,6 +31,16 @@ mod tests {
         v.as_object().cloned().unwrap_or_default()
     }
 
+    /// The field labels of the host's type at `group` and `plural` (its strategy's); those of a
+    /// custom resource for any other.
+    fn field_labels(group: &str, plural: &str) -> FieldLabels {
+        crate::resource::Registry::host()
+            .all()
+            .iter()
+            .find(|t| t.group == group && t.plural == plural)
+            .map_or(FieldLabels::Default { cluster_scoped: false }, |t| t.strategy.field_labels(t))
+    }
+
     #[test]
     fn label_selectors_parse() {
         // (input, the selector as Go's String() writes it)
@@ -332,7 +342,7 @@ mod tests {
         ];
         for (group, plural, selector, want) in cases {
             let s = FieldSelector::parse(selector).unwrap_or_else(|e| panic!("{selector}: {e}"));
-            match (s.check_supported(group, plural), want) {
+            match (s.check_supported(field_labels(group, plural)), want) {
                 (Ok(()), None) => {}
                 (Err(e), Some(msg)) => {
                     assert_eq!(e.code(), 400);
@@ -459,7 +469,11 @@ mod tests {
         ];
         for (group, plural, selector, object, want) in cases {
             let s = FieldSelector::parse(selector).unwrap_or_else(|e| panic!("{selector}: {e}"));
-            assert_eq!(s.matches(group, plural, object), *want, "{group}/{plural} {selector:?}");
+            assert_eq!(
+                s.matches(field_labels(group, plural), object),
+                *want,
+                "{group}/{plural} {selector:?}"
+            );
         }
     }
 
@@ -487,7 +501,7 @@ mod tests {
         ];
         for (group, plural, object, field, want) in cases {
             assert_eq!(
-                field_value(group, plural, object, field).as_deref(),
+                field_value(field_labels(group, plural), object, field).as_deref(),
                 *want,
                 "{group}/{plural} {field}"
             );

@@ -22,7 +22,7 @@ use axum::http::Request;
 use carrel_apiserver::auth::ca::TenantCa;
 use carrel_apiserver::auth::token::{ObjectRef, Signer, TokenClaims};
 use carrel_apiserver::auth::AuthError;
-use carrel_apiserver::selector::{FieldOp, FieldSelector, LabelSelector};
+use carrel_apiserver::selector::{FieldLabels, FieldOp, FieldSelector, LabelSelector};
 use carrel_apiserver::{protobuf, strict_json, Api, Server};
 use carrel_store::{ListOptions, SledStore, Store};
 use http_body_util::BodyExt as _;
@@ -298,12 +298,12 @@ pub fn field_selector(h: Option<&Harness>, s: &str) {
                 terms
             };
             assert_eq!(terms(&again), terms(&selector), "{s:?} printed as {printed:?}");
-            if let Err(e) = selector.check_supported("", "pods") {
+            if let Err(e) = selector.check_supported(FieldLabels::Pod) {
                 assert_eq!(e.code(), 400, "{s:?}: {e:?}");
             }
             let pod = json!({"metadata": {"name": "p", "namespace": "default"},
                 "spec": {"nodeName": "n"}, "status": {"phase": "Running"}});
-            selector.matches("", "pods", &pod);
+            selector.matches(FieldLabels::Pod, &pod);
         }
         Err(e) => assert_eq!(e.code(), 400, "{s:?}: {e:?}"),
     }
