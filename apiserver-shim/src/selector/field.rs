@@ -51,11 +51,12 @@ impl FieldSelector {
                 continue;
             }
             let Some((field, op, raw)) = split_term(part) else {
-                return Err(ApiError::bad_request(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                )));
+                return Err(bad_request(FieldSelectorError::NotUnderstood {
+                    selector: s.to_owned(),
+                    term: part.to_owned(),
+                }));
             };
-            let value = unescape_value(raw).map_err(ApiError::bad_request)?;
+            let value = unescape_value(raw).map_err(bad_request)?;
             if field.is_empty() && value.is_empty() {
                 // ParseSelector's identity Transform turns such a term into Everything().
                 continue;
@@ -75,7 +76,7 @@ impl FieldSelector {
     // The signature is the crate's: `ApiError` is what every handler returns.
     pub fn check_supported(&self, labels: FieldLabels) -> Result<(), ApiError> {
         for r in &self.requirements {
-            labels.convert(&r.field).map_err(ApiError::bad_request)?;
+            labels.convert(&r.field).map_err(bad_request)?;
         }
         Ok(())
     }
@@ -129,6 +130,42 @@ impl fmt::Display for FieldSelector {
     }
 }
 
+/// Why a field selector is refused, in kube-apiserver's words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum FieldSelectorError {
+    /// A term with no operator.
+    #[error("invalid selector: '{selector}'; can't understand '{term}'")]
+    NotUnderstood {
+        /// The whole selector.
+        selector: String,
+        /// The term.
+        term: String,
+    },
+    /// A backslash before a character other than `\\`, `,` and `=`.
+    #[error("invalid field selector: invalid escape sequence: \\{0}")]
+    InvalidEscape(char),
+    /// A backslash ending the value.
+    #[error("invalid field selector: invalid escape sequence: \\")]
+    UnfinishedEscape,
+    /// A bare `,` or `=` in a value; Go prints the rune with `%v`, that is as its number.
+    #[error("invalid field selector: unescaped character in value: {}", u32::from(*.0))]
+    UnescapedCharacter(char),
+    /// A field a kind with no field label conversion of its own does not select on.
+    #[error("{} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"", go_quote(.0))]
+    NotKnown(String),
+    /// A field batch/v1 Jobs do not select on.
+    #[error("field label {} not supported for batchv1.Job", go_quote(.0))]
+    NotSupportedForJob(String),
+    /// A field a kind with a field label conversion of its own does not select on.
+    #[error("field label not supported: {0}")]
+    NotSupported(String),
+}
+
+/// A refused field selector as the 400 a handler returns.
+fn bad_request(e: FieldSelectorError) -> ApiError {
+    ApiError::bad_request(e.to_string())
+}
+
 /// `fields.splitTerms`: split on commas not escaped by a backslash (the backslash stays).
 fn split_terms(s: &str) -> Vec<&str> {
     if s.is_empty() {
@@ -167,32 +204,26 @@ fn split_term(term: &str) -> Option<(&str, FieldOp, &str)> {
 }
 
 /// `fields.UnescapeValue`: `\\`, `\,` and `\=` are the only escapes; a bare `,` or `=` is refused.
-fn unescape_value(s: &str) -> Result<String, String> {
+fn unescape_value(s: &str) -> Result<String, FieldSelectorError> {
     let mut out = String::with_capacity(s.len());
     let mut in_slash = false;
     for c in s.chars() {
         if in_slash {
             match c {
                 '\\' | ',' | '=' => out.push(c),
-                _ => return Err(format!("invalid field selector: invalid escape sequence: \\{c}")),
+                _ => return Err(FieldSelectorError::InvalidEscape(c)),
             }
             in_slash = false;
             continue;
         }
         match c {
             '\\' => in_slash = true,
-            // Go prints the rune with %v, that is as its number.
-            ',' | '=' => {
-                return Err(format!(
-                    "invalid field selector: unescaped character in value: {}",
-                    c as u32
-                ))
-            }
+            ',' | '=' => return Err(FieldSelectorError::UnescapedCharacter(c)),
             _ => out.push(c),
         }
     }
     if in_slash {
-        return Err("invalid field selector: invalid escape sequence: \\".to_owned());
+        return Err(FieldSelectorError::UnfinishedEscape);
     }
     Ok(out)
 }
@@ -239,26 +270,21 @@ pub enum FieldLabels {
 impl FieldLabels {
     /// The kind's field label conversion: the field as the selectable field set names it, or
     /// kube-apiserver's error text.
-    fn convert(self, label: &str) -> Result<&str, String> {
+    fn convert(self, label: &str) -> Result<&str, FieldSelectorError> {
         let meta = matches!(label, "metadata.name" | "metadata.namespace");
         let accepted = match self {
             FieldLabels::Default { .. } => {
                 return if meta {
                     Ok(label)
                 } else {
-                    Err(format!(
-                        "{} is not a known field selector: only {:?}, {:?}",
-                        go_quote(label),
-                        "metadata.name",
-                        "metadata.namespace"
-                    ))
+                    Err(FieldSelectorError::NotKnown(label.to_owned()))
                 };
             }
             FieldLabels::Job => {
                 return if meta || label == "status.successful" {
                     Ok(label)
                 } else {
-                    Err(format!("field label {} not supported for batchv1.Job", go_quote(label)))
+                    Err(FieldSelectorError::NotSupportedForJob(label.to_owned()))
                 };
             }
             FieldLabels::Pod => {
@@ -311,7 +337,7 @@ impl FieldLabels {
                     "regarding.fieldPath" => "involvedObject.fieldPath",
                     "reportingController" => "reportingComponent",
                     "reason" | "source" | "type" | "metadata.name" | "metadata.namespace" => label,
-                    _ => return Err(format!("field label not supported: {label}")),
+                    _ => return Err(FieldSelectorError::NotSupported(label.to_owned())),
                 };
                 return Ok(mapped);
             }
@@ -319,7 +345,7 @@ impl FieldLabels {
         if accepted {
             Ok(label)
         } else {
-            Err(format!("field label not supported: {label}"))
+            Err(FieldSelectorError::NotSupported(label.to_owned()))
         }
     }
 

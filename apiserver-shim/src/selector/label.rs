@@ -123,7 +123,7 @@ impl LabelSelector {
     // The signature is the crate's: `ApiError` is what every handler returns.
     pub fn parse(s: &str) -> Result<LabelSelector, ApiError> {
         let mut parser = Parser::new(s);
-        let mut requirements = parser.parse().map_err(ApiError::bad_request)?;
+        let mut requirements = parser.parse().map_err(|e| ApiError::bad_request(e.to_string()))?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(LabelSelector { requirements })
     }
@@ -303,6 +303,45 @@ enum Context {
     Values,
 }
 
+/// Why a label selector does not parse, in `labels.Parse`'s words.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum LabelSelectorError {
+    /// A requirement that does not parse, and why.
+    #[error("unable to parse requirement: {0}")]
+    Requirement(Box<LabelSelectorError>),
+    /// A token where others were expected.
+    #[error("found '{found}', expected: {expected}")]
+    Unexpected {
+        /// The token's text.
+        found: String,
+        /// What was expected, as Go lists it.
+        expected: &'static str,
+    },
+    /// A token where the `(` of a set of values was expected (Go's text has no comma here).
+    #[error("found '{0}' expected: '('")]
+    NoOpenParenthesis(String),
+    /// Invalid keys or values: `field.Invalid` errors, aggregated as
+    /// `utilerrors.NewAggregate(errs).Error()` writes them (one as is, several deduplicated in
+    /// brackets).
+    #[error("{}", aggregate(.0))]
+    Invalid(Vec<Invalid>),
+}
+
+/// A `field.Invalid` error: `<field>: Invalid value: "<value>": <detail>`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: Invalid value: {}: {detail}", go_quote(.value))]
+struct Invalid {
+    field: String,
+    value: String,
+    detail: String,
+}
+
+impl LabelSelectorError {
+    fn unexpected(found: String, expected: &'static str) -> LabelSelectorError {
+        LabelSelectorError::Unexpected { found, expected }
+    }
+}
+
 /// `labels.Parser`.
 struct Parser {
     items: Vec<(Token, String)>,
@@ -344,7 +383,7 @@ impl Parser {
         self.item(self.position - 1, context)
     }
 
-    fn parse(&mut self) -> Result<Vec<LabelRequirement>, String> {
+    fn parse(&mut self) -> Result<Vec<LabelRequirement>, LabelSelectorError> {
         let mut requirements = Vec::new();
         loop {
             let (token, literal) = self.lookahead(Context::Values);
@@ -352,7 +391,7 @@ impl Parser {
                 Token::Identifier | Token::DoesNotExist => {
                     let r = self
                         .parse_requirement()
-                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                        .map_err(|e| LabelSelectorError::Requirement(Box::new(e)))?;
                     requirements.push(r);
                     let (t, l) = self.consume(Context::Values);
                     match t {
@@ -360,25 +399,29 @@ impl Parser {
                         Token::Comma => {
                             let (t2, l2) = self.lookahead(Context::Values);
                             if t2 != Token::Identifier && t2 != Token::DoesNotExist {
-                                return Err(format!(
-                                    "found '{l2}', expected: identifier after ','"
+                                return Err(LabelSelectorError::unexpected(
+                                    l2,
+                                    "identifier after ','",
                                 ));
                             }
                         }
-                        _ => return Err(format!("found '{l}', expected: ',' or 'end of string'")),
+                        _ => {
+                            return Err(LabelSelectorError::unexpected(l, "',' or 'end of string'"))
+                        }
                     }
                 }
                 Token::EndOfString => return Ok(requirements),
                 _ => {
-                    return Err(format!(
-                        "found '{literal}', expected: !, identifier, or 'end of string'"
+                    return Err(LabelSelectorError::unexpected(
+                        literal,
+                        "!, identifier, or 'end of string'",
                     ))
                 }
             }
         }
     }
 
-    fn parse_requirement(&mut self) -> Result<LabelRequirement, String> {
+    fn parse_requirement(&mut self) -> Result<LabelRequirement, LabelSelectorError> {
         let (key, op) = self.parse_key_and_infer_operator()?;
         if let Some(op @ (LabelOp::Exists | LabelOp::DoesNotExist)) = op {
             return new_requirement(key, op, Vec::new());
@@ -391,7 +434,9 @@ impl Parser {
         new_requirement(key, op, values)
     }
 
-    fn parse_key_and_infer_operator(&mut self) -> Result<(String, Option<LabelOp>), String> {
+    fn parse_key_and_infer_operator(
+        &mut self,
+    ) -> Result<(String, Option<LabelOp>), LabelSelectorError> {
         let mut op = None;
         let (mut token, mut literal) = self.consume(Context::Values);
         if token == Token::DoesNotExist {
@@ -399,11 +444,15 @@ impl Parser {
             (token, literal) = self.consume(Context::Values);
         }
         if token != Token::Identifier {
-            return Err(format!("found '{literal}', expected: identifier"));
+            return Err(LabelSelectorError::unexpected(literal, "identifier"));
         }
         let errs = names::qualified_name(&literal);
         if !errs.is_empty() {
-            return Err(invalid("<nil>", &literal, &errs.join("; ")));
+            return Err(LabelSelectorError::Invalid(vec![invalid(
+                "<nil>",
+                &literal,
+                &errs.join("; "),
+            )]));
         }
         let (next, _) = self.lookahead(Context::Values);
         if matches!(next, Token::EndOfString | Token::Comma) && op != Some(LabelOp::DoesNotExist) {
@@ -412,7 +461,7 @@ impl Parser {
         Ok((literal, op))
     }
 
-    fn parse_operator(&mut self) -> Result<LabelOp, String> {
+    fn parse_operator(&mut self) -> Result<LabelOp, LabelSelectorError> {
         let (token, literal) = self.consume(Context::KeyAndOperator);
         Ok(match token {
             Token::In => LabelOp::In,
@@ -422,14 +471,14 @@ impl Parser {
             Token::LessThan => LabelOp::LessThan,
             Token::NotIn => LabelOp::NotIn,
             Token::NotEquals => LabelOp::NotEquals,
-            _ => return Err(format!("found '{literal}', expected: {BINARY_OPERATORS}")),
+            _ => return Err(LabelSelectorError::unexpected(literal, BINARY_OPERATORS)),
         })
     }
 
-    fn parse_values(&mut self) -> Result<Vec<String>, String> {
+    fn parse_values(&mut self) -> Result<Vec<String>, LabelSelectorError> {
         let (token, literal) = self.consume(Context::Values);
         if token != Token::OpenPar {
-            return Err(format!("found '{literal}' expected: '('"));
+            return Err(LabelSelectorError::NoOpenParenthesis(literal));
         }
         let (token, literal) = self.lookahead(Context::Values);
         match token {
@@ -437,7 +486,7 @@ impl Parser {
                 let values = self.parse_identifiers_list()?;
                 let (token, _) = self.consume(Context::Values);
                 if token != Token::ClosedPar {
-                    return Err(format!("found '{literal}', expected: ')'"));
+                    return Err(LabelSelectorError::unexpected(literal, "')'"));
                 }
                 Ok(values)
             }
@@ -445,12 +494,12 @@ impl Parser {
                 self.consume(Context::Values);
                 Ok(vec![String::new()])
             }
-            _ => Err(format!("found '{literal}', expected: ',', ')' or identifier")),
+            _ => Err(LabelSelectorError::unexpected(literal, "',', ')' or identifier")),
         }
     }
 
     /// A comma-separated, possibly empty list of possibly empty identifiers, as a sorted set.
-    fn parse_identifiers_list(&mut self) -> Result<Vec<String>, String> {
+    fn parse_identifiers_list(&mut self) -> Result<Vec<String>, LabelSelectorError> {
         let mut set = std::collections::BTreeSet::new();
         loop {
             let (token, literal) = self.consume(Context::Values);
@@ -461,7 +510,9 @@ impl Parser {
                     match next {
                         Token::Comma => continue,
                         Token::ClosedPar => return Ok(set.into_iter().collect()),
-                        _ => return Err(format!("found '{next_literal}', expected: ',' or ')'")),
+                        _ => {
+                            return Err(LabelSelectorError::unexpected(next_literal, "',' or ')'"))
+                        }
                     }
                 }
                 Token::Comma => {
@@ -477,12 +528,12 @@ impl Parser {
                         set.insert(String::new());
                     }
                 }
-                _ => return Err(format!("found '{literal}', expected: ',', or identifier")),
+                _ => return Err(LabelSelectorError::unexpected(literal, "',', or identifier")),
             }
         }
     }
 
-    fn parse_exact_value(&mut self) -> Result<Vec<String>, String> {
+    fn parse_exact_value(&mut self) -> Result<Vec<String>, LabelSelectorError> {
         let (token, _) = self.lookahead(Context::Values);
         if matches!(token, Token::EndOfString | Token::Comma) {
             return Ok(vec![String::new()]);
@@ -491,7 +542,7 @@ impl Parser {
         if token == Token::Identifier {
             Ok(vec![literal])
         } else {
-            Err(format!("found '{literal}', expected: identifier"))
+            Err(LabelSelectorError::unexpected(literal, "identifier"))
         }
     }
 }
@@ -501,7 +552,7 @@ fn new_requirement(
     key: String,
     op: LabelOp,
     values: Vec<String>,
-) -> Result<LabelRequirement, String> {
+) -> Result<LabelRequirement, LabelSelectorError> {
     let mut errs = Vec::new();
     if matches!(op, LabelOp::GreaterThan | LabelOp::LessThan) {
         for (i, v) in values.iter().enumerate() {
@@ -523,7 +574,7 @@ fn new_requirement(
     if errs.is_empty() {
         Ok(LabelRequirement { key, op, values })
     } else {
-        Err(aggregate(errs))
+        Err(LabelSelectorError::Invalid(errs))
     }
 }
 
@@ -536,15 +587,15 @@ fn parse_go_int(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
-/// A `field.Invalid` error's text: `<field>: Invalid value: "<value>": <detail>`.
-fn invalid(field: &str, value: &str, detail: &str) -> String {
-    format!("{field}: Invalid value: {}: {detail}", go_quote(value))
+/// A `field.Invalid` error.
+fn invalid(field: &str, value: &str, detail: &str) -> Invalid {
+    Invalid { field: field.to_owned(), value: value.to_owned(), detail: detail.to_owned() }
 }
 
 /// `utilerrors.NewAggregate(errs).Error()`: one error as is, several deduplicated in brackets.
-fn aggregate(errs: Vec<String>) -> String {
+fn aggregate(errs: &[Invalid]) -> String {
     let mut seen: Vec<String> = Vec::new();
-    for e in errs {
+    for e in errs.iter().map(Invalid::to_string) {
         if !seen.contains(&e) {
             seen.push(e);
         }
