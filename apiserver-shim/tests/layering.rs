@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 /// The modules allowed to depend on each other in a cycle: the served kinds and what they are made
 /// of. A `ResourceType` names its kind's strategy (`registry`) and, for a custom resource, its
 /// definition (`crd`); strategies call the generic API (`api`, `admission`, `access`), and the
-/// machinery that takes a `ResourceType` (defaults, validation, selectors, tables, schemas and
-/// managed fields) is in turn what strategies are written with. Everything else (the HTTP side, the
+/// machinery that takes a `ResourceType` (defaults, validation, tables, schemas and managed
+/// fields) is in turn what strategies are written with. Everything else (the HTTP side, the
 /// listener, discovery, tenants, the store's clients) sits above or below this core and may not
 /// close a loop through it. Keep in step with docs/ARCHITECTURE.md, "The core".
 const CORE: &[&str] = &[
@@ -25,7 +25,6 @@ const CORE: &[&str] = &[
     "openapi",
     "registry",
     "resource",
-    "selector",
     "table",
     "typed",
     "validation",
