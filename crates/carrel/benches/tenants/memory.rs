@@ -6,10 +6,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use carrel_apiserver::api::Target;
-use carrel_apiserver::registry::carrel::tenants::TENANTS;
 use carrel_apiserver::Api;
-use carrel_bench::{median, ms, ratio, runtime, verdict, watchdog, Table};
+use carrel_bench::{median, ratio, runtime, verdict, watchdog, Table};
 use carrel_store::{Options, SledStore};
 use carrel_tenants::{host_namespace, KUBECONFIG_SECRET};
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -162,17 +160,6 @@ pub(crate) fn memory_child(dir: PathBuf) -> BenchResult<()> {
     );
     let tenants = Proc::settle();
     println!("  with {created} idle tenants: {}", tenants.describe());
-    // What the manager does every second (`Manager::expire`): list every tenant in-process.
-    let mut expire = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        host.api
-            .list(&Target { rt: &TENANTS, namespace: None }, &Default::default())
-            .map_err(|e| e.to_string())?;
-        expire.push(t.elapsed());
-    }
-    let expire = median(expire);
-    println!("  in-process list of every tenant (Manager::expire's, every 1 s): {}", ms(expire));
 
     // Then each used once (`kubectl get ns` with the tenant's kubeconfig), and idle again.
     let touched = client_rt.block_on(async {
@@ -254,7 +241,6 @@ pub(crate) fn memory_child(dir: PathBuf) -> BenchResult<()> {
         "start": start.json(),
         "tenants": tenants.json(),
         "touched": touched,
-        "expire_list_us": expire.as_micros() as u64,
         "used": used.json(),
         "bare": bare.json(),
         "api": api.json(),
@@ -420,13 +406,6 @@ pub(crate) fn memory_rows(table: &mut Table, m: &Value) {
         "CPU while idle, % of one core",
         format!("{:.1}% ({n} tenants)", cpu("tenants")),
         format!("bare SledStores {:.1}% (+ the tenants)", cpu("bare")),
-        String::new(),
-        String::new(),
-    );
-    table.row(
-        &format!("  list of all {n} tenants (Manager::expire, each 1 s)"),
-        format!("{:.2} ms", num("/expire_list_us") / 1000.0),
-        String::new(),
         String::new(),
         String::new(),
     );
