@@ -53,13 +53,7 @@ impl Syncer {
             let host_pod = self.host_pod(&host_name, !fresh).await?;
             Ok::<_, SyncError>((tenant_pod, host_pod))
         };
-        let (tenant_pod, host_pod) = match pair.await {
-            Ok(pair) => pair,
-            Err(e) => {
-                self.taken_up(key);
-                return Err(e);
-            }
-        };
+        let (tenant_pod, host_pod) = pair.await?;
         let facts = Facts {
             tenant: &self.inner.tenant,
             namespace,
@@ -67,20 +61,7 @@ impl Syncer {
             tenant_pod: tenant_pod.as_deref(),
             host_pod: host_pod.as_deref(),
         };
-        // A host pod that records another tenant pod is not this pod's.
-        let on_host = tenant_pod.is_some()
-            && host_pod.as_deref().is_some_and(|h| decide::stands_for(h, &facts));
-        let outcome = self.carry_out(decide(&facts), &facts, &host_name).await;
-        if !on_host {
-            self.taken_up(key);
-        }
-        outcome
-    }
-
-    pub(crate) fn taken_up(&self, (namespace, name): &Key) {
-        if let Some(f) = self.inner.taken_up.get() {
-            f(namespace, name);
-        }
+        self.carry_out(decide(&facts), &facts, &host_name).await
     }
 
     /// Do what [`decide`] said for the pod `facts` describe.
