@@ -21,6 +21,9 @@
 //! - `virtual_nodes`: the tenant's view of the host nodes its pods run on.
 //! - [`placement`]: GPU placement and the claims taken for it.
 //!
+//! Beside the syncer, not part of it: [`taken_up`] watches both APIs for the tenant pods the
+//! syncer has taken up (`carrel up` gives their room in its intake window back).
+//!
 //! Host names come from [`host_names`] only; translations between tenant and host objects are
 //! pure, in [`translate`].
 
@@ -29,6 +32,7 @@ mod events_up;
 pub mod host_names;
 pub mod placement;
 mod pods;
+pub mod taken_up;
 mod tokens;
 pub mod translate;
 mod virtual_nodes;
@@ -162,8 +166,6 @@ struct Inner {
     running: Mutex<HashSet<Key>>,
     /// When the token in each service account's host Secret expires, for those written here.
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
-    /// Told of each tenant pod the syncer has taken up (see [`Syncer::when_taken_up`]).
-    taken_up: std::sync::OnceLock<TakenUp>,
     /// The host Secrets of the tenant (copies and token Secrets), once they are watched.
     host_secrets: std::sync::OnceLock<Store<Secret>>,
 }
@@ -206,9 +208,6 @@ struct Writers {
     claim_leases: reflector::store::Writer<Lease>,
 }
 
-/// What [`Syncer::when_taken_up`] calls, with a pod's namespace and name.
-type TakenUp = Box<dyn Fn(&str, &str) + Send + Sync>;
-
 /// `source.component` and `reportingComponent` of the syncer's own Events in the tenant.
 pub const COMPONENT: &str = "carrel-syncer";
 
@@ -249,7 +248,6 @@ impl Syncer {
                 failures: Mutex::default(),
                 running: Mutex::default(),
                 tokens: Mutex::default(),
-                taken_up: std::sync::OnceLock::new(),
                 host_secrets: std::sync::OnceLock::new(),
             }),
         }
@@ -274,15 +272,6 @@ impl Syncer {
 
     fn allowed_tolerations(&self) -> Vec<carrel_gpu::fit::Toleration> {
         self.inner.allowed_tolerations.read().clone()
-    }
-
-    /// Call `f` with a tenant pod's namespace and name once a reconcile has taken it up: made its
-    /// host pod, or found it needs none (gone, finished, not placeable), or failed trying (the
-    /// retry is queued). Pods already on the host are not reported again. Only the first call
-    /// has an effect. `carrel up` does not use it: it observes pods taken up through the APIs;
-    /// a failed attempt, which the APIs do not show, is reported only here.
-    pub fn when_taken_up(&self, f: impl Fn(&str, &str) + Send + Sync + 'static) {
-        let _ = self.inner.taken_up.set(Box::new(f));
     }
 
     /// Watch and reconcile until `stop` turns true. Only the first call runs.

@@ -9,6 +9,7 @@ use clap::Parser;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use carrel_gpu::fit::Toleration;
+use carrel_machinery::tenancy::host_namespace;
 use carrel_syncer::{Config, Syncer};
 
 /// Sync a tenant's pods to a host cluster, pinned to claimed MIG devices.
@@ -45,9 +46,14 @@ struct Args {
     allowed_tolerations: Vec<Toleration>,
 }
 
+/// A `--allowed-toleration` that does not read as a toleration.
+#[derive(Debug, thiserror::Error)]
+#[error("not a toleration in JSON: {0}")]
+struct NotAToleration(#[from] serde_json::Error);
+
 /// A toleration given on the command line.
-fn toleration(text: &str) -> Result<Toleration, String> {
-    serde_json::from_str(text).map_err(|e| format!("not a toleration in JSON: {e}"))
+fn toleration(text: &str) -> Result<Toleration, NotAToleration> {
+    Ok(serde_json::from_str(text)?)
 }
 
 async fn client(path: Option<&PathBuf>, what: &str) -> anyhow::Result<kube::Client> {
@@ -82,7 +88,7 @@ async fn main() -> anyhow::Result<()> {
     let tenant = client(Some(&args.tenant_kubeconfig), "tenant").await?;
     let host = client(args.host_kubeconfig.as_ref(), "host").await?;
     let config = Config {
-        host_namespace: args.host_namespace.unwrap_or_else(|| format!("carrel-{}", args.tenant)),
+        host_namespace: args.host_namespace.unwrap_or_else(|| host_namespace(&args.tenant)),
         tenant: args.tenant,
         gpu_quota,
         tenant_ca_pem,

@@ -1,7 +1,9 @@
 //! The syncer against real in-process API servers: pods go down and back up, and an unreachable
 //! host loses and duplicates nothing once it is back. The tenant API makes new pods wait for
-//! room in a window of one ([`PodIntake`]) that only the syncer gives back, so every test here
-//! also shows the syncer giving it back, whatever became of the pod.
+//! room in a window of one ([`PodIntake`]) that the watch of pods taken up ([`taken_up`]) gives
+//! back as the syncer shows them taken up through the APIs, so the tests here also show that
+//! watch at work beside the syncer. Where the syncer shows nothing (an attempt against a host
+//! out of reach, a host name taken) the room comes back after a time limit, as in `carrel up`.
 
 mod common;
 
@@ -17,13 +19,19 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use carrel_apiserver::intake::PodIntake;
-use carrel_syncer::{Config, Syncer};
+use carrel_syncer::{taken_up, Config, Syncer};
 use common::server;
 
 /// One pod at a time between a tenant API and its syncer. Room is never given back by time
-/// within a test: a pod the syncer did not report would hold every later create up.
+/// within a test: a pod not reported taken up would hold every later create up.
 fn intake() -> Arc<PodIntake> {
     Arc::new(PodIntake::new(1, Duration::from_secs(3600)))
+}
+
+/// One pod at a time, whose room also comes back after two seconds, as in `carrel up`: for the
+/// tests whose pods the syncer cannot show taken up through the APIs.
+fn intake_with_limit() -> Arc<PodIntake> {
+    Arc::new(PodIntake::new(1, Duration::from_secs(2)))
 }
 
 /// A TCP proxy that can be cut (every connection dropped, nothing accepted) and restored on the
@@ -93,7 +101,8 @@ async fn create_namespace(host: &kube::Client, name: &str) {
     namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
 }
 
-/// Tenant `t`'s syncer, resyncing every second; stop it by sending `true`.
+/// Tenant `t`'s syncer, resyncing every second, and beside it the watch that gives a pod's room
+/// in `intake` back once the syncer has taken it up; stop both by sending `true`.
 fn start_syncer(
     tenant: kube::Client,
     host: kube::Client,
@@ -106,10 +115,20 @@ fn start_syncer(
         tenant_ca_pem: None,
         resync: Duration::from_secs(1),
     };
+    let taken_up = taken_up::watch(
+        "t".into(),
+        tenant.clone(),
+        host.clone(),
+        "carrel-t".into(),
+        move |namespace, name| intake.settled("t", namespace, name),
+    );
     let syncer = Syncer::new(tenant, host, config);
-    syncer.when_taken_up(move |namespace, name| intake.settled("t", namespace, name));
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(async move { syncer.run(stop_rx).await });
+    let run = tokio::spawn(async move {
+        let taken_up = tokio::spawn(taken_up);
+        syncer.run(stop_rx).await;
+        taken_up.abort();
+    });
     (stop, run)
 }
 
@@ -122,8 +141,7 @@ struct Clusters {
     _stores: (tempfile::TempDir, tempfile::TempDir),
 }
 
-async fn clusters() -> Clusters {
-    let intake = intake();
+async fn clusters(intake: Arc<PodIntake>) -> Clusters {
     let (host_dir, host_addr) = server(true, Some(&intake)).await;
     let (tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
     let host = client(host_addr.port());
@@ -181,7 +199,9 @@ async fn eventually_pods(host: &kube::Client, want: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_host_loses_and_duplicates_nothing() {
-    let intake = intake();
+    // While the host is out of reach the syncer shows nothing of `second`: `third` waits for
+    // the time limit.
+    let intake = intake_with_limit();
     let (_host_dir, host_addr) = server(true, Some(&intake)).await;
     let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
     let mut proxy = Proxy::start(host_addr).await;
@@ -229,7 +249,7 @@ async fn an_unreachable_host_loses_and_duplicates_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn referenced_config_maps_are_copied_and_kept_current() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let Clusters { intake, host, tenant, _stores } = clusters().await;
+    let Clusters { intake, host, tenant, _stores } = clusters(intake()).await;
     let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
     let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
     let settings = |v: &str| -> ConfigMap {
@@ -354,7 +374,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copies_of_deleted_objects_leave_the_host() {
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-    let Clusters { intake, host, tenant, _stores } = clusters().await;
+    let Clusters { intake, host, tenant, _stores } = clusters(intake()).await;
     let (stop, run) = start_syncer(tenant.clone(), host.clone(), intake.clone());
     let maps: Api<ConfigMap> = Api::namespaced(tenant.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(tenant.clone(), "default");
@@ -503,7 +523,9 @@ async fn eventually_event(tenant: &kube::Client, name: &str, reason: &str) -> St
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_objects_recording_another_tenant_object_are_left_alone() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let Clusters { intake, host, tenant, _stores } = clusters().await;
+    // A pod whose host name is taken shows nothing taken up: the next create waits for the
+    // time limit.
+    let Clusters { intake, host, tenant, _stores } = clusters(intake_with_limit()).await;
     // Under the names tenant pod `default/p` and the copy of ConfigMap `default/settings` would
     // get, objects labelled as tenant t's but recording other tenant objects.
     let theirs = |name: &str, of: &str| {

@@ -1,8 +1,6 @@
 //! What `carrel up` runs beside each tenant's API: its syncer, the watch that gives a pod's room
-//! in the intake window back once the syncer has taken it up ([`taken_up`]), and the pod logs the
-//! tenant reads through it.
-
-mod taken_up;
+//! in the intake window back once the syncer has taken it up ([`carrel_syncer::taken_up`]), and
+//! the pod logs the tenant reads through it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,7 +22,7 @@ use carrel_apiserver::registry::core::pods::subresources::{
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_sim::{LogLine, LogStore};
-use carrel_syncer::{host_names, Config, Syncer};
+use carrel_syncer::{host_names, taken_up, Config, Syncer};
 use carrel_tenants::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
@@ -64,7 +62,8 @@ impl std::fmt::Debug for Syncers {
 impl Syncers {
     /// Syncers that reach the host with `host`, spawned on `handle`; `ca_pem` is the CA workloads
     /// trust for their tenant API. With `intake`, each tenant's new pods wait for room in it
-    /// before they are stored, and the room goes back as its syncer takes them up ([`taken_up`]).
+    /// before they are stored, and the room goes back as its syncer takes them up
+    /// ([`carrel_syncer::taken_up`]).
     pub fn new(
         host: kube::Client,
         handle: tokio::runtime::Handle,
@@ -130,12 +129,13 @@ impl TenantHooks for Syncers {
                 return;
             };
             let taken_up = intake.map(|intake| {
+                let tenant = name.clone();
                 let watch = taken_up::watch(
                     name.clone(),
                     client.clone(),
                     host.clone(),
                     config.host_namespace.clone(),
-                    intake,
+                    move |namespace, pod| intake.settled(&tenant, namespace, pod),
                 );
                 AbortOnDrop(tokio::spawn(watch))
             });

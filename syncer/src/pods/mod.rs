@@ -14,6 +14,24 @@ use crate::*;
 /// How long a pod whose host object is someone else's waits before the syncer looks again.
 pub(crate) const TAKEN_RETRY: Duration = Duration::from_secs(30);
 
+/// Why the syncer cannot place a tenant pod's GPUs; the message is what the pod's
+/// `PodScheduled` condition tells its owner.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unplaceable {
+    /// The pod's GPU resources do not read as requests ([`gpu_requests`]'s complaint).
+    #[error("{0}")]
+    Requests(String),
+    /// The pod's spec does not read as scheduling needs.
+    #[error(transparent)]
+    Needs(#[from] carrel_gpu::fit::NeedsError),
+    /// The pod asks for `nvidia.com/gpu` and the tenant has no `7g` quota to stand for it.
+    #[error("nvidia.com/gpu needs a 7g quota")]
+    NoWholeGpuQuota,
+    /// The pod asks for a resource that names no MIG profile.
+    #[error("{0} is not a MIG profile")]
+    NotAProfile(String),
+}
+
 /// Where a GPU pod may run, read from its spec (its tolerations as far as the tenant's admin
 /// allows them). As Kubernetes' `ExtendedResourceToleration`
 /// admission plugin would, it tolerates `NoSchedule` taints named after the GPU resources it asks
@@ -22,15 +40,16 @@ pub(crate) const TAKEN_RETRY: Duration = Duration::from_secs(30);
 pub(crate) fn gpu_pod_needs(
     pod: &Value,
     allowed: &[carrel_gpu::fit::Toleration],
-) -> Result<carrel_gpu::fit::PodNeeds, String> {
+) -> Result<carrel_gpu::fit::PodNeeds, Unplaceable> {
     use carrel_gpu::fit::{PodNeeds, Toleration};
     // Only the tolerations the tenant's admin allows count, as on the host pod.
     let mut spec = pod.get("spec").cloned().unwrap_or(Value::Null);
     if let Some(o) = spec.as_object_mut() {
         o.insert("tolerations".into(), Value::Array(translate::tenant_tolerations(pod, allowed)));
     }
-    let mut needs = PodNeeds::of_spec(&spec).map_err(|e| e.to_string())?;
-    let mut resources: BTreeSet<String> = gpu_requests(pod)?.into_keys().collect();
+    let mut needs = PodNeeds::of_spec(&spec)?;
+    let mut resources: BTreeSet<String> =
+        gpu_requests(pod).map_err(Unplaceable::Requests)?.into_keys().collect();
     resources.insert(WHOLE_GPU.to_owned());
     for resource in resources {
         needs = needs.tolerating(Toleration::exists(&resource, "NoSchedule"));
@@ -53,13 +72,7 @@ impl Syncer {
             let host_pod = self.host_pod(&host_name, !fresh).await?;
             Ok::<_, SyncError>((tenant_pod, host_pod))
         };
-        let (tenant_pod, host_pod) = match pair.await {
-            Ok(pair) => pair,
-            Err(e) => {
-                self.taken_up(key);
-                return Err(e);
-            }
-        };
+        let (tenant_pod, host_pod) = pair.await?;
         let facts = Facts {
             tenant: &self.inner.tenant,
             namespace,
@@ -67,20 +80,7 @@ impl Syncer {
             tenant_pod: tenant_pod.as_deref(),
             host_pod: host_pod.as_deref(),
         };
-        // A host pod that records another tenant pod is not this pod's.
-        let on_host = tenant_pod.is_some()
-            && host_pod.as_deref().is_some_and(|h| decide::stands_for(h, &facts));
-        let outcome = self.carry_out(decide(&facts), &facts, &host_name).await;
-        if !on_host {
-            self.taken_up(key);
-        }
-        outcome
-    }
-
-    pub(crate) fn taken_up(&self, (namespace, name): &Key) {
-        if let Some(f) = self.inner.taken_up.get() {
-            f(namespace, name);
-        }
+        self.carry_out(decide(&facts), &facts, &host_name).await
     }
 
     /// Do what [`decide`] said for the pod `facts` describe.
@@ -201,19 +201,19 @@ impl Syncer {
 
     /// The profiles and counts a pod's GPU resources stand for; `nvidia.com/gpu` becomes the
     /// tenant's first `7g` profile with quota.
-    pub(crate) fn pod_request(&self, pod: &Value) -> Result<placement::PodRequest, String> {
+    pub(crate) fn pod_request(&self, pod: &Value) -> Result<placement::PodRequest, Unplaceable> {
         let quota = self.inner.quota.read().clone();
         let mut request = placement::PodRequest::new();
-        for (resource, n) in gpu_requests(pod)? {
+        for (resource, n) in gpu_requests(pod).map_err(Unplaceable::Requests)? {
             let profile = if resource == WHOLE_GPU {
                 quota
                     .iter()
                     .find(|(p, n)| p.starts_with("7g.") && **n > 0)
                     .map(|(p, _)| p.clone())
-                    .ok_or_else(|| "nvidia.com/gpu needs a 7g quota".to_owned())?
+                    .ok_or(Unplaceable::NoWholeGpuQuota)?
             } else {
                 carrel_gpu::canonical_profile_name(&resource)
-                    .ok_or_else(|| format!("{resource} is not a MIG profile"))?
+                    .ok_or_else(|| Unplaceable::NotAProfile(resource.clone()))?
             };
             *request.entry(profile).or_default() += u32::try_from(n).unwrap_or(u32::MAX);
         }
@@ -229,7 +229,7 @@ impl Syncer {
         let request = match self.pod_request(tenant) {
             Ok(r) => r,
             Err(why) => {
-                self.unschedulable(tenant, &why).await?;
+                self.unschedulable(tenant, &why.to_string()).await?;
                 return Ok(None);
             }
         };
@@ -244,7 +244,7 @@ impl Syncer {
             let needs = match gpu_pod_needs(tenant, &self.allowed_tolerations()) {
                 Ok(n) => n,
                 Err(why) => {
-                    self.unschedulable(tenant, &why).await?;
+                    self.unschedulable(tenant, &why.to_string()).await?;
                     return Ok(None);
                 }
             };

@@ -1,19 +1,20 @@
-//! The other end of the pod intake window, observed through the APIs: a tenant pod is taken up
+//! Which tenant pods a syncer has taken up, observed through the APIs: a tenant pod is taken up
 //! once its syncer has made its host pod (the host pod shows up) or decided about it without one
 //! (the tenant pod shows a `PodScheduled` condition, a node or a final phase), or once it is
-//! deleted; its room in the window then goes back ([`PodIntake::settled`]). What the syncer
-//! never shows (a failed attempt, a host name taken) waits for the window's time limit.
+//! deleted. [`watch`] reports each such pod once while it exists. What the syncer never shows
+//! through the APIs (a failed attempt, a host name taken) is never reported.
+//!
+//! `carrel up` runs it beside each tenant's syncer and gives the pod's room in its intake window
+//! back on each report; it reaches both APIs as a client, as the syncer does.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 
-use carrel_apiserver::intake::PodIntake;
-use carrel_syncer::host_names;
+use crate::host_names;
 
 /// Whether the syncer has shown on tenant pod `pod` that it took it up.
 fn shows_taken_up(pod: &Pod) -> bool {
@@ -32,21 +33,22 @@ fn shows_taken_up(pod: &Pod) -> bool {
 struct Reported(HashSet<(String, String)>);
 
 impl Reported {
-    fn settle(&mut self, intake: &PodIntake, tenant: &str, namespace: &str, name: &str) {
+    fn settle(&mut self, settled: &impl Fn(&str, &str), namespace: &str, name: &str) {
         if self.0.insert((namespace.to_owned(), name.to_owned())) {
-            intake.settled(tenant, namespace, name);
+            settled(namespace, name);
         }
     }
 }
 
-/// Give back the room of `tenant`'s pods in `intake` as its syncer takes them up, watching its
-/// pods (through `tenant_client`) and its host pods in `host_namespace` (through `host`).
+/// Call `settled` with the namespace and name of each of `tenant`'s pods as its syncer takes it
+/// up, watching its pods (through `tenant_client`) and its host pods in `host_namespace`
+/// (through `host`). Runs until dropped; watch errors are retried with backoff.
 pub async fn watch(
     tenant: String,
     tenant_client: kube::Client,
     host: kube::Client,
     host_namespace: String,
-    intake: Arc<PodIntake>,
+    settled: impl Fn(&str, &str),
 ) {
     let tenant_pods = watcher(Api::<Pod>::all(tenant_client), watcher::Config::default())
         .default_backoff()
@@ -67,7 +69,7 @@ pub async fn watch(
                 else {
                     continue;
                 };
-                reported.settle(&intake, &tenant, namespace, name);
+                reported.settle(&settled, namespace, name);
                 reported.0.remove(&(namespace.clone(), name.clone()));
                 continue;
             }
@@ -90,7 +92,7 @@ pub async fn watch(
             })
         };
         if let Some((namespace, name)) = key {
-            reported.settle(&intake, &tenant, &namespace, &name);
+            reported.settle(&settled, &namespace, &name);
         }
     }
 }
