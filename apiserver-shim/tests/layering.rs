@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 /// The modules allowed to depend on each other in a cycle: the served kinds and what they are made
 /// of. A `ResourceType` names its kind's strategy (`registry`) and, for a custom resource, its
 /// definition (`crd`); strategies call the generic API (`api`, `admission`, `access`), and the
-/// machinery that takes a `ResourceType` (defaults, validation, tables, schemas and managed
-/// fields) is in turn what strategies are written with. Everything else (the HTTP side, the
-/// listener, discovery, tenants, the store's clients) sits above or below this core and may not
-/// close a loop through it. Keep in step with docs/ARCHITECTURE.md, "The core".
+/// machinery that takes a `ResourceType` (defaults, validation, schemas and managed fields) is in
+/// turn what strategies are written with. Everything else (the HTTP side, the listener,
+/// discovery, selectors, table columns, tenants) sits above or below this core and may not close
+/// a loop through it. Keep in step with docs/ARCHITECTURE.md, "The core".
 const CORE: &[&str] = &[
     "access",
     "admission",
@@ -25,7 +25,6 @@ const CORE: &[&str] = &[
     "openapi",
     "registry",
     "resource",
-    "table",
     "typed",
     "validation",
 ];

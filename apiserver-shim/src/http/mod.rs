@@ -19,6 +19,7 @@ mod request_info;
 mod response;
 mod reviews;
 mod routing;
+pub mod table;
 mod tenants;
 mod watch;
 

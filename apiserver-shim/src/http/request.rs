@@ -8,13 +8,13 @@ use serde_json::Value;
 
 use crate::api::{parse_resource_version, DeleteParams, ListParams, Write};
 use crate::fields::FieldValidation;
+use crate::http::table::{self, IncludeObject};
 use crate::managed::{self, Owner};
 use crate::patch;
 use crate::resource::{ResourceType, Subresource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult, Cause};
 use crate::strict_json;
-use crate::table::{self, IncludeObject};
 
 use crate::listener::MAX_BODY_BYTES;
 

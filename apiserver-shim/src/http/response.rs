@@ -6,8 +6,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use crate::discovery;
+use crate::http::table::{self, TableOptions};
 use crate::resource::ResourceType;
-use crate::table::{self, TableOptions};
 
 use super::request::{accept, include_object, wants_partial_metadata, Query};
 

@@ -11,9 +11,9 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::api::{decode_event_object, parse_resource_version, Api, ListParams, Target};
+use crate::http::table::{self, IncludeObject, TableOptions};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
-use crate::table::{self, IncludeObject, TableOptions};
 
 use super::request::{accept, include_object, list_params, Query};
 use super::{blocking, Server};

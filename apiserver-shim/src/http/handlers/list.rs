@@ -10,8 +10,8 @@ use crate::api::Target;
 use crate::http::blocking;
 use crate::http::request::{accept, include_object, list_params, list_version, wants_plain_json};
 use crate::http::response::{json_bytes_response, json_response, partial_metadata};
+use crate::http::table::{self, TableOptions};
 use crate::status::ApiResult;
-use crate::table::{self, TableOptions};
 
 /// `GET <resource>` without `watch`.
 pub(super) async fn list(call: Call<'_>) -> ApiResult<Response> {
