@@ -163,6 +163,37 @@ pub enum ClaimsError {
     Join(#[from] tokio::task::JoinError),
 }
 
+/// Why a claim's instance could not be built on its GPU.
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    /// A free instance in the claim's way could not be destroyed.
+    #[error(
+        "destroying free instance {} ({} at slot {}) on GPU {gpu_index}: {source}",
+        .instance.uuid.as_deref().unwrap_or("without a MIG device"),
+        .instance.profile,
+        .instance.placement.start
+    )]
+    Destroy {
+        /// The GPU's index.
+        gpu_index: u32,
+        /// The instance.
+        instance: MigInstance,
+        /// The backend's error.
+        source: BackendError,
+    },
+    /// The claim's instance could not be created.
+    #[error("creating the instance on GPU {gpu_index}: {source}")]
+    Create {
+        /// The GPU's index.
+        gpu_index: u32,
+        /// The backend's error.
+        source: BackendError,
+    },
+    /// A blocking backend call did not finish.
+    #[error(transparent)]
+    Join(#[from] tokio::task::JoinError),
+}
+
 /// Runs `f` on the blocking pool with the backend.
 pub(crate) async fn blocking<T: Send + 'static>(
     backend: &Arc<dyn GpuBackend>,
@@ -230,7 +261,9 @@ impl Reconciler {
                 Plan::Build { gpu_index, destroy, shape, placement } => {
                     let result = self.build(gpu_index, destroy, shape, placement).await;
                     outcome.changed_instances |= result.1;
-                    result.0.map(|i| (gpu_index, i))
+                    // The failure is told as text: logged, compared with the last pass's, and
+                    // written into a Warning Event.
+                    result.0.map(|i| (gpu_index, i)).map_err(|e| e.to_string())
                 }
             };
             match made {
@@ -265,7 +298,7 @@ impl Reconciler {
         destroy: Vec<MigInstance>,
         shape: Shape,
         placement: Placement,
-    ) -> (Result<MigInstance, String>, bool) {
+    ) -> (Result<MigInstance, BuildError>, bool) {
         let mut changed = false;
         for instance in destroy {
             let id = instance.gpu_instance_id;
@@ -282,18 +315,10 @@ impl Reconciler {
                         "destroyed a free MIG instance in a claim's way"
                     );
                 }
-                Ok(Err(e)) => {
-                    return (
-                        Err(format!(
-                            "destroying free instance {} ({} at slot {}) on GPU {gpu_index}: {e}",
-                            instance.uuid.as_deref().unwrap_or("without a MIG device"),
-                            instance.profile,
-                            instance.placement.start
-                        )),
-                        changed,
-                    )
+                Ok(Err(source)) => {
+                    return (Err(BuildError::Destroy { gpu_index, instance, source }), changed)
                 }
-                Err(e) => return (Err(e.to_string()), changed),
+                Err(e) => return (Err(e.into()), changed),
             }
         }
         match blocking(&self.backend, move |b| b.create_instance(gpu_index, shape, placement)).await
@@ -309,8 +334,8 @@ impl Reconciler {
                 );
                 (Ok(instance), true)
             }
-            Ok(Err(e)) => (Err(format!("creating the instance on GPU {gpu_index}: {e}")), changed),
-            Err(e) => (Err(e.to_string()), changed),
+            Ok(Err(source)) => (Err(BuildError::Create { gpu_index, source }), changed),
+            Err(e) => (Err(e.into()), changed),
         }
     }
 

@@ -93,8 +93,8 @@ impl Admission for TenantAdmission {
             let why = podsecurity::forbidden_message(policy.level, &violations);
             return Err(ApiError::forbidden("", "pods", name, &why));
         }
-        let wanted =
-            gpu_requests(pod).map_err(|why| ApiError::forbidden("", "pods", name, &why))?;
+        let wanted = gpu_requests(pod)
+            .map_err(|why| ApiError::forbidden("", "pods", name, &why.to_string()))?;
         if wanted.is_empty() {
             return Ok(());
         }

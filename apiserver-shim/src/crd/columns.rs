@@ -1,6 +1,7 @@
 //! `additionalPrinterColumns`: the columns `kubectl get` prints for a custom resource, each a
 //! JSONPath into the object.
 
+use jsonpath_rust::parser::errors::JsonPathError;
 use jsonpath_rust::JsonPath;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as ext;
 use serde_json::{json, Value};
@@ -57,11 +58,19 @@ fn query_of(json_path: &str) -> String {
     format!("${inner}")
 }
 
+/// Why a column cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ColumnError {
+    /// Its JSONPath does not parse; the parser's complaint.
+    #[error(transparent)]
+    Path(#[from] JsonPathError),
+}
+
 /// Whether a column's JSONPath parses; the parser's complaint if not.
-pub fn check_path(json_path: &str) -> Result<(), String> {
+pub fn check_path(json_path: &str) -> Result<(), ColumnError> {
     jsonpath_rust::parser::parse_json_path(&query_of(json_path))
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(ColumnError::from)
 }
 
 /// The text of a value in a string column: strings as they are, anything else as JSON.

@@ -41,7 +41,7 @@ use crate::resource::{Registry, ResourceType};
 use crate::version::KUBERNETES_VERSION;
 
 pub use annotations::{list_annotations, ListAnnotations, ListType, MapType, PatchStrategy};
-pub use schemas::{check_types, kind_names, schemas_for, KindNames};
+pub use schemas::{check_types, kind_names, schemas_for, DecodeError, KindNames};
 
 use paths::{resource_paths, resources_path};
 use schemas::names_of;

@@ -35,7 +35,24 @@ pub struct KindNames {
 struct Kind {
     names: fn() -> KindNames,
     add: fn(&mut SchemaGenerator) -> Value,
-    decode: fn(&Value) -> Result<(), String>,
+    decode: fn(&Value) -> Result<(), DecodeError>,
+}
+
+/// Why an object does not decode as its kind's type, as kube-apiserver's decoder words it: the
+/// field's path (when the problem is below the object's root), then serde's complaint.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The object itself is not of the kind's shape.
+    #[error(transparent)]
+    Object(serde_json::Error),
+    /// A field holds a value not of its type (`spec.replicas: invalid type: …`).
+    #[error("{path}: {source}")]
+    Field {
+        /// The field, dotted (`spec.replicas`).
+        path: String,
+        /// serde's complaint.
+        source: serde_json::Error,
+    },
 }
 
 fn kind_of<T>() -> Kind
@@ -45,9 +62,11 @@ where
     Kind {
         decode: |value| {
             serde_path_to_error::deserialize::<_, T>(value).map(drop).map_err(|e| {
-                match e.path().to_string().as_str() {
-                    "." => e.inner().to_string(),
-                    path => format!("{path}: {}", e.inner()),
+                let path = e.path().to_string();
+                let source = e.into_inner();
+                match path.as_str() {
+                    "." => DecodeError::Object(source),
+                    _ => DecodeError::Field { path, source },
                 }
             })
         },
@@ -185,7 +204,7 @@ pub fn check_types(
     version: &str,
     kind_name: &str,
     object: &Value,
-) -> Result<(), String> {
+) -> Result<(), DecodeError> {
     match kind(group, version, kind_name) {
         Some(k) => (k.decode)(object),
         None => Ok(()),

@@ -34,14 +34,44 @@ fn may(
     policy.authorize(&attributes).allowed
 }
 
-/// `ConfirmNoEscalation`: the user's rules in `namespace` must cover `rules`; otherwise the
-/// message naming what is missing.
+/// A grant of rules the user does not hold, in `ConfirmNoEscalation`'s words.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}{}",
+    go_quote(.user),
+    go_quote_list(.groups),
+    .missing.join("\n"),
+    resolution_errors(.errors)
+)]
+struct EscalationError {
+    /// The user's name.
+    user: String,
+    /// The user's groups.
+    groups: Vec<String>,
+    /// The rules not held, compacted, sorted and deduplicated.
+    missing: Vec<String>,
+    /// Why some of the user's rules could not be resolved.
+    errors: Vec<String>,
+}
+
+/// `; resolution errors: [...]` after the missing rules, when some of the user's rules did not
+/// resolve.
+fn resolution_errors(errors: &[String]) -> String {
+    if errors.is_empty() {
+        String::new()
+    } else {
+        format!("; resolution errors: [{}]", aggregate_errors(errors))
+    }
+}
+
+/// `ConfirmNoEscalation`: the user's rules in `namespace` must cover `rules`; otherwise what is
+/// missing.
 fn confirm_no_escalation(
     policy: &Policy,
     user: &UserInfo,
     namespace: &str,
     rules: &[PolicyRule],
-) -> Result<(), String> {
+) -> Result<(), EscalationError> {
     let (owner, errors) = policy.rules_for_with_errors(user, namespace);
     let (covered, missing) = covers(&owner, rules);
     if covered {
@@ -50,16 +80,7 @@ fn confirm_no_escalation(
     let mut missing: Vec<String> = compact_rules(&missing).iter().map(compact_string).collect();
     missing.sort();
     missing.dedup();
-    let mut message = format!(
-        "user {} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
-        go_quote(&user.name),
-        go_quote_list(&user.groups),
-        missing.join("\n")
-    );
-    if !errors.is_empty() {
-        message.push_str(&format!("; resolution errors: [{}]", aggregate_errors(&errors)));
-    }
-    Err(message)
+    Err(EscalationError { user: user.name.clone(), groups: user.groups.clone(), missing, errors })
 }
 
 /// `roles` in a namespace, `clusterroles` at cluster scope.
@@ -92,7 +113,7 @@ pub fn check_role_write(
         return Ok(());
     }
     confirm_no_escalation(policy, user, namespace, rules)
-        .map_err(|why| new_forbidden(RBAC_GROUP, resource, name, &why))
+        .map_err(|why| new_forbidden(RBAC_GROUP, resource, name, &why.to_string()))
 }
 
 fn has_aggregation_rule(role: &ClusterRole) -> bool {
@@ -118,7 +139,7 @@ pub fn check_cluster_role_write(
     }
     let rules = role.rules.as_deref().unwrap_or(&[]);
     confirm_no_escalation(policy, user, "", rules)
-        .map_err(|why| new_forbidden(RBAC_GROUP, resource, name, &why))?;
+        .map_err(|why| new_forbidden(RBAC_GROUP, resource, name, &why.to_string()))?;
     if has_aggregation_rule(role) || old.is_some_and(has_aggregation_rule) {
         let full_authority = [
             PolicyRule {
@@ -175,5 +196,5 @@ pub fn check_binding_write(
     }
     let resource = if namespace.is_empty() { "clusterrolebindings" } else { "rolebindings" };
     confirm_no_escalation(policy, user, namespace, role_rules)
-        .map_err(|why| new_forbidden(RBAC_GROUP, resource, name, &why))
+        .map_err(|why| new_forbidden(RBAC_GROUP, resource, name, &why.to_string()))
 }

@@ -4,28 +4,79 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+/// Why a `PROFILE=COUNT` quota does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaError {
+    /// A pair without `=`.
+    #[error("{0:?}: expected PROFILE=COUNT, such as 1g.18gb=2")]
+    NotAPair(String),
+    /// A count that is not a non-negative integer.
+    #[error("{0:?}: the count must be a non-negative integer")]
+    BadCount(String),
+    /// A profile the catalogue does not know.
+    #[error(
+        "{pair:?}: {profile} is not a MIG profile; known profiles: {}",
+        crate::known_profile_names().join(", ")
+    )]
+    UnknownProfile {
+        /// The pair.
+        pair: String,
+        /// The profile as written.
+        profile: String,
+    },
+    /// A profile given more than once.
+    #[error("{0} is given twice")]
+    Twice(String),
+}
+
+/// Why a pod's GPU resources cannot be read.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// A `nvidia.com/mig-…` resource the catalogue does not know.
+    #[error(
+        "{0} is not a MIG profile this fleet knows; known: {known}",
+        known = crate::known_profile_names().join(", ")
+    )]
+    UnknownProfile(String),
+    /// A count that is not a whole number.
+    #[error("{resource}: {value} is not a whole number of devices")]
+    NotWhole {
+        /// The resource.
+        resource: String,
+        /// The count as the pod gives it.
+        value: Value,
+    },
+}
+
+/// Where a pod's GPU requests are worded as text errors, a [`RequestError`] is its message.
+impl From<RequestError> for String {
+    fn from(e: RequestError) -> String {
+        e.to_string()
+    }
+}
+
 /// `PROFILE=COUNT` pairs (`1g.18gb=2`, `mig-1g.18gb=2`, `nvidia.com/mig-1g.18gb=2`) as a quota
 /// by canonical profile name; the error names the pair and what is wrong with it.
-pub fn parse_quota<S: AsRef<str>>(pairs: &[S]) -> Result<BTreeMap<String, i64>, String> {
+pub fn parse_quota<S: AsRef<str>>(pairs: &[S]) -> Result<BTreeMap<String, i64>, QuotaError> {
     let mut quota = BTreeMap::new();
     for pair in pairs {
         let pair = pair.as_ref();
         let Some((profile, count)) = pair.split_once('=') else {
-            return Err(format!("{pair:?}: expected PROFILE=COUNT, such as 1g.18gb=2"));
+            return Err(QuotaError::NotAPair(pair.to_owned()));
         };
         let count = count
             .parse::<i64>()
             .ok()
             .filter(|c| *c >= 0)
-            .ok_or_else(|| format!("{pair:?}: the count must be a non-negative integer"))?;
+            .ok_or_else(|| QuotaError::BadCount(pair.to_owned()))?;
         let Some(canonical) = crate::canonical_profile_name(profile) else {
-            return Err(format!(
-                "{pair:?}: {profile} is not a MIG profile; known profiles: {}",
-                crate::known_profile_names().join(", ")
-            ));
+            return Err(QuotaError::UnknownProfile {
+                pair: pair.to_owned(),
+                profile: profile.to_owned(),
+            });
         };
         if quota.insert(canonical.clone(), count).is_some() {
-            return Err(format!("{canonical} is given twice"));
+            return Err(QuotaError::Twice(canonical));
         }
     }
     Ok(quota)
@@ -41,8 +92,8 @@ const MIG_PREFIX: &str = "nvidia.com/mig-";
 /// it). Limits stand for requests (extended resources
 /// cannot be overcommitted). An unknown MIG profile or a count that is not a whole number is an
 /// error naming it.
-pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, String> {
-    let of = |c: &Value| -> Result<BTreeMap<String, i64>, String> {
+pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, RequestError> {
+    let of = |c: &Value| -> Result<BTreeMap<String, i64>, RequestError> {
         let mut out = BTreeMap::new();
         for field in ["limits", "requests"] {
             for (resource, value) in c
@@ -55,8 +106,9 @@ pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, String> {
                     continue;
                 }
                 let key = canonical_resource(resource)?;
-                let n = whole_number(value).ok_or_else(|| {
-                    format!("{resource}: {value} is not a whole number of devices")
+                let n = whole_number(value).ok_or_else(|| RequestError::NotWhole {
+                    resource: resource.clone(),
+                    value: value.clone(),
                 })?;
                 out.entry(key).or_insert(n);
             }
@@ -105,16 +157,13 @@ pub fn gpu_requests(pod: &Value) -> Result<BTreeMap<String, i64>, String> {
 
 /// `nvidia.com/mig-1g.18gb.me` → `nvidia.com/mig-1g.18gb.me` checked against the catalogue;
 /// `nvidia.com/gpu` as is.
-fn canonical_resource(resource: &str) -> Result<String, String> {
+fn canonical_resource(resource: &str) -> Result<String, RequestError> {
     if resource == WHOLE_GPU {
         return Ok(resource.to_owned());
     }
     match crate::canonical_profile_name(resource) {
         Some(profile) => Ok(crate::resource_name(&profile)),
-        None => Err(format!(
-            "{resource} is not a MIG profile this fleet knows; known: {}",
-            crate::known_profile_names().join(", ")
-        )),
+        None => Err(RequestError::UnknownProfile(resource.to_owned())),
     }
 }
 
@@ -149,9 +198,9 @@ mod tests {
             BTreeMap::from([("nvidia.com/gpu".into(), 1), ("nvidia.com/mig-1g.18gb".into(), 3)])
         );
         let bad = gpu_pod(json!({"nvidia.com/mig-9g.1gb": 1}));
-        assert!(gpu_requests(&bad).expect_err("unknown").contains("known: "));
+        assert!(gpu_requests(&bad).expect_err("unknown").to_string().contains("known: "));
         let half = gpu_pod(json!({"nvidia.com/mig-1g.18gb": "500m"}));
-        assert!(gpu_requests(&half).expect_err("fraction").contains("whole number"));
+        assert!(gpu_requests(&half).expect_err("fraction").to_string().contains("whole number"));
     }
 
     #[test]

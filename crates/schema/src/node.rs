@@ -61,7 +61,7 @@ pub(crate) struct Node {
     pub(crate) min_length: Option<i64>,
     pub(crate) pattern: Option<String>,
     pub(crate) pattern_regex: Option<Arc<Regex>>,
-    pub(crate) pattern_error: Option<String>,
+    pub(crate) pattern_error: Option<crate::regex_go::PatternError>,
     pub(crate) max_items: Option<i64>,
     pub(crate) min_items: Option<i64>,
     pub(crate) unique_items: bool,

@@ -18,13 +18,23 @@ pub(crate) const SIZE_LIMIT: usize = 1 << 20;
 /// The most a pattern's lazy DFA cache may grow to, per thread using it (default 2 MiB).
 pub(crate) const DFA_SIZE_LIMIT: usize = 256 << 10;
 
+/// A regular expression that does not compile, worded as Go's `regexp.Compile` words it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("error parsing regexp: {reason}: `{pattern}`")]
+pub(crate) struct PatternError {
+    /// What is wrong, as the `regex` crate says it.
+    reason: String,
+    /// The pattern as written.
+    pattern: String,
+}
+
 /// Compiles a Go regular expression. The error is worded as Go's `regexp.Compile` words it
 /// (`error parsing regexp: …`).
 ///
 /// Compiled patterns are shared: a pattern compiled while another copy of it is alive (in
 /// another version, definition or tenant) is the same `Regex`, and it is freed with its last
 /// user.
-pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, String> {
+pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, PatternError> {
     let shared = shared();
     if let Some(found) = shared.lock().get(pattern).and_then(Weak::upgrade) {
         return Ok(found);
@@ -52,7 +62,7 @@ pub(crate) fn is_shared(pattern: &str) -> bool {
 
 /// Compiles a Go regular expression for one use (CEL's `matches()`, whose pattern may come from
 /// the object): not shared, so that patterns from data leave nothing behind.
-pub(crate) fn compile_new(pattern: &str) -> Result<Regex, String> {
+pub(crate) fn compile_new(pattern: &str) -> Result<Regex, PatternError> {
     let translated = translate(pattern);
     RegexBuilder::new(&translated)
         .size_limit(SIZE_LIMIT)
@@ -67,7 +77,7 @@ pub(crate) fn compile_new(pattern: &str) -> Result<Regex, String> {
                 .unwrap_or(text.as_str())
                 .trim()
                 .to_string();
-            format!("error parsing regexp: {reason}: `{pattern}`")
+            PatternError { reason, pattern: pattern.to_owned() }
         })
 }
 
@@ -200,14 +210,17 @@ mod tests {
     #[test]
     fn huge_programs_are_refused() {
         // Unicode classes repeated a thousand times, three deep: far past the size limit.
-        let err = compile(r"^((\pL{1000}){1000}){1000}$").err().unwrap_or_default();
+        let err = compile(r"^((\pL{1000}){1000}){1000}$")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.starts_with("error parsing regexp: "), "{err}");
         assert!(err.contains("size limit"), "{err}");
     }
 
     #[test]
     fn errors_name_the_pattern() {
-        let err = compile("(").err().unwrap_or_default();
+        let err = compile("(").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.starts_with("error parsing regexp: "), "{err}");
         assert!(err.ends_with(": `(`"), "{err}");
     }

@@ -18,7 +18,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Client;
 use tokio::sync::watch;
 
-use carrel_gpu::fit::{self, NodeFacts, PodNeeds};
+use carrel_gpu::fit::{self, Misfit, NeedsError, NodeFacts, PodNeeds};
 use kube::api::{Patch, PatchParams};
 
 use crate::kubelet::LABEL_SIMULATED;
@@ -52,6 +52,22 @@ pub enum SchedulerError {
     },
 }
 
+/// Why a pod waits for a node, in kube-scheduler's words.
+#[derive(Debug, thiserror::Error)]
+pub enum Unschedulable {
+    /// The pod's placement fields do not read.
+    #[error(transparent)]
+    Needs(#[from] NeedsError),
+    /// No node may take it (`0/3 nodes are available: …`).
+    #[error("{}", fit::unavailable(*.nodes, .misfits))]
+    NoNode {
+        /// How many nodes were looked at.
+        nodes: usize,
+        /// Why each refused the pod.
+        misfits: Vec<Misfit>,
+    },
+}
+
 /// A node as the scheduler sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
@@ -82,7 +98,7 @@ pub fn choose_node_for(
     candidates: &[Candidate],
     load: &BTreeMap<String, usize>,
     needs: &PodNeeds,
-) -> Result<String, String> {
+) -> Result<String, Unschedulable> {
     let simulated: Vec<&Candidate> =
         candidates.iter().filter(|c| c.simulated && !c.facts.name.is_empty()).collect();
     let mut misfits = Vec::new();
@@ -97,7 +113,8 @@ pub fn choose_node_for(
             best = Some((pods, &c.facts.name));
         }
     }
-    best.map(|(_, name)| name.to_owned()).ok_or_else(|| fit::unavailable(simulated.len(), &misfits))
+    best.map(|(_, name)| name.to_owned())
+        .ok_or(Unschedulable::NoNode { nodes: simulated.len(), misfits })
 }
 
 /// Whether this scheduler should place `pod`: unbound, not being deleted, not finished, and
@@ -319,11 +336,12 @@ impl Tracker {
                 })
             });
             let chosen = PodNeeds::of_spec(spec.as_ref().unwrap_or(&serde_json::Value::Null))
-                .map_err(|e| e.to_string())
+                .map_err(Unschedulable::from)
                 .and_then(|needs| choose_node_for(candidates, &self.load, &needs));
             let node = match chosen {
                 Ok(node) => node,
                 Err(why) => {
+                    let why = why.to_string();
                     tracing::debug!(pod = %format!("{namespace}/{name}"), %why, "no node for the pod yet");
                     if let Err(e) = report_unschedulable(client, recorder, &pod, &why).await {
                         tracing::debug!(pod = %format!("{namespace}/{name}"), error = %e, "could not say why the pod waits");
@@ -499,20 +517,25 @@ mod tests {
         assert_eq!(choose_node(&[node("c", false)], &BTreeMap::new()), None);
     }
 
+    /// The node chosen, or the message saying why none was.
+    fn placed(chosen: Result<String, Unschedulable>) -> Result<String, String> {
+        chosen.map_err(|e| e.to_string())
+    }
+
     #[test]
     fn a_pods_selector_affinity_and_tolerations_narrow_the_choice() {
         let nodes = vec![node("a", true), node("b", true)];
         let busy_b = BTreeMap::from([("b".to_owned(), 9)]);
         let on_b = needs(serde_json::json!({"nodeSelector": {"kubernetes.io/hostname": "b"}}));
-        assert_eq!(choose_node_for(&nodes, &busy_b, &on_b).as_deref(), Ok("b"));
+        assert_eq!(placed(choose_node_for(&nodes, &busy_b, &on_b)).as_deref(), Ok("b"));
         let not_a = needs(serde_json::json!({"affinity": {"nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [
                     {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["a"]}]}]}}}}));
-        assert_eq!(choose_node_for(&nodes, &busy_b, &not_a).as_deref(), Ok("b"));
+        assert_eq!(placed(choose_node_for(&nodes, &busy_b, &not_a)).as_deref(), Ok("b"));
         let nowhere = needs(serde_json::json!({"nodeSelector": {"kubernetes.io/hostname": "x"}}));
         assert_eq!(
-            choose_node_for(&nodes, &busy_b, &nowhere),
+            placed(choose_node_for(&nodes, &busy_b, &nowhere)),
             Err("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
                 .to_owned())
         );
@@ -528,7 +551,7 @@ mod tests {
         let nodes = vec![tainted, cordoned, node("c", false)];
         assert_eq!(choose_node(&nodes, &BTreeMap::new()), None, "tainted, cordoned and not ready");
         assert_eq!(
-            choose_node_for(&nodes, &BTreeMap::new(), &PodNeeds::default()),
+            placed(choose_node_for(&nodes, &BTreeMap::new(), &PodNeeds::default())),
             Err("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 1 \
                  node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 1 node(s) were \
                  unschedulable."
@@ -536,11 +559,14 @@ mod tests {
         );
         let tolerant = needs(serde_json::json!({"tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]}));
-        assert_eq!(choose_node_for(&nodes, &BTreeMap::new(), &tolerant).as_deref(), Ok("a"));
+        assert_eq!(
+            placed(choose_node_for(&nodes, &BTreeMap::new(), &tolerant)).as_deref(),
+            Ok("a")
+        );
         // A full node takes no more.
         let full = BTreeMap::from([("a".to_owned(), 110)]);
         assert_eq!(
-            choose_node_for(&nodes, &full, &tolerant),
+            placed(choose_node_for(&nodes, &full, &tolerant)),
             Err("0/3 nodes are available: 1 Too many pods, 1 node(s) had untolerated taint \
                  {node.kubernetes.io/not-ready: }, 1 node(s) were unschedulable."
                 .to_owned())

@@ -54,7 +54,7 @@ fn cron_job(object: &Value, e: &mut Errors) {
         e.required("spec.schedule", "");
     } else {
         if let Err(problem) = parse_cron(schedule) {
-            e.invalid("spec.schedule", &quote(schedule), &problem);
+            e.invalid("spec.schedule", &quote(schedule), &problem.to_string());
         }
         if schedule.contains("TZ") {
             e.invalid(
@@ -100,11 +100,102 @@ const MONTHS: &[&str] =
 
 const DAYS: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
+/// Why a schedule does not parse, in robfig/cron's words (kube-apiserver returns them).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The schedule is empty.
+    #[error("empty spec string")]
+    Empty,
+    /// Not five fields.
+    #[error("expected exactly 5 fields, found {}: [{}]", .0.len(), .0.join(" "))]
+    FieldCount(Vec<String>),
+    /// An `@every` duration that does not parse.
+    #[error("failed to parse duration {spec}: {source}")]
+    Duration {
+        /// The descriptor (`@every 1d`).
+        spec: String,
+        /// Why the duration does not parse.
+        source: carrel_machinery::duration::Error,
+    },
+    /// A descriptor that is not one of cron's.
+    #[error("unrecognized descriptor: {0}")]
+    Descriptor(String),
+    /// A number that does not parse (`strconv.Atoi`).
+    #[error(
+        "failed to parse int from {expr}: strconv.Atoi: parsing {}: {}",
+        quote(.expr),
+        atoi_reason(.source)
+    )]
+    Int {
+        /// The text.
+        expr: String,
+        /// Why it does not parse.
+        source: std::num::ParseIntError,
+    },
+    /// A negative number.
+    #[error("negative number ({n}) not allowed: {expr}")]
+    Negative {
+        /// The number.
+        n: i64,
+        /// The expression it is in.
+        expr: String,
+    },
+    /// `N-M-O`.
+    #[error("too many hyphens: {0}")]
+    Hyphens(String),
+    /// `N/M/O`.
+    #[error("too many slashes: {0}")]
+    Slashes(String),
+    /// A range starting below the field's minimum.
+    #[error("beginning of range ({start}) below minimum ({min}): {expr}")]
+    BelowMinimum {
+        /// The range's start.
+        start: u64,
+        /// The field's minimum.
+        min: u64,
+        /// The expression.
+        expr: String,
+    },
+    /// A range ending above the field's maximum.
+    #[error("end of range ({end}) above maximum ({max}): {expr}")]
+    AboveMaximum {
+        /// The range's end.
+        end: u64,
+        /// The field's maximum.
+        max: u64,
+        /// The expression.
+        expr: String,
+    },
+    /// A range whose start is past its end.
+    #[error("beginning of range ({start}) beyond end of range ({end}): {expr}")]
+    Backwards {
+        /// The range's start.
+        start: u64,
+        /// The range's end.
+        end: u64,
+        /// The expression.
+        expr: String,
+    },
+    /// A step of 0.
+    #[error("step of range should be a positive number: {0}")]
+    ZeroStep(String),
+}
+
+/// Go's reason for an `strconv.Atoi` failure.
+fn atoi_reason(e: &std::num::ParseIntError) -> &'static str {
+    match e.kind() {
+        std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+            "value out of range"
+        }
+        _ => "invalid syntax",
+    }
+}
+
 /// `cron.ParseStandard`: five fields (minute, hour, day of month, month, day of week) or a
-/// descriptor (`@daily`, `@every 1h`, …); its error message otherwise.
-pub fn parse_cron(spec: &str) -> Result<(), String> {
+/// descriptor (`@daily`, `@every 1h`, …); its error otherwise.
+pub fn parse_cron(spec: &str) -> Result<(), ScheduleError> {
     if spec.is_empty() {
-        return Err("empty spec string".into());
+        return Err(ScheduleError::Empty);
     }
     let spec = if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") {
         // The time zone itself is not checked here; the TZ error says enough.
@@ -117,11 +208,7 @@ pub fn parse_cron(spec: &str) -> Result<(), String> {
     }
     let fields: Vec<&str> = spec.split_whitespace().collect();
     if fields.len() != 5 {
-        return Err(format!(
-            "expected exactly 5 fields, found {}: [{}]",
-            fields.len(),
-            fields.join(" ")
-        ));
+        return Err(ScheduleError::FieldCount(fields.iter().map(|f| (*f).to_owned()).collect()));
     }
     let bounds: [(u64, u64, &[&str]); 5] =
         [(0, 59, &[]), (0, 23, &[]), (1, 31, &[]), (1, 12, MONTHS), (0, 6, DAYS)];
@@ -133,7 +220,7 @@ pub fn parse_cron(spec: &str) -> Result<(), String> {
     Ok(())
 }
 
-pub(crate) fn descriptor(spec: &str) -> Result<(), String> {
+pub(crate) fn descriptor(spec: &str) -> Result<(), ScheduleError> {
     match spec {
         "@yearly" | "@annually" | "@monthly" | "@weekly" | "@daily" | "@midnight" | "@hourly" => {
             Ok(())
@@ -141,27 +228,20 @@ pub(crate) fn descriptor(spec: &str) -> Result<(), String> {
         _ => match spec.strip_prefix("@every ") {
             Some(duration) => carrel_machinery::duration::parse(duration)
                 .map(drop)
-                .map_err(|e| format!("failed to parse duration {spec}: {e}")),
-            None => Err(format!("unrecognized descriptor: {spec}")),
+                .map_err(|source| ScheduleError::Duration { spec: spec.to_owned(), source }),
+            None => Err(ScheduleError::Descriptor(spec.to_owned())),
         },
     }
 }
 
 /// `strconv.Atoi`, then robfig/cron's refusal of negative numbers.
-fn cron_int(expr: &str) -> Result<u64, String> {
-    let n: i64 = expr.parse().map_err(|e: std::num::ParseIntError| {
-        let why = match e.kind() {
-            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
-                "value out of range"
-            }
-            _ => "invalid syntax",
-        };
-        format!("failed to parse int from {expr}: strconv.Atoi: parsing {}: {why}", quote(expr))
-    })?;
-    u64::try_from(n).map_err(|_| format!("negative number ({n}) not allowed: {expr}"))
+fn cron_int(expr: &str) -> Result<u64, ScheduleError> {
+    let n: i64 =
+        expr.parse().map_err(|source| ScheduleError::Int { expr: expr.to_owned(), source })?;
+    u64::try_from(n).map_err(|_| ScheduleError::Negative { n, expr: expr.to_owned() })
 }
 
-fn cron_int_or_name(expr: &str, names: &[&str]) -> Result<u64, String> {
+fn cron_int_or_name(expr: &str, names: &[&str]) -> Result<u64, ScheduleError> {
     let lower = expr.to_lowercase();
     match names.iter().position(|n| *n == lower) {
         // Months count from 1, days of the week from 0.
@@ -171,7 +251,7 @@ fn cron_int_or_name(expr: &str, names: &[&str]) -> Result<u64, String> {
 }
 
 /// robfig/cron's `getRange`: `*`, `?`, `N`, `N-M`, each with an optional `/step`.
-fn cron_range(expr: &str, min: u64, max: u64, names: &[&str]) -> Result<(), String> {
+fn cron_range(expr: &str, min: u64, max: u64, names: &[&str]) -> Result<(), ScheduleError> {
     let range_and_step: Vec<&str> = expr.split('/').collect();
     let low_high: Vec<&str> = range_and_step[0].split('-').collect();
     let single = low_high.len() == 1;
@@ -182,7 +262,7 @@ fn cron_range(expr: &str, min: u64, max: u64, names: &[&str]) -> Result<(), Stri
         match low_high.len() {
             1 => (start, start),
             2 => (start, cron_int_or_name(low_high[1], names)?),
-            _ => return Err(format!("too many hyphens: {expr}")),
+            _ => return Err(ScheduleError::Hyphens(expr.to_owned())),
         }
     };
     let step = match range_and_step.len() {
@@ -194,19 +274,20 @@ fn cron_range(expr: &str, min: u64, max: u64, names: &[&str]) -> Result<(), Stri
             }
             step
         }
-        _ => return Err(format!("too many slashes: {expr}")),
+        _ => return Err(ScheduleError::Slashes(expr.to_owned())),
     };
+    let expr = expr.to_owned();
     if start < min {
-        return Err(format!("beginning of range ({start}) below minimum ({min}): {expr}"));
+        return Err(ScheduleError::BelowMinimum { start, min, expr });
     }
     if end > max {
-        return Err(format!("end of range ({end}) above maximum ({max}): {expr}"));
+        return Err(ScheduleError::AboveMaximum { end, max, expr });
     }
     if start > end {
-        return Err(format!("beginning of range ({start}) beyond end of range ({end}): {expr}"));
+        return Err(ScheduleError::Backwards { start, end, expr });
     }
     if step == 0 {
-        return Err(format!("step of range should be a positive number: {expr}"));
+        return Err(ScheduleError::ZeroStep(expr));
     }
     Ok(())
 }

@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use cel_interpreter::extractors::{Arguments, This};
 use cel_interpreter::objects::{Key, Map as CelMap};
-use cel_interpreter::{Context, ExecutionError, FunctionContext, Program, Value as Cel};
+use cel_interpreter::{
+    Context, ExecutionError, FunctionContext, ParseErrors, Program, Value as Cel,
+};
 use serde_json::Value;
 
 mod cost;
@@ -104,9 +106,36 @@ const MAX_OPERATORS: usize = 1_000;
 /// whole process.
 const CEL_STACK: usize = 64 << 20;
 
+/// Why a CEL expression does not compile, in cel-go's words.
+#[derive(Debug, thiserror::Error)]
+enum CompileError {
+    /// Brackets nest deeper than [`MAX_NESTING`].
+    #[error("ERROR: <input>:1:1: expression recursion limit exceeded: {}", MAX_NESTING)]
+    TooDeep,
+    /// More than [`MAX_OPERATORS`] operator characters.
+    #[error("ERROR: <input>:1:1: expression holds more than {} operators", MAX_OPERATORS)]
+    TooManyOperators,
+    /// The parser's errors.
+    #[error(transparent)]
+    Parse(#[from] ParseErrors),
+    /// The expression ends before it is complete (the parser panicked on it).
+    #[error(
+        "ERROR: <input>:{line}:{col}: Syntax error: mismatched input '<EOF>'\n| {last}\n| {}^",
+        ".".repeat(.col - 1)
+    )]
+    Truncated {
+        /// The last line's number, from 1.
+        line: usize,
+        /// The column just past the end of the last line, from 1.
+        col: usize,
+        /// The last line.
+        last: String,
+    },
+}
+
 /// Why a rule is refused before parsing, if it nests deeper or holds more operators than the
 /// parser and interpreter may recurse.
-fn too_complex(src: &str) -> Option<String> {
+fn too_complex(src: &str) -> Option<CompileError> {
     let (mut depth, mut deepest, mut operators) = (0usize, 0usize, 0usize);
     for c in src.chars() {
         match c {
@@ -122,9 +151,9 @@ fn too_complex(src: &str) -> Option<String> {
         }
     }
     if deepest > MAX_NESTING {
-        Some(format!("expression recursion limit exceeded: {MAX_NESTING}"))
+        Some(CompileError::TooDeep)
     } else if operators > MAX_OPERATORS {
-        Some(format!("expression holds more than {MAX_OPERATORS} operators"))
+        Some(CompileError::TooManyOperators)
     } else {
         None
     }
@@ -134,21 +163,18 @@ fn too_complex(src: &str) -> Option<String> {
 /// `1 +`, an unterminated string); such a panic is reported as the syntax error at the end of the
 /// input that cel-go reports for them. Expressions the parser could not parse within
 /// [`CEL_STACK`] are refused first ([`too_complex`]).
-fn compile(src: &str) -> Result<Program, String> {
+fn compile(src: &str) -> Result<Program, CompileError> {
     if let Some(why) = too_complex(src) {
-        return Err(format!("ERROR: <input>:1:1: {why}"));
+        return Err(why);
     }
     match stacker::grow(CEL_STACK, || catch_unwind(|| Program::compile(src))) {
         Ok(Ok(p)) => Ok(p),
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(e.into()),
         Err(_) => {
             let last = src.lines().last().unwrap_or("");
             let line = src.lines().count().max(1);
             let col = last.chars().count() + 1;
-            Err(format!(
-                "ERROR: <input>:{line}:{col}: Syntax error: mismatched input '<EOF>'\n| {last}\n| {}^",
-                ".".repeat(col - 1)
-            ))
+            Err(CompileError::Truncated { line, col, last: last.to_owned() })
         }
     }
 }
@@ -264,7 +290,30 @@ fn tokenize(path: &str) -> Vec<String> {
     toks
 }
 
-fn unescape_single_quote(s: &str) -> Result<String, String> {
+/// Why a rule's `fieldPath` is not a path to a field of its schema.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FieldPathError {
+    /// A name the schema does not have.
+    #[error("does not refer to a valid field")]
+    NotAField,
+    /// The path ends inside a step.
+    #[error("unexpected end of JSON path")]
+    UnexpectedEnd,
+    /// `[` not followed by a single-quoted string.
+    #[error("expected single quoted string but got {0}")]
+    NotQuoted(String),
+    /// A backslash escape that is not one of Go's, as written (`\x`, or a lone `\` at the end).
+    #[error("invalid string literal: invalid escape char {0}")]
+    InvalidEscape(String),
+    /// A bracketed name not closed by `]`.
+    #[error("expected ] but got {0}")]
+    Unclosed(String),
+    /// A step that starts with neither `[` nor `.`.
+    #[error("expected [ or . but got: {0}")]
+    NoSeparator(String),
+}
+
+fn unescape_single_quote(s: &str) -> Result<String, FieldPathError> {
     let mut out = String::new();
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -282,8 +331,8 @@ fn unescape_single_quote(s: &str) -> Result<String, String> {
             Some('v') => out.push('\u{b}'),
             Some('\'') => out.push('\''),
             Some('\\') => out.push('\\'),
-            Some(other) => return Err(format!("invalid escape char \\{other}")),
-            None => return Err("invalid escape char \\".to_string()),
+            Some(other) => return Err(FieldPathError::InvalidEscape(format!("\\{other}"))),
+            None => return Err(FieldPathError::InvalidEscape("\\".to_owned())),
         }
     }
     Ok(out)
@@ -291,51 +340,47 @@ fn unescape_single_quote(s: &str) -> Result<String, String> {
 
 /// Checks a rule's `fieldPath` (`.spec.ports`, `.labels['app.kubernetes.io/name']`) against the
 /// node's schema and returns it as a field path (`spec.ports`, `labels[app.kubernetes.io/name]`).
-pub(crate) fn valid_field_path(path: &str, node: &Node) -> Result<String, String> {
+pub(crate) fn valid_field_path(path: &str, node: &Node) -> Result<String, FieldPathError> {
     let toks = tokenize(path);
     let mut out = FPath::nil();
     let mut schema = Some(node);
     let mut i = 0;
-    let append = |name: &str, out: &mut FPath, schema: &mut Option<&Node>| -> Result<(), String> {
-        let s = schema.ok_or_else(|| "does not refer to a valid field".to_string())?;
-        if !s.properties.is_empty() {
-            *out = out.child(name);
-            *schema = Some(
-                s.properties
-                    .get(name)
-                    .ok_or_else(|| "does not refer to a valid field".to_string())?,
-            );
-        } else if s.additional.is_some() {
-            *out = out.key(name);
-            *schema = s.additional_schema();
-        } else {
-            return Err("does not refer to a valid field".to_string());
-        }
-        Ok(())
-    };
+    let append =
+        |name: &str, out: &mut FPath, schema: &mut Option<&Node>| -> Result<(), FieldPathError> {
+            let s = schema.ok_or(FieldPathError::NotAField)?;
+            if !s.properties.is_empty() {
+                *out = out.child(name);
+                *schema = Some(s.properties.get(name).ok_or(FieldPathError::NotAField)?);
+            } else if s.additional.is_some() {
+                *out = out.key(name);
+                *schema = s.additional_schema();
+            } else {
+                return Err(FieldPathError::NotAField);
+            }
+            Ok(())
+        };
     while i < toks.len() {
         match toks[i].as_str() {
             "[" => {
-                let tok = toks.get(i + 1).ok_or("unexpected end of JSON path")?;
+                let tok = toks.get(i + 1).ok_or(FieldPathError::UnexpectedEnd)?;
                 if tok.len() < 2 || !tok.starts_with('\'') || !tok.ends_with('\'') {
-                    return Err(format!("expected single quoted string but got {tok}"));
+                    return Err(FieldPathError::NotQuoted(tok.clone()));
                 }
-                let name = unescape_single_quote(&tok[1..tok.len() - 1])
-                    .map_err(|e| format!("invalid string literal: {e}"))?;
+                let name = unescape_single_quote(&tok[1..tok.len() - 1])?;
                 append(&name, &mut out, &mut schema)?;
                 match toks.get(i + 2).map(String::as_str) {
                     Some("]") => {}
-                    Some(other) => return Err(format!("expected ] but got {other}")),
-                    None => return Err("unexpected end of JSON path".to_string()),
+                    Some(other) => return Err(FieldPathError::Unclosed(other.to_owned())),
+                    None => return Err(FieldPathError::UnexpectedEnd),
                 }
                 i += 3;
             }
             "." => {
-                let tok = toks.get(i + 1).ok_or("unexpected end of JSON path")?;
+                let tok = toks.get(i + 1).ok_or(FieldPathError::UnexpectedEnd)?;
                 append(tok, &mut out, &mut schema)?;
                 i += 2;
             }
-            other => return Err(format!("expected [ or . but got: {other}")),
+            other => return Err(FieldPathError::NoSeparator(other.to_owned())),
         }
     }
     Ok(out.render())
