@@ -48,13 +48,6 @@ pub enum RequestError {
     },
 }
 
-/// Where a pod's GPU requests are worded as text errors, a [`RequestError`] is its message.
-impl From<RequestError> for String {
-    fn from(e: RequestError) -> String {
-        e.to_string()
-    }
-}
-
 /// `PROFILE=COUNT` pairs (`1g.18gb=2`, `mig-1g.18gb=2`, `nvidia.com/mig-1g.18gb=2`) as a quota
 /// by canonical profile name; the error names the pair and what is wrong with it.
 pub fn parse_quota<S: AsRef<str>>(pairs: &[S]) -> Result<BTreeMap<String, i64>, QuotaError> {

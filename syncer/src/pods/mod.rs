@@ -19,8 +19,8 @@ pub(crate) const TAKEN_RETRY: Duration = Duration::from_secs(30);
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Unplaceable {
     /// The pod's GPU resources do not read as requests ([`gpu_requests`]'s complaint).
-    #[error("{0}")]
-    Requests(String),
+    #[error(transparent)]
+    Requests(#[from] carrel_gpu::requests::RequestError),
     /// The pod's spec does not read as scheduling needs.
     #[error(transparent)]
     Needs(#[from] carrel_gpu::fit::NeedsError),
@@ -48,8 +48,7 @@ pub(crate) fn gpu_pod_needs(
         o.insert("tolerations".into(), Value::Array(translate::tenant_tolerations(pod, allowed)));
     }
     let mut needs = PodNeeds::of_spec(&spec)?;
-    let mut resources: BTreeSet<String> =
-        gpu_requests(pod).map_err(Unplaceable::Requests)?.into_keys().collect();
+    let mut resources: BTreeSet<String> = gpu_requests(pod)?.into_keys().collect();
     resources.insert(WHOLE_GPU.to_owned());
     for resource in resources {
         needs = needs.tolerating(Toleration::exists(&resource, "NoSchedule"));
@@ -204,7 +203,7 @@ impl Syncer {
     pub(crate) fn pod_request(&self, pod: &Value) -> Result<placement::PodRequest, Unplaceable> {
         let quota = self.inner.quota.read().clone();
         let mut request = placement::PodRequest::new();
-        for (resource, n) in gpu_requests(pod).map_err(Unplaceable::Requests)? {
+        for (resource, n) in gpu_requests(pod)? {
             let profile = if resource == WHOLE_GPU {
                 quota
                     .iter()
