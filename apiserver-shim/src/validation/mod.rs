@@ -41,7 +41,9 @@ pub use read::semantic_eq;
 pub(crate) use read::{at, changed, field, items, map_of, object_keys, text};
 pub use resources::parse_quantity;
 pub(crate) use resources::{container_resources, quantity_of, quantity_text, QUANTITY_FORMAT};
-pub(crate) use selector::{immutable_selector, label_selector, template_matches, Selector};
+pub(crate) use selector::{
+    immutable_selector, label_selector, required_selector, template_matches, Selector,
+};
 
 /// The checks kube-apiserver makes on create and update: a 400 for a quantity that does not
 /// parse (kube-apiserver refuses it while decoding), else a 422 Invalid listing every cause.

@@ -8,6 +8,31 @@ use crate::validation::{
     at, changed, field, go_label_selector, go_string_map, items, labels, map_of, text, Errors,
 };
 
+/// A workload's `spec.selector` (Deployments, ReplicaSets, StatefulSets): required, valid, and
+/// not empty (`empty selector is invalid for {word}`). The selector as written, for the checks
+/// that follow.
+pub(crate) fn required_selector<'a>(
+    spec: &'a Value,
+    word: &str,
+    e: &mut Errors,
+) -> Option<&'a Value> {
+    let raw = field(spec, "selector");
+    match raw {
+        None => e.required("spec.selector", ""),
+        Some(sel) => {
+            label_selector(Some(sel), "spec.selector", e);
+            if Selector::of(Some(sel)).is_empty() {
+                e.invalid(
+                    "spec.selector",
+                    &go_label_selector(Some(sel)),
+                    &format!("empty selector is invalid for {word}"),
+                );
+            }
+        }
+    }
+    raw
+}
+
 /// `ValidateLabelSelector` (strict: label values must be valid).
 pub(crate) fn label_selector(selector: Option<&Value>, path: &str, e: &mut Errors) {
     let Some(selector) = selector.filter(|s| !s.is_null()) else { return };

@@ -10,7 +10,7 @@ use crate::resource::ResourceType;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, wide, AGE, NAME};
 use crate::validation::{
     always_restarts, at, at_most_100_percent, field, go_label_selector, immutable_selector,
-    int_or_percent, int_or_percent_value, int_or_string, label_selector, pod_template,
+    int_or_percent, int_or_percent_value, int_or_string, pod_template, required_selector,
     template_matches, text, Errors, Selector,
 };
 
@@ -123,20 +123,7 @@ pub(crate) fn replicated(spec: &Value, word: &str, kind: &str, e: &mut Errors) {
     if kind == "ReplicaSet" {
         e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
     }
-    let raw = field(spec, "selector");
-    match raw {
-        None => e.required("spec.selector", ""),
-        Some(sel) => {
-            label_selector(Some(sel), "spec.selector", e);
-            if Selector::of(Some(sel)).is_empty() {
-                e.invalid(
-                    "spec.selector",
-                    &go_label_selector(Some(sel)),
-                    &format!("empty selector is invalid for {word}"),
-                );
-            }
-        }
-    }
+    let raw = required_selector(spec, word, e);
     let selector = Selector::of(raw);
     if matches!(selector, Selector::Invalid) {
         e.invalid("spec.selector", &go_label_selector(raw), "invalid label selector");

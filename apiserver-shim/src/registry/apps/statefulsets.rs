@@ -9,8 +9,8 @@ use crate::object_names::NameRule;
 use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::validation::{
-    always_restarts, annotations, at, changed, field, go_label_selector, items, label_selector,
-    labels, object_keys, template_matches, text, Errors, Selector,
+    always_restarts, annotations, at, changed, field, go_label_selector, items, labels,
+    object_keys, required_selector, template_matches, text, Errors, Selector,
 };
 
 /// The `statefulsets` resource type.
@@ -165,20 +165,7 @@ fn stateful_set(spec: &Value, e: &mut Errors) {
     e.nonnegative(spec, "replicas", "spec.replicas");
     e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
     e.nonnegative(at(spec, "ordinals"), "start", "spec.ordinals.start");
-    let raw = field(spec, "selector");
-    match raw {
-        None => e.required("spec.selector", ""),
-        Some(sel) => {
-            label_selector(Some(sel), "spec.selector", e);
-            if Selector::of(Some(sel)).is_empty() {
-                e.invalid(
-                    "spec.selector",
-                    &go_label_selector(Some(sel)),
-                    "empty selector is invalid for statefulset",
-                );
-            }
-        }
-    }
+    let raw = required_selector(spec, "statefulset", e);
     let selector = Selector::of(raw);
     if matches!(selector, Selector::Invalid) {
         e.invalid("spec.selector", &go_label_selector(raw), "");

@@ -26,14 +26,19 @@ pub const TYPE: ResourceType = served(
     NONE,
     NONE,
     &[],
-    &RoleBindings,
+    &Bindings { namespaced: true },
 );
 
-/// The strategy for RoleBindings.
+/// The strategy for RoleBindings and, with `namespaced` false, ClusterRoleBindings: the two
+/// differ only in what their validation allows (a ClusterRoleBinding binds only ClusterRoles, and
+/// its ServiceAccount subjects name their namespace).
 #[derive(Debug)]
-pub struct RoleBindings;
+pub struct Bindings {
+    /// Whether the bindings are RoleBindings.
+    pub namespaced: bool,
+}
 
-impl Strategy for RoleBindings {
+impl Strategy for Bindings {
     fn check_escalation(
         &self,
         policy: &Policy,
@@ -50,7 +55,7 @@ impl Strategy for RoleBindings {
     }
 
     fn validate(&self, object: &Value, e: &mut Errors) {
-        role_binding(object, true, e);
+        role_binding(object, self.namespaced, e);
     }
 
     fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
