@@ -8,8 +8,6 @@ use std::borrow::Cow;
 use serde_json::{json, Map, Value};
 
 use crate::resource::ResourceType;
-use crate::status::{ApiError, ApiResult};
-use crate::validation;
 
 /// Set `field` unless it is set: a missing field, null and (Go's zero value) an empty string are
 /// unset.
@@ -125,29 +123,19 @@ pub(crate) fn set_default_status(object: &mut Value, status: Value) {
     }
 }
 
-/// On update: re-applies the defaults (kube-apiserver defaults every object it decodes), keeps
-/// what the server allocated that a client left out, and refuses changes to immutable fields,
-/// reporting them together with every other validation cause of the new object.
-pub fn on_update(rt: &ResourceType, old: &Value, new: &mut Value) -> ApiResult<()> {
+/// On update: re-applies the defaults (kube-apiserver defaults every object it decodes) and keeps
+/// what the server allocated that a client left out. Returns the stored object as validation
+/// compares the new one with: with its defaults, unless it was stored before a default existed.
+pub fn on_update<'a>(rt: &ResourceType, old: &'a Value, new: &mut Value) -> Cow<'a, Value> {
     apply_defaults(rt, new);
     rt.strategy.prepare_update(old, new);
-    // The stored object has its defaults, unless it was stored before a default existed.
-    let old = if has_defaults(rt) {
+    if has_defaults(rt) {
         let mut old = old.clone();
         apply_defaults(rt, &mut old);
         Cow::Owned(old)
     } else {
         Cow::Borrowed(old)
-    };
-    let changes = validation::update_causes(rt, &old, new);
-    if changes.is_empty() {
-        return Ok(());
     }
-    validation::check_quantities(rt, new)?;
-    let mut causes = validation::causes(rt, new);
-    causes.extend(changes);
-    let name = new.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    Err(ApiError::invalid(rt.group, rt.kind, name, causes))
 }
 
 /// The checks kube-apiserver makes on every write (see [`validation`]).
@@ -188,7 +176,7 @@ mod tests {
     #[test]
     fn pods_without_images_are_invalid_with_field_paths() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
-        let e = validate(rt("pods"), &pod).unwrap_err();
+        let e = validate(rt("pods"), &pod, None).unwrap_err();
         assert_eq!(e.code(), 422);
         assert_eq!(e.causes()[0].field, "spec.containers[0].image");
     }
@@ -197,6 +185,7 @@ mod tests {
     fn immutable_configmaps_stay_immutable() {
         let old = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "1"}});
         let mut new = json!({"metadata": {"name": "c"}, "immutable": true, "data": {"a": "2"}});
-        assert_eq!(on_update(rt("configmaps"), &old, &mut new).unwrap_err().code(), 422);
+        let old = on_update(rt("configmaps"), &old, &mut new);
+        assert_eq!(validate(rt("configmaps"), &new, Some(&old)).unwrap_err().code(), 422);
     }
 }

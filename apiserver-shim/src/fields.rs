@@ -43,7 +43,7 @@ pub fn prune(
     mode: FieldValidation,
     duplicates: &[String],
 ) -> ApiResult<Vec<String>> {
-    let unknown = match (kind_names(rt.group, rt.version, rt.kind), object) {
+    let unknown = match (kind_names(rt), object) {
         (_, object) if rt.is_custom() => custom_unknown(rt, object),
         (Some(names), Value::Object(map)) => {
             let schemas = cached_schemas(rt.group, rt.version);

@@ -221,7 +221,7 @@ fn strip(value: Value) -> Value {
 
 /// Apply a strategic merge patch to an object of a built-in type.
 pub fn apply(rt: &ResourceType, original: &Value, patch: &Value) -> ApiResult<Value> {
-    let Some(names) = kind_names(rt.group, rt.version, rt.kind) else {
+    let Some(names) = kind_names(rt) else {
         return Err(ApiError::unsupported(format!(
             "strategic merge patch is not supported for {}; use a JSON merge patch",
             rt.kind

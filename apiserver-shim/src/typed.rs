@@ -65,7 +65,7 @@ impl Typed {
             return Typed { schemas: Default::default(), root: Some(custom.openapi.clone()) };
         }
         let schemas = cached_schemas(rt.group, rt.version);
-        let root = kind_names(rt.group, rt.version, rt.kind)
+        let root = kind_names(rt)
             .map(|names| serde_json::json!({ "$ref": format!("{}{}", crate::openapi::SCHEMA_REF_PREFIX, names.kind) }))
             .map(std::sync::Arc::new);
         Typed { schemas, root }

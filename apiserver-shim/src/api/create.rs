@@ -12,9 +12,7 @@ use crate::object_names as names;
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
-use super::{
-    check_type, check_types, decode, encode_stored, internal, key_for, written, Api, Target, Write,
-};
+use super::{check_type, decode, encode_stored, internal, key_for, written, Api, Target, Write};
 
 impl Api {
     pub(crate) fn check_namespace(&self, target: &Target<'_>, object: &Value) -> ApiResult<String> {
@@ -168,12 +166,16 @@ impl Api {
         if let Some(custom) = &rt.custom {
             return crd::admit(rt, custom, old, object);
         }
-        check_types(rt, object)?;
         match old {
-            None => defaults::on_create(rt, object),
-            Some(old) => defaults::on_update(rt, old, object)?,
+            None => {
+                defaults::on_create(rt, object);
+                defaults::validate(rt, object, None)?;
+            }
+            Some(old) => {
+                let old = defaults::on_update(rt, old, object);
+                defaults::validate(rt, object, Some(&old))?;
+            }
         }
-        defaults::validate(rt, object)?;
         rt.strategy.admit(self, old, object)
     }
 }

@@ -377,18 +377,6 @@ pub fn check_type(rt: &ResourceType, object: &Value) -> ApiResult<()> {
     Ok(())
 }
 
-/// Every field must hold a value of its type, or the object cannot be decoded: 400, as
-/// kube-apiserver answers a body its decoder refuses.
-fn check_types(rt: &ResourceType, object: &Value) -> ApiResult<()> {
-    crate::openapi::check_types(rt.group, rt.version, rt.kind, object).map_err(|e| {
-        ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
-            kind = rt.kind,
-            version = rt.version,
-        ))
-    })
-}
-
 fn group_segment(rt: &ResourceType) -> &str {
     if rt.group.is_empty() {
         "core"

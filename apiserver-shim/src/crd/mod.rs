@@ -540,7 +540,7 @@ pub fn admit(
     // The metadata's checks are every kind's; the rest is the schema's. On an update, a value
     // the update leaves as it was is not held against it (kube-apiserver's validation
     // ratcheting): a tightened schema does not lock objects stored under the old one.
-    let mut causes = crate::validation::causes(rt, object);
+    let mut causes = crate::validation::meta_causes(rt, object)?;
     causes.extend(
         custom
             .schema

@@ -13,6 +13,10 @@ use crate::status::ApiResult;
 #[derive(Debug)]
 pub struct CustomResources;
 
+impl crate::registry::form::Validate for CustomResources {
+    type Object = crate::registry::form::Untyped;
+}
+
 impl Strategy for CustomResources {
     /// `metadata.name` and `metadata.namespace`, the latter read from the object whatever the
     /// scope (a cluster-scoped custom resource is stored without one, so it reads `""`).

@@ -41,7 +41,8 @@ use crate::resource::{Registry, ResourceType};
 use crate::version::KUBERNETES_VERSION;
 
 pub use annotations::{list_annotations, ListAnnotations, ListType, MapType, PatchStrategy};
-pub use schemas::{check_types, kind_names, schemas_for, DecodeError, KindNames};
+pub(crate) use schemas::list_schema;
+pub use schemas::{kind_names, schemas_for, KindNames};
 
 use paths::{resource_paths, resources_path};
 use schemas::names_of;

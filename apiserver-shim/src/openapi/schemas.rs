@@ -4,13 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::{
-    apps::v1 as apps, autoscaling::v1 as autoscaling, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, events::v1 as events,
-    networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
-    scheduling::v1 as scheduling, storage::v1 as storage,
-};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
+use k8s_openapi::api::{autoscaling::v1 as autoscaling, core::v1 as core};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use k8s_openapi::ListableResource;
 use schemars::generate::{SchemaGenerator, SchemaSettings};
@@ -30,101 +24,6 @@ pub struct KindNames {
     pub list: String,
 }
 
-/// A kind's Rust type, through what a document needs from it: its schema names, and a way to add
-/// its schemas (and its list's) to a generator.
-struct Kind {
-    names: fn() -> KindNames,
-    add: fn(&mut SchemaGenerator) -> Value,
-    decode: fn(&Value) -> Result<(), DecodeError>,
-}
-
-/// Why an object does not decode as its kind's type, as kube-apiserver's decoder words it: the
-/// field's path (when the problem is below the object's root), then serde's complaint.
-#[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    /// The object itself is not of the kind's shape.
-    #[error(transparent)]
-    Object(serde_json::Error),
-    /// A field holds a value not of its type (`spec.replicas: invalid type: …`).
-    #[error("{path}: {source}")]
-    Field {
-        /// The field, dotted (`spec.replicas`).
-        path: String,
-        /// serde's complaint.
-        source: serde_json::Error,
-    },
-}
-
-fn kind_of<T>() -> Kind
-where
-    T: JsonSchema + ListableResource + serde::de::DeserializeOwned,
-{
-    Kind {
-        decode: |value| {
-            serde_path_to_error::deserialize::<_, T>(value).map(drop).map_err(|e| {
-                let path = e.path().to_string();
-                let source = e.into_inner();
-                match path.as_str() {
-                    "." => DecodeError::Object(source),
-                    _ => DecodeError::Field { path, source },
-                }
-            })
-        },
-        names: || {
-            let kind = T::schema_name().into_owned();
-            KindNames { list: format!("{kind}List"), kind }
-        },
-        add: |generator| {
-            generator.subschema_for::<T>();
-            list_schema::<T>(generator)
-        },
-    }
-}
-
-/// The Rust type of a served kind; `None` for a kind k8s-openapi does not know.
-fn kind(group: &str, version: &str, kind: &str) -> Option<Kind> {
-    Some(match (group, version, kind) {
-        ("", "v1", "Namespace") => kind_of::<core::Namespace>(),
-        ("", "v1", "Pod") => kind_of::<core::Pod>(),
-        ("", "v1", "Service") => kind_of::<core::Service>(),
-        ("", "v1", "Endpoints") => kind_of::<core::Endpoints>(),
-        ("", "v1", "ConfigMap") => kind_of::<core::ConfigMap>(),
-        ("", "v1", "Secret") => kind_of::<core::Secret>(),
-        ("", "v1", "ServiceAccount") => kind_of::<core::ServiceAccount>(),
-        ("", "v1", "Event") => kind_of::<core::Event>(),
-        ("", "v1", "Node") => kind_of::<core::Node>(),
-        ("", "v1", "PersistentVolumeClaim") => kind_of::<core::PersistentVolumeClaim>(),
-        ("", "v1", "PersistentVolume") => kind_of::<core::PersistentVolume>(),
-        ("", "v1", "ResourceQuota") => kind_of::<core::ResourceQuota>(),
-        ("", "v1", "LimitRange") => kind_of::<core::LimitRange>(),
-        ("", "v1", "ReplicationController") => kind_of::<core::ReplicationController>(),
-        ("apps", "v1", "Deployment") => kind_of::<apps::Deployment>(),
-        ("apps", "v1", "ReplicaSet") => kind_of::<apps::ReplicaSet>(),
-        ("apps", "v1", "StatefulSet") => kind_of::<apps::StatefulSet>(),
-        ("apps", "v1", "DaemonSet") => kind_of::<apps::DaemonSet>(),
-        ("batch", "v1", "Job") => kind_of::<batch::Job>(),
-        ("batch", "v1", "CronJob") => kind_of::<batch::CronJob>(),
-        ("coordination.k8s.io", "v1", "Lease") => kind_of::<coordination::Lease>(),
-        ("events.k8s.io", "v1", "Event") => kind_of::<events::Event>(),
-        ("rbac.authorization.k8s.io", "v1", "Role") => kind_of::<rbac::Role>(),
-        ("rbac.authorization.k8s.io", "v1", "RoleBinding") => kind_of::<rbac::RoleBinding>(),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRole") => kind_of::<rbac::ClusterRole>(),
-        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding") => {
-            kind_of::<rbac::ClusterRoleBinding>()
-        }
-        ("networking.k8s.io", "v1", "NetworkPolicy") => kind_of::<networking::NetworkPolicy>(),
-        ("networking.k8s.io", "v1", "Ingress") => kind_of::<networking::Ingress>(),
-        ("policy", "v1", "PodDisruptionBudget") => kind_of::<policy::PodDisruptionBudget>(),
-        ("scheduling.k8s.io", "v1", "PriorityClass") => kind_of::<scheduling::PriorityClass>(),
-        ("storage.k8s.io", "v1", "StorageClass") => kind_of::<storage::StorageClass>(),
-        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition") => {
-            kind_of::<apiextensions::CustomResourceDefinition>()
-        }
-        ("carrel.dev", "v1alpha1", "Tenant") => kind_of::<crate::tenant::types::Tenant>(),
-        _ => return None,
-    })
-}
-
 /// The schema names of a custom resource's kind, as kube-apiserver names them: the group
 /// reversed, the version, the kind (`com.example.stable.v1.CronTab`).
 fn custom_names(rt: &ResourceType) -> KindNames {
@@ -141,7 +40,7 @@ fn custom_names(rt: &ResourceType) -> KindNames {
 pub(super) fn names_of(rt: &ResourceType) -> Option<KindNames> {
     match rt.custom {
         Some(_) => Some(custom_names(rt)),
-        None => kind_names(rt.group, rt.version, rt.kind),
+        None => kind_names(rt),
     }
 }
 
@@ -191,24 +90,9 @@ fn custom_list_schema(rt: &ResourceType, names: &KindNames, list_kind: &str) -> 
     })
 }
 
-/// The schema names of a served kind, or `None` when k8s-openapi does not know it.
-pub fn kind_names(group: &str, version: &str, kind_name: &str) -> Option<KindNames> {
-    kind(group, version, kind_name).map(|k| (k.names)())
-}
-
-/// Whether `object` decodes as its kind's type: every field of the type that the object sets
-/// holds a value of the field's type (a number where Kubernetes has an int32, …). The error
-/// names the field, as kube-apiserver's decoder does. Kinds without a type pass.
-pub fn check_types(
-    group: &str,
-    version: &str,
-    kind_name: &str,
-    object: &Value,
-) -> Result<(), DecodeError> {
-    match kind(group, version, kind_name) {
-        Some(k) => (k.decode)(object),
-        None => Ok(()),
-    }
+/// The schema names of a built-in kind, from its typed form; `None` for a kind without one.
+pub fn kind_names(rt: &ResourceType) -> Option<KindNames> {
+    rt.strategy.schema_names()
 }
 
 /// `{group, version, kind}`, as the `x-kubernetes-group-version-kind` extension spells it.
@@ -226,7 +110,9 @@ fn described_ref(name: &str, description: &str) -> Value {
 }
 
 /// The schema of `T`'s list type; k8s-openapi's generic `List<T>` has none.
-fn list_schema<T: JsonSchema + ListableResource>(generator: &mut SchemaGenerator) -> Value {
+pub(crate) fn list_schema<T: JsonSchema + ListableResource>(
+    generator: &mut SchemaGenerator,
+) -> Value {
     generator.subschema_for::<meta::ListMeta>();
     let schema = T::schema_name();
     let kind = T::KIND;
@@ -271,8 +157,12 @@ pub fn schemas_for(registry: &Registry, group: &str, version: &str) -> Map<Strin
             customs.push((names.list.clone(), custom_list_schema(rt, &names, custom.list_kind)));
             continue;
         }
-        let Some(k) = kind(rt.group, rt.version, rt.kind) else { continue };
-        lists.push(((k.names)().list, (k.add)(&mut generator)));
+        let (Some(names), Some(list)) =
+            (rt.strategy.schema_names(), rt.strategy.add_schemas(&mut generator))
+        else {
+            continue;
+        };
+        lists.push((names.list, list));
     }
     if !customs.is_empty() {
         generator.subschema_for::<meta::ObjectMeta>();
@@ -317,7 +207,7 @@ pub fn schemas_for(registry: &Registry, group: &str, version: &str) -> Map<Strin
 fn group_version_kinds(registry: &Registry) -> BTreeMap<String, Value> {
     let mut all = BTreeMap::new();
     for rt in registry.all() {
-        if let Some(names) = kind_names(rt.group, rt.version, rt.kind) {
+        if let Some(names) = kind_names(rt) {
             let list_kind = format!("{}List", rt.kind);
             all.insert(names.kind, json!([gvk(rt.group, rt.version, rt.kind)]));
             all.insert(names.list, json!([gvk(rt.group, rt.version, &list_kind)]));

@@ -186,7 +186,7 @@ fn a_kind_is_marked_in_every_document_it_appears_in() {
 #[test]
 fn every_served_kind_has_a_schema_of_its_own_group_version_kind() {
     for rt in BUILT_IN {
-        let names = kind_names(rt.group, rt.version, rt.kind)
+        let names = kind_names(rt)
             .unwrap_or_else(|| panic!("no type for {}/{} {}", rt.group, rt.version, rt.kind));
         let doc = document(&Registry::default(), rt.group, rt.version);
         assert_eq!(
@@ -369,17 +369,23 @@ fn operation_ids_and_tags_name_the_group_version() {
 
 #[test]
 fn values_of_the_wrong_type_are_named_by_their_field() {
+    let rt = |group: &str, plural: &str| {
+        BUILT_IN.iter().find(|t| t.group == group && t.plural == plural).expect("served")
+    };
     let deployment = |replicas: Value| {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                "spec": {"replicas": replicas, "selector": {}, "template": {"spec": {"containers": [
                    {"name": "c", "image": "x", "resources": {"limits": {"cpu": 1}}}]}}}})
     };
-    assert!(check_types("apps", "v1", "Deployment", &deployment(json!(2))).is_ok());
-    let err =
-        check_types("apps", "v1", "Deployment", &deployment(json!("two"))).unwrap_err().to_string();
+    assert!(rt("apps", "deployments").strategy.check_types(&deployment(json!(2))).is_ok());
+    let err = rt("apps", "deployments")
+        .strategy
+        .check_types(&deployment(json!("two")))
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("spec.replicas: invalid type: string \"two\""), "{err}");
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": ["a"]}});
-    let err = check_types("", "v1", "Pod", &pod).unwrap_err().to_string();
+    let err = rt("", "pods").strategy.check_types(&pod).unwrap_err().to_string();
     assert!(err.starts_with("metadata.labels: "), "{err}");
 }
 

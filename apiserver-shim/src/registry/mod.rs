@@ -24,6 +24,8 @@ use crate::status::ApiResult;
 use crate::table::{self, AGE, NAME};
 use crate::validation::Errors;
 
+pub use form::{Decode, Validate};
+
 pub mod apiextensions;
 pub mod apps;
 pub mod batch;
@@ -31,6 +33,7 @@ pub mod carrel;
 pub mod coordination;
 pub mod core;
 pub mod events;
+pub mod form;
 pub mod networking;
 pub mod policy;
 pub mod rbac;
@@ -42,7 +45,7 @@ mod tests;
 
 /// What the generic API code asks of a kind. Every method has the behaviour most kinds share as
 /// its default; a kind's strategy overrides what differs.
-pub trait Strategy: Send + Sync + std::fmt::Debug {
+pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
     /// The fields a field selector may name on the kind, and their values.
     fn field_labels(&self, rt: &ResourceType) -> FieldLabels {
         FieldLabels::Default { cluster_scoped: !rt.namespaced }
@@ -247,9 +250,14 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The strategy of kinds with nothing of their own: every default.
+/// The strategy of kinds with nothing of their own (the access reviews, which are never stored):
+/// every default, no typed form of their own.
 #[derive(Debug)]
 pub struct Plain;
+
+impl Validate for Plain {
+    type Object = form::Untyped;
+}
 
 impl Strategy for Plain {}
 

@@ -13,6 +13,7 @@
 mod errors;
 mod format;
 mod int_or_percent;
+mod legacy;
 mod meta;
 mod pod;
 mod read;
@@ -21,21 +22,21 @@ mod selector;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
-
 use serde_json::Value;
 
-use crate::object::go_quote as quote;
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
 pub use errors::Errors;
 pub(crate) use errors::NEGATIVE;
-pub(crate) use format::{go_label_selector, go_string_map, go_strings, shown};
+pub(crate) use format::{compact, go_label_selector, go_string_map, go_strings, shown};
 pub(crate) use int_or_percent::{
     at_most_100_percent, int_or_percent, int_or_percent_value, int_or_string,
 };
-pub(crate) use meta::{annotations, labels, object_meta, STANDARD_FINALIZERS};
+pub(crate) use legacy::{
+    annotations_value, go_label_selector_value, go_string_map_value, go_strings_value, labels_value,
+};
+pub(crate) use meta::{annotations, labels, object_meta, object_meta_update, STANDARD_FINALIZERS};
 pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RANGE};
 pub use read::semantic_eq;
 pub(crate) use read::{at, changed, field, items, map_of, object_keys, text};
@@ -45,11 +46,13 @@ pub(crate) use selector::{
     immutable_selector, label_selector, required_selector, template_matches, Selector,
 };
 
-/// The checks kube-apiserver makes on create and update: a 400 for a quantity that does not
-/// parse (kube-apiserver refuses it while decoding), else a 422 Invalid listing every cause.
-pub fn validate(rt: &ResourceType, object: &Value) -> ApiResult<()> {
-    check_quantities(rt, object)?;
-    let found = causes(rt, object);
+/// The checks kube-apiserver makes on create and update, on the object decoded once into its
+/// kind's typed form: 400 when it does not decode (a value of the wrong type, a quantity that
+/// does not parse), else a 422 Invalid listing every cause. `old` is the stored object of an
+/// update, with its defaults.
+pub fn validate(rt: &ResourceType, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let mut found = rt.strategy.check(rt, object, old)?;
+    legacy_checks(rt, object, old, &mut found)?;
     if found.is_empty() {
         return Ok(());
     }
@@ -57,17 +60,39 @@ pub fn validate(rt: &ResourceType, object: &Value) -> ApiResult<()> {
     Err(ApiError::invalid(rt.group, rt.kind, name, found))
 }
 
-/// Every validation cause of an object, as kube-apiserver's `Validate<Kind>` finds them.
-pub fn causes(rt: &ResourceType, object: &Value) -> Vec<Cause> {
+/// The checks of the kinds whose checks still read JSON.
+fn legacy_checks(
+    rt: &ResourceType,
+    object: &Value,
+    old: Option<&Value>,
+    found: &mut Vec<Cause>,
+) -> ApiResult<()> {
+    check_quantities(rt, object)?;
     let mut e = Errors::default();
-    object_meta(rt, object, &mut e);
     rt.strategy.validate(object, &mut e);
-    e.0
+    if let Some(old) = old {
+        rt.strategy.validate_update(old, object, &mut e);
+    }
+    found.extend(e.0);
+    Ok(())
+}
+
+/// Every validation cause of an object's metadata, as every kind's (a custom resource's rest is
+/// its schema's): 400 when the metadata does not decode.
+pub fn meta_causes(rt: &ResourceType, object: &Value) -> ApiResult<Vec<Cause>> {
+    let meta = match object.get("metadata") {
+        Some(meta) => crate::registry::form::decode(meta)
+            .map_err(|e| crate::registry::form::not_decodable(rt, format_args!("metadata.{e}")))?,
+        None => Default::default(),
+    };
+    let mut e = Errors::default();
+    object_meta(rt, &meta, &mut e);
+    Ok(e.0)
 }
 
 /// A 400 BadRequest for the first resource quantity that does not parse, worded as
 /// kube-apiserver's decoding error.
-pub fn check_quantities(rt: &ResourceType, object: &Value) -> ApiResult<()> {
+fn check_quantities(rt: &ResourceType, object: &Value) -> ApiResult<()> {
     let mut lists: Vec<&Value> = Vec::new();
     if let Some(spec) = rt.strategy.pod_spec(object) {
         for list in ["containers", "initContainers"] {
@@ -84,40 +109,7 @@ pub fn check_quantities(rt: &ResourceType, object: &Value) -> ApiResult<()> {
         .flat_map(|map| map.values())
         .any(|q| quantity_of(q).is_none());
     if bad {
-        return Err(ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {QUANTITY_FORMAT}",
-            kind = rt.kind,
-            version = rt.version,
-        )));
+        return Err(crate::registry::form::not_decodable(rt, QUANTITY_FORMAT));
     }
     Ok(())
-}
-
-/// The causes an update adds to validation: fields it may not change, in kube-apiserver's words.
-/// `old` and `new` both carry their defaults.
-pub fn update_causes(rt: &ResourceType, old: &Value, new: &Value) -> Vec<Cause> {
-    let mut e = Errors::default();
-    // `ValidateObjectMetaUpdate`: no new finalizers once the object is being deleted.
-    let (old_meta, new_meta) = (at(old, "metadata"), at(new, "metadata"));
-    if field(old_meta, "deletionTimestamp").is_some() {
-        let before: BTreeSet<&str> =
-            items(old_meta, "finalizers").iter().filter_map(Value::as_str).collect();
-        let extra: BTreeSet<&str> = items(new_meta, "finalizers")
-            .iter()
-            .filter_map(Value::as_str)
-            .filter(|f| !before.contains(f))
-            .collect();
-        if !extra.is_empty() {
-            let list = extra.iter().map(|f| quote(f)).collect::<Vec<_>>().join(", ");
-            e.forbidden(
-                "metadata.finalizers",
-                &format!(
-                    "no new finalizers can be added if the object is being deleted, found new \
-                     finalizers []string{{{list}}}"
-                ),
-            );
-        }
-    }
-    rt.strategy.validate_update(old, new, &mut e);
-    e.0
 }

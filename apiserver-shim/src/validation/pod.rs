@@ -5,7 +5,9 @@ use std::collections::HashSet;
 
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::validation::{annotations, at, container_resources, field, items, labels, text, Errors};
+use crate::validation::{
+    annotations_value, at, container_resources, field, items, labels_value, text, Errors,
+};
 
 /// `InclusiveRangeError(1, 65535)`.
 pub(crate) const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
@@ -13,8 +15,8 @@ pub(crate) const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 /// `ValidatePodTemplateSpec` at `path`.
 pub(crate) fn pod_template(template: &Value, path: &str, e: &mut Errors) {
     let meta = at(template, "metadata");
-    labels(meta.get("labels"), &format!("{path}.labels"), e);
-    annotations(meta.get("annotations"), &format!("{path}.annotations"), e);
+    labels_value(meta.get("labels"), &format!("{path}.labels"), e);
+    annotations_value(meta.get("annotations"), &format!("{path}.annotations"), e);
     pod_spec(at(template, "spec"), &format!("{path}.spec"), e);
 }
 
@@ -82,7 +84,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
             &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
         ),
     }
-    labels(spec.get("nodeSelector"), &format!("{path}.nodeSelector"), e);
+    labels_value(spec.get("nodeSelector"), &format!("{path}.nodeSelector"), e);
     let account = text(spec, "serviceAccountName");
     if !account.is_empty() {
         e.invalid_each(

@@ -5,7 +5,8 @@ use serde_json::{Map, Value};
 use crate::object::go_quote as quote;
 use crate::object_names as names;
 use crate::validation::{
-    at, changed, field, go_label_selector, go_string_map, items, labels, map_of, text, Errors,
+    at, changed, field, go_label_selector_value, go_string_map_value, items, labels_value, map_of,
+    text, Errors,
 };
 
 /// A workload's `spec.selector` (Deployments, ReplicaSets, StatefulSets): required, valid, and
@@ -24,7 +25,7 @@ pub(crate) fn required_selector<'a>(
             if Selector::of(Some(sel)).is_empty() {
                 e.invalid(
                     "spec.selector",
-                    &go_label_selector(Some(sel)),
+                    &go_label_selector_value(Some(sel)),
                     &format!("empty selector is invalid for {word}"),
                 );
             }
@@ -36,7 +37,7 @@ pub(crate) fn required_selector<'a>(
 /// `ValidateLabelSelector` (strict: label values must be valid).
 pub(crate) fn label_selector(selector: Option<&Value>, path: &str, e: &mut Errors) {
     let Some(selector) = selector.filter(|s| !s.is_null()) else { return };
-    labels(selector.get("matchLabels"), &format!("{path}.matchLabels"), e);
+    labels_value(selector.get("matchLabels"), &format!("{path}.matchLabels"), e);
     for (i, r) in items(selector, "matchExpressions").iter().enumerate() {
         let rpath = format!("{path}.matchExpressions[{i}]");
         let values = items(r, "values");
@@ -147,7 +148,7 @@ pub(crate) fn template_matches(selector: &Selector<'_>, spec: &Value, e: &mut Er
     if !selector.matches(labels) {
         e.invalid(
             "spec.template.metadata.labels",
-            &go_string_map(labels),
+            &go_string_map_value(labels),
             "`selector` does not match template `labels`",
         );
     }
@@ -158,7 +159,7 @@ pub(crate) fn immutable_selector(old_spec: &Value, new_spec: &Value, e: &mut Err
     if changed(old_spec, new_spec, "selector") {
         e.invalid(
             "spec.selector",
-            &go_label_selector(field(new_spec, "selector")),
+            &go_label_selector_value(field(new_spec, "selector")),
             "field is immutable",
         );
     }

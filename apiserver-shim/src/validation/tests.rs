@@ -16,15 +16,15 @@ fn rt(group: &str, plural: &str) -> &'static ResourceType {
 fn create(group: &str, plural: &str, mut object: Value) -> ApiResult<Value> {
     let rt = rt(group, plural);
     on_create(rt, &mut object);
-    validate(rt, &object)?;
+    validate(rt, &object, None)?;
     Ok(object)
 }
 
 /// Update as the API does: update defaults and checks, then validation.
 fn update(group: &str, plural: &str, old: &Value, mut new: Value) -> ApiResult<Value> {
     let rt = rt(group, plural);
-    on_update(rt, old, &mut new)?;
-    validate(rt, &new)?;
+    let old = on_update(rt, old, &mut new);
+    validate(rt, &new, Some(&old))?;
     Ok(new)
 }
 
@@ -62,17 +62,18 @@ fn deployment(selector: Value, labels: Value) -> Value {
 
 #[test]
 fn go_values_print_as_kube_apiserver_prints_them() {
-    assert_eq!(quote("a\"b\\c\n"), r#""a\"b\\c\n""#);
+    assert_eq!(crate::object::go_quote("a\"b\\c\n"), r#""a\"b\\c\n""#);
+    let map = [("b", "2"), ("a", "1")].map(|(k, v)| (k.to_owned(), v.to_owned())).into();
     assert_eq!(
-        go_string_map(Some(&json!({"b": "2", "a": "1"}))),
+        go_string_map(Some(&map)),
         r#"map[string]string{"a":"1", "b":"2"}"#
     );
     assert_eq!(go_string_map(None), "map[string]string(nil)");
     assert_eq!(
-        go_label_selector(Some(&json!({}))),
+        go_label_selector(Some(&Default::default())),
         "v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}"
     );
-    assert_eq!(go_strings("string", Some(&json!(["a", "b"]))), r#"[]string{"a", "b"}"#);
+    assert_eq!(go_strings("string", Some(&["a", "b"][..])), r#"[]string{"a", "b"}"#);
     assert!(semantic_eq(Some(&json!({"a": {}, "b": null})), Some(&json!({"c": []}))));
     assert!(!semantic_eq(Some(&json!({"a": 1})), Some(&json!({"a": 2}))));
 }

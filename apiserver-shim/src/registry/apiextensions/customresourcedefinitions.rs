@@ -31,6 +31,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct CustomResourceDefinitions;
 
+impl crate::registry::form::Validate for CustomResourceDefinitions {
+    type Object = k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+}
+
 impl Strategy for CustomResourceDefinitions {
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
         definitions(&[

@@ -7,7 +7,7 @@ use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::validation::{
-    always_restarts, at, at_most_100_percent, field, go_label_selector, immutable_selector,
+    always_restarts, at, at_most_100_percent, field, go_label_selector_value, immutable_selector,
     int_or_percent, int_or_percent_value, int_or_string, label_selector, pod_template,
     template_matches, text, Errors, Selector,
 };
@@ -29,6 +29,10 @@ pub const TYPE: ResourceType = served(
 /// The strategy for DaemonSets.
 #[derive(Debug)]
 pub struct DaemonSets;
+
+impl crate::registry::form::Validate for DaemonSets {
+    type Object = k8s_openapi::api::apps::v1::DaemonSet;
+}
 
 impl Strategy for DaemonSets {
     fn validate(&self, object: &Value, e: &mut Errors) {
@@ -81,7 +85,7 @@ fn daemon_set(spec: &Value, e: &mut Errors) {
     if raw.is_some() && selector.is_empty() {
         e.invalid(
             "spec.selector",
-            &go_label_selector(raw),
+            &go_label_selector_value(raw),
             "empty selector is invalid for daemonset",
         );
     }

@@ -9,7 +9,7 @@ use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, wide, AGE, NAME};
 use crate::validation::{
-    always_restarts, at, at_most_100_percent, field, go_label_selector, immutable_selector,
+    always_restarts, at, at_most_100_percent, field, go_label_selector_value, immutable_selector,
     int_or_percent, int_or_percent_value, int_or_string, pod_template, required_selector,
     template_matches, text, Errors, Selector,
 };
@@ -31,6 +31,10 @@ pub const TYPE: ResourceType = served(
 /// The strategy for Deployments.
 #[derive(Debug)]
 pub struct Deployments;
+
+impl crate::registry::form::Validate for Deployments {
+    type Object = k8s_openapi::api::apps::v1::Deployment;
+}
 
 impl Strategy for Deployments {
     fn validate(&self, object: &Value, e: &mut Errors) {
@@ -126,7 +130,7 @@ pub(crate) fn replicated(spec: &Value, word: &str, kind: &str, e: &mut Errors) {
     let raw = required_selector(spec, word, e);
     let selector = Selector::of(raw);
     if matches!(selector, Selector::Invalid) {
-        e.invalid("spec.selector", &go_label_selector(raw), "invalid label selector");
+        e.invalid("spec.selector", &go_label_selector_value(raw), "invalid label selector");
     } else {
         if !selector.is_empty() {
             template_matches(&selector, spec, e);

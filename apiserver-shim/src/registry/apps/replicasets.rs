@@ -26,6 +26,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ReplicaSets;
 
+impl crate::registry::form::Validate for ReplicaSets {
+    type Object = k8s_openapi::api::apps::v1::ReplicaSet;
+}
+
 impl Strategy for ReplicaSets {
     fn validate(&self, object: &Value, e: &mut Errors) {
         replicated(at(object, "spec"), "deployment", "ReplicaSet", e);

@@ -9,8 +9,8 @@ use crate::object_names::NameRule;
 use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::validation::{
-    always_restarts, annotations, at, changed, field, go_label_selector, items, labels,
-    object_keys, required_selector, template_matches, text, Errors, Selector,
+    always_restarts, annotations_value, at, changed, field, go_label_selector_value, items,
+    labels_value, object_keys, required_selector, template_matches, text, Errors, Selector,
 };
 
 /// The `statefulsets` resource type.
@@ -30,6 +30,10 @@ pub const TYPE: ResourceType = served(
 /// The strategy for StatefulSets.
 #[derive(Debug)]
 pub struct StatefulSets;
+
+impl crate::registry::form::Validate for StatefulSets {
+    type Object = k8s_openapi::api::apps::v1::StatefulSet;
+}
 
 impl Strategy for StatefulSets {
     fn name_rule(&self) -> NameRule {
@@ -168,14 +172,14 @@ fn stateful_set(spec: &Value, e: &mut Errors) {
     let raw = required_selector(spec, "statefulset", e);
     let selector = Selector::of(raw);
     if matches!(selector, Selector::Invalid) {
-        e.invalid("spec.selector", &go_label_selector(raw), "");
+        e.invalid("spec.selector", &go_label_selector_value(raw), "");
     } else {
         if !selector.is_empty() {
             template_matches(&selector, spec, e);
         }
         let meta = at(at(spec, "template"), "metadata");
-        labels(meta.get("labels"), "spec.template.labels", e);
-        annotations(meta.get("annotations"), "spec.template.annotations", e);
+        labels_value(meta.get("labels"), "spec.template.labels", e);
+        annotations_value(meta.get("annotations"), "spec.template.annotations", e);
     }
     always_restarts(spec, "StatefulSet", e);
 }

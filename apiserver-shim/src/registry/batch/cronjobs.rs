@@ -7,7 +7,7 @@ use crate::object::go_quote as quote;
 use crate::registry::batch::jobs::job_spec;
 use crate::registry::{served, Strategy, ALL, STATUS};
 use crate::resource::ResourceType;
-use crate::validation::{at, field, go_label_selector, text, Errors};
+use crate::validation::{at, field, go_label_selector_value, text, Errors};
 
 /// The `cronjobs` resource type.
 pub const TYPE: ResourceType =
@@ -16,6 +16,10 @@ pub const TYPE: ResourceType =
 /// The strategy for CronJobs.
 #[derive(Debug)]
 pub struct CronJobs;
+
+impl crate::registry::form::Validate for CronJobs {
+    type Object = k8s_openapi::api::batch::v1::CronJob;
+}
 
 impl Strategy for CronJobs {
     fn validate(&self, object: &Value, e: &mut Errors) {
@@ -79,7 +83,7 @@ fn cron_job(object: &Value, e: &mut Errors) {
     if let Some(selector) = field(job, "selector") {
         e.invalid(
             "spec.jobTemplate.spec.selector",
-            &go_label_selector(Some(selector)),
+            &go_label_selector_value(Some(selector)),
             "`selector` will be auto-generated",
         );
     }

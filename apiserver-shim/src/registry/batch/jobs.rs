@@ -9,7 +9,7 @@ use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, AGE, NAME};
 use crate::validation::{
-    at, field, go_label_selector, label_selector, pod_template, semantic_eq, shown,
+    at, field, go_label_selector_value, label_selector, pod_template, semantic_eq, shown,
     template_matches, text, Errors, Selector,
 };
 
@@ -20,6 +20,10 @@ pub const TYPE: ResourceType =
 /// The strategy for Jobs.
 #[derive(Debug)]
 pub struct Jobs;
+
+impl crate::registry::form::Validate for Jobs {
+    type Object = k8s_openapi::api::batch::v1::Job;
+}
 
 impl Strategy for Jobs {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
@@ -143,7 +147,7 @@ fn job_update(old: &Value, new: &Value, e: &mut Errors) {
     if !semantic_eq(before.get("selector"), after.get("selector")) {
         e.invalid(
             "spec.selector",
-            &go_label_selector(field(after, "selector")),
+            &go_label_selector_value(field(after, "selector")),
             "field is immutable",
         );
     }

@@ -25,6 +25,10 @@ pub static TENANTS: ResourceType = TYPE;
 #[derive(Debug)]
 pub struct Tenants;
 
+impl crate::registry::form::Validate for Tenants {
+    type Object = crate::tenant::types::Tenant;
+}
+
 impl Strategy for Tenants {
     /// `metadata.name` and `metadata.namespace`, the latter read from the object (a Tenant is
     /// stored without one, so it reads `""`).

@@ -14,6 +14,10 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Leases;
 
+impl crate::registry::form::Validate for Leases {
+    type Object = k8s_openapi::api::coordination::v1::Lease;
+}
+
 impl Strategy for Leases {
     fn validate(&self, object: &Value, e: &mut Errors) {
         lease(at(object, "spec"), e);

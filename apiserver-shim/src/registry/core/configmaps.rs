@@ -17,6 +17,10 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct ConfigMaps;
 
+impl crate::registry::form::Validate for ConfigMaps {
+    type Object = k8s_openapi::api::core::v1::ConfigMap;
+}
+
 impl Strategy for ConfigMaps {
     fn validate(&self, object: &Value, e: &mut Errors) {
         config_map(object, e);

@@ -11,4 +11,8 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Endpoints;
 
+impl crate::registry::form::Validate for Endpoints {
+    type Object = k8s_openapi::api::core::v1::Endpoints;
+}
+
 impl Strategy for Endpoints {}

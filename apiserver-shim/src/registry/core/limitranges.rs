@@ -24,6 +24,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct LimitRanges;
 
+impl crate::registry::form::Validate for LimitRanges {
+    type Object = k8s_openapi::api::core::v1::LimitRange;
+}
+
 impl Strategy for LimitRanges {
     fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
         let spec = at(object, "spec");

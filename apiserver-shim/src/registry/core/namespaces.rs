@@ -31,6 +31,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct Namespaces;
 
+impl crate::registry::form::Validate for Namespaces {
+    type Object = k8s_openapi::api::core::v1::Namespace;
+}
+
 impl Strategy for Namespaces {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Namespace

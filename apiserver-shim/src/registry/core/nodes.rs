@@ -16,6 +16,10 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Nodes;
 
+impl crate::registry::form::Validate for Nodes {
+    type Object = k8s_openapi::api::core::v1::Node;
+}
+
 impl Strategy for Nodes {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Node

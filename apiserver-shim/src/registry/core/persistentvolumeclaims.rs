@@ -27,6 +27,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PersistentVolumeClaims;
 
+impl crate::registry::form::Validate for PersistentVolumeClaims {
+    type Object = k8s_openapi::api::core::v1::PersistentVolumeClaim;
+}
+
 impl Strategy for PersistentVolumeClaims {
     fn validate(&self, object: &Value, e: &mut Errors) {
         claim_spec(at(object, "spec"), "spec", e);

@@ -24,6 +24,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PersistentVolumes;
 
+impl crate::registry::form::Validate for PersistentVolumes {
+    type Object = k8s_openapi::api::core::v1::PersistentVolume;
+}
+
 impl Strategy for PersistentVolumes {
     fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
         lists.push(at(at(object, "spec"), "capacity"));

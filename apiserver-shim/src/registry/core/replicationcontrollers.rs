@@ -6,7 +6,9 @@ use crate::defaults::{default_template, object_at, set_default};
 use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
-use crate::validation::{always_restarts, at, field, go_string_map, map_of, pod_template, Errors};
+use crate::validation::{
+    always_restarts, at, field, go_string_map_value, map_of, pod_template, Errors,
+};
 
 /// The `replicationcontrollers` resource type.
 pub const TYPE: ResourceType = served(
@@ -25,6 +27,10 @@ pub const TYPE: ResourceType = served(
 /// The strategy for ReplicationControllers.
 #[derive(Debug)]
 pub struct ReplicationControllers;
+
+impl crate::registry::form::Validate for ReplicationControllers {
+    type Object = k8s_openapi::api::core::v1::ReplicationController;
+}
 
 impl Strategy for ReplicationControllers {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
@@ -85,7 +91,7 @@ fn replication_controller(spec: &Value, e: &mut Errors) {
         if !matched {
             e.invalid(
                 "spec.template.metadata.labels",
-                &go_string_map(labels),
+                &go_string_map_value(labels),
                 "`selector` does not match template `labels`",
             );
         }

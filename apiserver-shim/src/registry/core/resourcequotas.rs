@@ -24,6 +24,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ResourceQuotas;
 
+impl crate::registry::form::Validate for ResourceQuotas {
+    type Object = k8s_openapi::api::core::v1::ResourceQuota;
+}
+
 impl Strategy for ResourceQuotas {
     fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
         lists.push(at(at(object, "spec"), "hard"));

@@ -20,6 +20,10 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Secrets;
 
+impl crate::registry::form::Validate for Secrets {
+    type Object = k8s_openapi::api::core::v1::Secret;
+}
+
 impl Strategy for Secrets {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Secret

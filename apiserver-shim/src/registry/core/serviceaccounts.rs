@@ -21,4 +21,8 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ServiceAccounts;
 
+impl crate::registry::form::Validate for ServiceAccounts {
+    type Object = k8s_openapi::api::core::v1::ServiceAccount;
+}
+
 impl Strategy for ServiceAccounts {}

@@ -11,7 +11,9 @@ use crate::registry::{served, Strategy, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
-use crate::validation::{at, field, go_strings, items, labels, protocol, text, Errors, PORT_RANGE};
+use crate::validation::{
+    at, field, go_strings_value, items, labels_value, protocol, text, Errors, PORT_RANGE,
+};
 
 /// The `services` resource type.
 pub const TYPE: ResourceType =
@@ -20,6 +22,10 @@ pub const TYPE: ResourceType =
 /// The strategy for Services.
 #[derive(Debug)]
 pub struct Services;
+
+impl crate::registry::form::Validate for Services {
+    type Object = k8s_openapi::api::core::v1::Service;
+}
 
 impl Strategy for Services {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
@@ -182,7 +188,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
             e.invalid_each(&format!("{path}.appProtocol"), app, names::qualified_name(app));
         }
     }
-    labels(spec.get("selector"), "spec.selector", e);
+    labels_value(spec.get("selector"), "spec.selector", e);
     match text(spec, "sessionAffinity") {
         "ClientIP" | "None" => {}
         "" => e.required("spec.sessionAffinity", ""),
@@ -232,7 +238,7 @@ fn service_update(old: &Value, new: &Value, e: &mut Errors) {
     }
     let (before, after) = (cluster_ips(old), cluster_ips(new));
     let after_list = Value::from(after.clone());
-    let shown_ips = go_strings("string", Some(&after_list).filter(|_| !after.is_empty()));
+    let shown_ips = go_strings_value("string", Some(&after_list).filter(|_| !after.is_empty()));
     if !(headless(old) && headless(new)) {
         if before.len() == after.len() {
             for (i, (a, b)) in before.iter().zip(&after).enumerate() {
@@ -268,7 +274,7 @@ fn service_update(old: &Value, new: &Value, e: &mut Errors) {
         items(spec, "ipFamilies").iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
     };
     let (before, after) = (families(old), families(new));
-    let shown_families = go_strings("core.IPFamily", field(new, "ipFamilies"));
+    let shown_families = go_strings_value("core.IPFamily", field(new, "ipFamilies"));
     let path = "spec.ipFamilies[0]";
     if before.len() == after.len() {
         if before != after {

@@ -16,6 +16,10 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Events;
 
+impl crate::registry::form::Validate for Events {
+    type Object = k8s_openapi::api::events::v1::Event;
+}
+
 impl Strategy for Events {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::EventsV1Event

@@ -21,4 +21,8 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct Ingresses;
 
+impl crate::registry::form::Validate for Ingresses {
+    type Object = k8s_openapi::api::networking::v1::Ingress;
+}
+
 impl Strategy for Ingresses {}

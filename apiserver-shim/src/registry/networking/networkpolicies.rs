@@ -21,4 +21,8 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct NetworkPolicies;
 
+impl crate::registry::form::Validate for NetworkPolicies {
+    type Object = k8s_openapi::api::networking::v1::NetworkPolicy;
+}
+
 impl Strategy for NetworkPolicies {}

@@ -21,4 +21,8 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PodDisruptionBudgets;
 
+impl crate::registry::form::Validate for PodDisruptionBudgets {
+    type Object = k8s_openapi::api::policy::v1::PodDisruptionBudget;
+}
+
 impl Strategy for PodDisruptionBudgets {}

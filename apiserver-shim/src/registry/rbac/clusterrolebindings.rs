@@ -1,6 +1,10 @@
 //! ClusterRoleBindings (`clusterrolebindings` in `rbac.authorization.k8s.io/v1`): served as RoleBindings
 //! are, cluster-wide ([`Bindings`]).
 
+use std::marker::PhantomData;
+
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+
 use crate::registry::rbac::rolebindings::Bindings;
 use crate::registry::{served, NONE};
 use crate::resource::ResourceType;
@@ -16,5 +20,5 @@ pub const TYPE: ResourceType = served(
     NONE,
     NONE,
     &[],
-    &Bindings { namespaced: false },
+    &Bindings::<ClusterRoleBinding> { namespaced: false, kind: PhantomData },
 );

@@ -31,6 +31,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ClusterRoles;
 
+impl crate::registry::form::Validate for ClusterRoles {
+    type Object = ClusterRole;
+}
+
 impl Strategy for ClusterRoles {
     fn check_escalation(
         &self,

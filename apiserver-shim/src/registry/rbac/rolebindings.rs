@@ -13,7 +13,9 @@ use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
 use crate::validation::{at, changed, items, text, Errors};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use std::marker::PhantomData;
+
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
 
 /// The `rolebindings` resource type.
 pub const TYPE: ResourceType = served(
@@ -26,19 +28,32 @@ pub const TYPE: ResourceType = served(
     NONE,
     NONE,
     &[],
-    &Bindings { namespaced: true },
+    &Bindings::<RoleBinding> { namespaced: true, kind: PhantomData },
 );
 
 /// The strategy for RoleBindings and, with `namespaced` false, ClusterRoleBindings: the two
 /// differ only in what their validation allows (a ClusterRoleBinding binds only ClusterRoles, and
 /// its ServiceAccount subjects name their namespace).
 #[derive(Debug)]
-pub struct Bindings {
+pub struct Bindings<T> {
     /// Whether the bindings are RoleBindings.
     pub namespaced: bool,
+    /// The bindings' Rust type.
+    pub kind: PhantomData<fn() -> T>,
 }
 
-impl Strategy for Bindings {
+impl crate::registry::form::Validate for Bindings<RoleBinding> {
+    type Object = RoleBinding;
+}
+
+impl crate::registry::form::Validate for Bindings<ClusterRoleBinding> {
+    type Object = ClusterRoleBinding;
+}
+
+impl<T: std::fmt::Debug> Strategy for Bindings<T>
+where
+    Bindings<T>: crate::registry::form::Validate,
+{
     fn check_escalation(
         &self,
         policy: &Policy,

@@ -10,7 +10,7 @@ use crate::rbac::{self, Policy, UserInfo};
 use crate::registry::{served, Strategy, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
-use crate::validation::{field, go_strings, items, Errors};
+use crate::validation::{field, go_strings_value, items, Errors};
 use k8s_openapi::api::rbac::v1::Role;
 
 /// The `roles` resource type.
@@ -30,6 +30,10 @@ pub const TYPE: ResourceType = served(
 /// The strategy for Roles.
 #[derive(Debug)]
 pub struct Roles;
+
+impl crate::registry::form::Validate for Roles {
+    type Object = Role;
+}
 
 impl Strategy for Roles {
     fn check_escalation(
@@ -70,7 +74,7 @@ pub(crate) fn policy_rules(rules: &[Value], namespaced: bool, e: &mut Errors) {
         let urls =
             field(rule, "nonResourceURLs").filter(|u| u.as_array().is_some_and(|a| !a.is_empty()));
         if let Some(urls) = urls {
-            let shown = go_strings("string", Some(urls));
+            let shown = go_strings_value("string", Some(urls));
             if namespaced {
                 e.invalid(
                     &format!("{path}.nonResourceURLs"),

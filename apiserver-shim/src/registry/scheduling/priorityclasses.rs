@@ -26,6 +26,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PriorityClasses;
 
+impl crate::registry::form::Validate for PriorityClasses {
+    type Object = k8s_openapi::api::scheduling::v1::PriorityClass;
+}
+
 impl Strategy for PriorityClasses {
     fn validate(&self, object: &Value, e: &mut Errors) {
         priority_class(object, e);

@@ -27,6 +27,10 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct StorageClasses;
 
+impl crate::registry::form::Validate for StorageClasses {
+    type Object = k8s_openapi::api::storage::v1::StorageClass;
+}
+
 impl Strategy for StorageClasses {
     fn validate(&self, object: &Value, e: &mut Errors) {
         storage_class(object, e);

@@ -20,6 +20,10 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Pods;
 
+impl crate::registry::form::Validate for Pods {
+    type Object = k8s_openapi::api::core::v1::Pod;
+}
+
 impl Strategy for Pods {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Pod
