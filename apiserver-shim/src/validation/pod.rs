@@ -188,13 +188,13 @@ pub(crate) fn container_ports(ports: &[Value], path: &str, e: &mut Errors) {
             }
             _ => {}
         }
-        protocol(port, &ppath, e);
+        protocol(port.get("protocol").and_then(Value::as_str), &ppath, e);
     }
 }
 
 /// A port's protocol: required, and one of SCTP, TCP, UDP.
-pub(crate) fn protocol(port: &Value, path: &str, e: &mut Errors) {
-    match text(port, "protocol") {
+pub(crate) fn protocol(protocol: Option<&str>, path: &str, e: &mut Errors) {
+    match protocol.unwrap_or_default() {
         "TCP" | "UDP" | "SCTP" => {}
         "" => e.required(&format!("{path}.protocol"), ""),
         other => {

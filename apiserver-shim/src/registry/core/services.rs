@@ -171,7 +171,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
         if !(1..=65535).contains(&number) {
             e.invalid(&format!("{path}.port"), &number.to_string(), PORT_RANGE);
         }
-        protocol(port, &path, e);
+        protocol(port.get("protocol").and_then(Value::as_str), &path, e);
         match port.get("targetPort") {
             Some(Value::String(target)) => {
                 e.invalid_each(&format!("{path}.targetPort"), target, names::port_name(target))
