@@ -9,10 +9,11 @@ use serde_json::Value;
 
 use crate::object::go_quote as quote;
 
-/// A JSON value as a bad value: strings quoted, numbers and booleans bare, nothing as `"null"`,
+/// A value as a bad value: strings quoted, numbers and booleans bare, nothing as `"null"`,
 /// anything else as compact JSON.
-pub(crate) fn shown(value: Option<&Value>) -> String {
-    match value {
+pub(crate) fn shown<T: Serialize + ?Sized>(value: Option<&T>) -> String {
+    let value = value.and_then(|v| serde_json::to_value(v).ok());
+    match value.as_ref() {
         None | Some(Value::Null) => quote("null"),
         Some(Value::String(s)) => quote(s),
         Some(Value::Number(n)) => n.to_string(),

@@ -39,7 +39,7 @@ pub(crate) use legacy::{
 pub(crate) use meta::{annotations, labels, object_meta, object_meta_update, STANDARD_FINALIZERS};
 pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RANGE};
 pub use read::semantic_eq;
-pub(crate) use read::{at, changed, field, items, map_of, object_keys, text};
+pub(crate) use read::{at, changed, field, items, map_of, object_keys, same, text};
 pub use resources::parse_quantity;
 pub(crate) use resources::{container_resources, quantity_of, quantity_text, QUANTITY_FORMAT};
 pub(crate) use selector::{

@@ -64,10 +64,7 @@ fn deployment(selector: Value, labels: Value) -> Value {
 fn go_values_print_as_kube_apiserver_prints_them() {
     assert_eq!(crate::object::go_quote("a\"b\\c\n"), r#""a\"b\\c\n""#);
     let map = [("b", "2"), ("a", "1")].map(|(k, v)| (k.to_owned(), v.to_owned())).into();
-    assert_eq!(
-        go_string_map(Some(&map)),
-        r#"map[string]string{"a":"1", "b":"2"}"#
-    );
+    assert_eq!(go_string_map(Some(&map)), r#"map[string]string{"a":"1", "b":"2"}"#);
     assert_eq!(go_string_map(None), "map[string]string(nil)");
     assert_eq!(
         go_label_selector(Some(&Default::default())),

@@ -1,13 +1,14 @@
 //! ConfigMaps (`configmaps` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use serde_json::{json, Value};
 
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::table::{age_cell, col, count, definitions, name_cell, AGE, NAME};
-use crate::validation::{changed, map_of, shown, Errors};
+use crate::validation::{same, Errors};
 
 /// The `configmaps` resource type.
 pub const TYPE: ResourceType =
@@ -17,30 +18,30 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct ConfigMaps;
 
-impl crate::registry::form::Validate for ConfigMaps {
-    type Object = k8s_openapi::api::core::v1::ConfigMap;
-}
+impl Validate for ConfigMaps {
+    type Object = ConfigMap;
 
-impl Strategy for ConfigMaps {
-    fn validate(&self, object: &Value, e: &mut Errors) {
+    fn validate(&self, object: &ConfigMap, e: &mut Errors) {
         config_map(object, e);
     }
 
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        if old.get("immutable") == Some(&Value::Bool(true)) {
+    fn validate_update(&self, old: &ConfigMap, new: &ConfigMap, e: &mut Errors) {
+        if old.immutable == Some(true) {
             let sealed = "field is immutable when `immutable` is set";
-            if new.get("immutable") != Some(&Value::Bool(true)) {
+            if new.immutable != Some(true) {
                 e.forbidden("immutable", sealed);
             }
-            if changed(old, new, "data") {
+            if !same(old.data.as_ref(), new.data.as_ref()) {
                 e.forbidden("data", sealed);
             }
-            if changed(old, new, "binaryData") {
+            if !same(old.binary_data.as_ref(), new.binary_data.as_ref()) {
                 e.forbidden("binaryData", sealed);
             }
         }
     }
+}
 
+impl Strategy for ConfigMaps {
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
         definitions(&[NAME, col("Data", "string", "Number of data entries"), AGE])
     }
@@ -62,25 +63,20 @@ pub(crate) fn decoded_len(encoded: &str) -> usize {
 }
 
 /// `ValidateConfigMap`.
-pub(crate) fn config_map(object: &Value, e: &mut Errors) {
-    for key in ["data", "binaryData"] {
-        if object.get(key).is_some_and(|v| !v.is_object() && !v.is_null()) {
-            e.invalid(key, &shown(object.get(key)), "must be a map of strings");
-        }
-    }
-    let binary = map_of(object, "binaryData");
+pub(crate) fn config_map(object: &ConfigMap, e: &mut Errors) {
+    let binary = object.binary_data.as_ref();
     let mut size = 0;
-    for (key, value) in map_of(object, "data").into_iter().flatten() {
+    for (key, value) in object.data.iter().flatten() {
         let path = format!("data[{key}]");
         e.invalid_each(&path, key, names::config_map_key(key));
         if binary.is_some_and(|b| b.contains_key(key)) {
             e.invalid(&path, &quote(key), "duplicate of key present in binaryData");
         }
-        size += value.as_str().map_or(0, str::len);
+        size += value.len();
     }
     for (key, value) in binary.into_iter().flatten() {
         e.invalid_each(&format!("binaryData[{key}]"), key, names::config_map_key(key));
-        size += value.as_str().map_or(0, decoded_len);
+        size += value.0.len();
     }
     if size > MAX_DATA_SIZE {
         e.too_long("[]", MAX_DATA_SIZE);
