@@ -7,46 +7,78 @@ use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, Method};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 
 use crate::access::{self, PeerCertificates, Security};
 use crate::api::Api;
 use crate::rbac::Attributes;
 use crate::status::{ApiError, ApiResult};
 
+use super::gate::{run, Gate, Next, Step};
 use super::request::Query;
 use super::request_info::{Kind, RequestInfo, ResourcePath};
-use super::{blocking, cluster_of, Caller};
+use super::{blocking, cluster_of, in_place, Caller};
 
 /// The authentication layer: on a cluster with security, the request goes on with its
 /// [`Caller`] in its extensions, or is answered 401.
-pub(super) async fn authenticate(mut request: Request, next: Next) -> Response {
-    let server = match cluster_of(&request) {
-        Ok(server) => server,
-        Err(e) => return e.into_response(),
-    };
-    if let Some(security) = &server.security {
-        let peer = request.extensions().get::<PeerCertificates>().cloned();
+#[derive(Clone, Debug)]
+pub(super) struct Authenticate;
+
+impl Gate for Authenticate {
+    fn check(&self, mut request: Request) -> Step {
+        let server = match cluster_of(&request) {
+            Ok(server) => server,
+            Err(e) => return Step::Answer(e.into_response()),
+        };
+        let Some(security) = &server.security else { return Step::Go(request) };
+        let peer = request.extensions().get::<PeerCertificates>();
         let path = request.uri().path();
-        match identify(&server.api, security, request.headers(), peer, path, &server.base).await {
-            Ok(caller) => {
+        match identify_now(&server.api, security, request.headers(), peer, path, &server.base) {
+            Some(Ok(caller)) => {
                 request.extensions_mut().insert(caller);
+                Step::Go(request)
             }
-            Err(e) => return e.into_response(),
+            Some(Err(e)) => Step::Answer(e.into_response()),
+            None => Step::Slow(request),
         }
     }
-    next.run(request).await
+
+    /// A caller found off this worker, on a runtime whose worker may not block.
+    fn slow<S: Next>(&self, mut request: Request, next: S) -> BoxFuture<'static, Response> {
+        Box::pin(async move {
+            let server = match cluster_of(&request) {
+                Ok(server) => server,
+                Err(e) => return e.into_response(),
+            };
+            let Some(security) = &server.security else { return run(next, request).await };
+            let peer = request.extensions().get::<PeerCertificates>().cloned();
+            let path = request.uri().path();
+            match identify(&server.api, security, request.headers(), peer, path, &server.base).await
+            {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                    run(next, request).await
+                }
+                Err(e) => e.into_response(),
+            }
+        })
+    }
 }
 
 /// The authorization layer: with a [`Caller`], the request goes on if RBAC allows what its
 /// [`RequestInfo`] names, and is answered 403 if not. A path that names no served resource, or
 /// an access review that does not exist or is not POSTed, is answered with that error first.
-pub(super) async fn authorize(request: Request, next: Next) -> Response {
-    if let Err(e) = authorize_request(&request) {
-        return e.into_response();
+#[derive(Clone, Debug)]
+pub(super) struct Authorize;
+
+impl Gate for Authorize {
+    fn check(&self, request: Request) -> Step {
+        match authorize_request(&request) {
+            Ok(()) => Step::Go(request),
+            Err(e) => Step::Answer(e.into_response()),
+        }
     }
-    next.run(request).await
 }
 
 /// Whether the caller of `request`, if it has one, may make it.
@@ -77,24 +109,53 @@ pub(super) async fn identify(
     path: &str,
     base: &str,
 ) -> ApiResult<Caller> {
-    let relative = path.strip_prefix(base).unwrap_or(path).to_owned();
-    let identify = move |api: &Api, security: Arc<Security>, headers: &HeaderMap| {
-        let user = security.authenticate(api, headers, peer.as_ref())?;
-        if user.name == crate::auth::ANONYMOUS_USER && !access::is_public(&relative) {
-            return Err(ApiError::unauthorized());
-        }
-        let policy = security.policy(api)?;
-        let user = security.impersonate(&policy, user, headers)?;
-        Ok(Caller { user, policy, security })
-    };
-    // Without a bearer token (whose service account is looked up) and with the policy current,
-    // nothing here reads the store: stay on the async worker.
-    let token = headers.contains_key(header::AUTHORIZATION);
-    if !token && security.current_policy(api).is_some() {
-        return identify(api, security.clone(), headers);
+    if let Some(found) = identify_now(api, security, headers, peer.as_ref(), path, base) {
+        return found;
     }
+    let relative = relative(path, base).to_owned();
     let (api, security, headers) = (api.clone(), security.clone(), headers.clone());
-    blocking(move || identify(&api, security, &headers)).await
+    blocking(move || identify_here(&api, &security, &headers, peer.as_ref(), &relative)).await
+}
+
+/// [`identify`], when it can be done on this worker: without a bearer token (whose service
+/// account is looked up) and with the policy current, nothing reads the store; else on a
+/// multi-threaded runtime the worker blocks in place for the read. `None` when the reads must go
+/// to the blocking pool.
+fn identify_now(
+    api: &Api,
+    security: &Arc<Security>,
+    headers: &HeaderMap,
+    peer: Option<&PeerCertificates>,
+    path: &str,
+    base: &str,
+) -> Option<ApiResult<Caller>> {
+    let relative = relative(path, base);
+    let reads_store =
+        headers.contains_key(header::AUTHORIZATION) || security.current_policy(api).is_none();
+    if !reads_store {
+        return Some(identify_here(api, security, headers, peer, relative));
+    }
+    in_place(|| identify_here(api, security, headers, peer, relative))
+}
+
+fn relative<'a>(path: &'a str, base: &str) -> &'a str {
+    path.strip_prefix(base).unwrap_or(path)
+}
+
+fn identify_here(
+    api: &Api,
+    security: &Arc<Security>,
+    headers: &HeaderMap,
+    peer: Option<&PeerCertificates>,
+    relative: &str,
+) -> ApiResult<Caller> {
+    let user = security.authenticate(api, headers, peer)?;
+    if user.name == crate::auth::ANONYMOUS_USER && !access::is_public(relative) {
+        return Err(ApiError::unauthorized());
+    }
+    let policy = security.policy(api)?;
+    let user = security.impersonate(&policy, user, headers)?;
+    Ok(Caller { user, policy, security: security.clone() })
 }
 
 /// 403 unless the caller (if the cluster has security) may make this resource request.

@@ -11,6 +11,7 @@
 mod audit;
 pub mod clusters;
 mod documents;
+mod gate;
 mod handlers;
 mod identity;
 mod pod_room;
@@ -23,11 +24,12 @@ pub mod table;
 mod tenants;
 mod watch;
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use axum::{middleware, Extension, Router};
+use axum::{Extension, Router};
 use tower::ServiceBuilder;
 
 use crate::access::{self, Security};
@@ -41,6 +43,7 @@ use crate::registry::core::pods::subresources::PodLogs;
 use crate::resource::{Registry, ResourceType};
 use crate::status::{ApiError, ApiResult};
 
+use gate::GateLayer;
 use request_info::RequestInfo;
 
 pub use clusters::Clusters;
@@ -163,7 +166,8 @@ fn cluster_of(request: &Request) -> ApiResult<Arc<Server>> {
 
 /// The axum router for a server.
 pub fn router(server: Arc<Server>) -> Router {
-    cluster_stack().layer(Extension(Cluster(server)))
+    let stack = ServiceBuilder::new().layer(Extension(Cluster(server))).service(cluster_stack());
+    Router::new().fallback_service(stack)
 }
 
 /// The axum router for every cluster of a listener: `/tenants/<name>/…` goes to that tenant's
@@ -176,10 +180,11 @@ pub fn clusters_router(clusters: Arc<Clusters>) -> Router {
 
 /// [`clusters_router`] with flow control's limits from `flow`.
 pub fn clusters_router_with(clusters: Arc<Clusters>, flow: &FlowConfig) -> Router {
-    let flow_control = FlowControlLayer::new(clusters.clone(), flow);
-    cluster_stack()
-        .layer(middleware::from_fn_with_state(clusters, tenants::select_cluster))
-        .layer(flow_control)
+    let stack = ServiceBuilder::new()
+        .layer(FlowControlLayer::new(clusters.clone(), flow))
+        .layer(GateLayer(tenants::SelectCluster(clusters)))
+        .service(cluster_stack());
+    Router::new().fallback_service(stack)
 }
 
 /// What every request to a cluster passes through, outermost first, before [`routing`] hands
@@ -194,14 +199,14 @@ pub fn clusters_router_with(clusters: Arc<Clusters>, flow: &FlowConfig) -> Route
 ///
 /// The request's [`Cluster`] is set in front of these: by [`router`] for one cluster, by the
 /// tenant selection of [`clusters_router_with`] for a listener's clusters.
-fn cluster_stack() -> Router {
-    let layers = ServiceBuilder::new()
-        .layer(middleware::from_fn(audit::audit))
-        .layer(middleware::from_fn(identity::authenticate))
-        .layer(middleware::from_fn(request_info::resolve))
-        .layer(middleware::from_fn(identity::authorize))
-        .layer(middleware::from_fn(pod_room::window));
-    Router::new().fallback(handle).layer(layers)
+fn cluster_stack() -> impl gate::Next + Clone + Sync {
+    ServiceBuilder::new()
+        .layer(GateLayer(audit::Audit))
+        .layer(GateLayer(identity::Authenticate))
+        .layer(GateLayer(request_info::Resolve))
+        .layer(GateLayer(identity::Authorize))
+        .layer(GateLayer(pod_room::Window))
+        .service_fn(|request| async { Ok::<_, Infallible>(handle(request).await) })
 }
 
 /// The innermost service: the request, past the layers, to its handler.
@@ -216,6 +221,15 @@ async fn handle(request: Request) -> Response {
     routing::route(&server, caller.as_ref(), &parts.method, info, &parts.headers, body)
         .await
         .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `f`'s result, when this worker may block for it: in place on a multi-threaded runtime (its
+/// other tasks go to a fresh worker); `None` on a current-thread runtime, whose one worker may
+/// not block.
+fn in_place<T>(f: impl FnOnce() -> T) -> Option<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let flavor = Handle::try_current().ok().map(|h| h.runtime_flavor());
+    (flavor == Some(RuntimeFlavor::MultiThread)).then(|| tokio::task::block_in_place(f))
 }
 
 async fn blocking<T: Send + 'static>(

@@ -5,12 +5,13 @@
 
 use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::Response;
+use futures::future::BoxFuture;
 
 use crate::api::Target;
 use crate::patch::PatchKind;
 
+use super::gate::{run, Gate, Next, Step};
 use super::handlers::is_pod;
 use super::request::{dry_run, patch_options};
 use super::request_info::{Kind, RequestInfo};
@@ -33,13 +34,31 @@ impl Stored {
     }
 }
 
-/// The pod intake layer.
-pub(super) async fn window(request: Request, next: Next) -> Response {
+/// The pod intake layer: requests to a cluster with an intake take its slow way.
+#[derive(Clone, Debug)]
+pub(super) struct Window;
+
+impl Gate for Window {
+    fn check(&self, request: Request) -> Step {
+        let intake = request.extensions().get::<super::Cluster>().map(|c| c.0.pod_intake.get());
+        match intake {
+            Some(Some(_)) => Step::Slow(request),
+            _ => Step::Go(request),
+        }
+    }
+
+    fn slow<S: Next>(&self, request: Request, next: S) -> BoxFuture<'static, Response> {
+        Box::pin(window(request, next))
+    }
+}
+
+/// A request to a cluster with an intake: one that stores a new pod waits for room first.
+async fn window<S: Next>(request: Request, next: S) -> Response {
     let Some(server) = request.extensions().get::<super::Cluster>().map(|c| c.0.clone()) else {
-        return next.run(request).await;
+        return run(next, request).await;
     };
     let Some((intake, tenant)) = server.pod_intake.get() else {
-        return next.run(request).await;
+        return run(next, request).await;
     };
     let room = match stores_new_pod(&server, &request) {
         NewPod::No => None,
@@ -49,7 +68,7 @@ pub(super) async fn window(request: Request, next: Next) -> Response {
             Err(_) => Some(intake.enter(tenant).await),
         },
     };
-    let response = next.run(request).await;
+    let response = run(next, request).await;
     if let Some(room) = room {
         if response.status() == StatusCode::CREATED {
             if let Some(stored) = response.extensions().get::<Stored>() {

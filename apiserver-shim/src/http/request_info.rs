@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
+use super::gate::{Gate, Step};
 use super::request::Query;
 use super::reviews::Review;
 use super::routing::is_health;
@@ -49,17 +49,30 @@ impl RequestInfo {
 
 /// The request-info layer: a path outside the cluster's base is 404 (health probes aside);
 /// anything else goes on with its [`RequestInfo`].
-pub(super) async fn resolve(mut request: Request, next: Next) -> Response {
-    let server = match cluster_of(&request) {
-        Ok(server) => server,
-        Err(e) => return e.into_response(),
-    };
+#[derive(Clone, Debug)]
+pub(super) struct Resolve;
+
+impl Gate for Resolve {
+    fn check(&self, mut request: Request) -> Step {
+        match resolve(&request) {
+            Ok(info) => {
+                request.extensions_mut().insert(info);
+                Step::Go(request)
+            }
+            Err(e) => Step::Answer(e.into_response()),
+        }
+    }
+}
+
+/// The request info of `request`.
+fn resolve(request: &Request) -> ApiResult<RequestInfo> {
+    let server = cluster_of(request)?;
     let path = request.uri().path();
     let rest = match strip_base(&server, path) {
         Some(rest) => rest,
         // Health probes answer without the prefix too (`kubectl get --raw /healthz`).
         None if is_health(path) => path,
-        None => return ApiError::no_route().into_response(),
+        None => return Err(ApiError::no_route()),
     };
     let rest = if rest.is_empty() { "/" } else { rest }.to_owned();
     let query = Arc::new(Query::parse(request.uri().query()));
@@ -80,8 +93,7 @@ pub(super) async fn resolve(mut request: Request, next: Next) -> Response {
         _ => Kind::NonResource,
     };
     info.kind = kind;
-    request.extensions_mut().insert(info);
-    next.run(request).await
+    Ok(info)
 }
 
 /// What a resource path names.

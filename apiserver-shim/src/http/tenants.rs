@@ -3,31 +3,38 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 
 use super::Clusters;
 use crate::access::{self, PeerCertificates};
 use crate::rbac::Attributes;
 use crate::status::ApiError;
 
+use super::gate::{run, Gate, Next, Step};
 use super::identity::identify;
 use super::Cluster;
 
 /// The tenant-selection layer: the request goes on with its [`Cluster`] in its extensions.
-pub(super) async fn select_cluster(
-    State(clusters): State<Arc<Clusters>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    match clusters.route(request.uri().path()) {
-        Some(server) => {
-            request.extensions_mut().insert(Cluster(server));
-            next.run(request).await
+#[derive(Clone, Debug)]
+pub(super) struct SelectCluster(pub(super) Arc<Clusters>);
+
+impl Gate for SelectCluster {
+    fn check(&self, mut request: Request) -> Step {
+        match self.0.route(request.uri().path()) {
+            Some(server) => {
+                request.extensions_mut().insert(Cluster(server));
+                Step::Go(request)
+            }
+            None => Step::Slow(request),
         }
-        None => unknown_tenant(&clusters, request, next).await,
+    }
+
+    fn slow<S: Next>(&self, request: Request, next: S) -> BoxFuture<'static, Response> {
+        let clusters = self.0.clone();
+        Box::pin(async move { unknown_tenant(&clusters, request, next).await })
     }
 }
 
@@ -35,7 +42,7 @@ pub(super) async fn select_cluster(
 /// served tenant would answer whoever lacks its credentials (401; public paths as the host
 /// answers them), so that a tenant's existence is not told to anyone: only a host user who may
 /// read the tenant learns it is not there (404).
-async fn unknown_tenant(clusters: &Clusters, mut request: Request, next: Next) -> Response {
+async fn unknown_tenant<S: Next>(clusters: &Clusters, mut request: Request, next: S) -> Response {
     let path = request.uri().path();
     let rest = path.strip_prefix(super::clusters::TENANTS_PREFIX).unwrap_or(path);
     let (name, relative) = rest.split_once('/').unwrap_or((rest, ""));
@@ -54,7 +61,7 @@ async fn unknown_tenant(clusters: &Clusters, mut request: Request, next: Next) -
         if let Ok(uri) = target.parse() {
             *request.uri_mut() = uri;
             request.extensions_mut().insert(Cluster(host.clone()));
-            return next.run(request).await;
+            return run(next, request).await;
         }
     }
     let peer = request.extensions().get::<PeerCertificates>().cloned();
