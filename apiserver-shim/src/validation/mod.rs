@@ -41,7 +41,7 @@ pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RAN
 pub use read::semantic_eq;
 pub(crate) use read::{at, changed, field, items, map_of, object_keys, same, text};
 pub use resources::parse_quantity;
-pub(crate) use resources::{container_resources, quantity_of, quantity_text, QUANTITY_FORMAT};
+pub(crate) use resources::{container_resources, quantity_of, QUANTITY_FORMAT};
 pub(crate) use selector::{
     immutable_selector, label_selector, required_selector, template_matches, Selector,
 };
