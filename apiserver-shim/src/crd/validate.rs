@@ -74,6 +74,8 @@ impl Problems {
 /// types the server serves itself, which no definition may redefine.
 pub fn validate(object: &Value, old: Option<&Value>, built_in: &Registry) -> ApiResult<()> {
     let crd = parse(object)?;
+    // The definition replaced, if it decodes: one that does not is checked as a create is.
+    let old_crd = old.and_then(|o| parse(o).ok());
     let mut p = Problems::default();
     let spec = &crd.spec;
     let name = crd.metadata.name.clone().unwrap_or_default();
@@ -88,7 +90,7 @@ pub fn validate(object: &Value, old: Option<&Value>, built_in: &Registry) -> Api
             p.invalid("spec.group", &spec.group, "should be a domain with at least one dot");
         }
     }
-    protected_group(&mut p, &crd, old.and_then(|o| parse(o).ok()).as_ref());
+    protected_group(&mut p, &crd, old_crd.as_ref());
     if spec.group == RESERVED_GROUP {
         p.forbidden("spec.group", &format!("the group {RESERVED_GROUP} is reserved for Carrel"));
     }
@@ -136,17 +138,15 @@ pub fn validate(object: &Value, old: Option<&Value>, built_in: &Registry) -> Api
     }
     versions(&mut p, object, old, spec);
 
-    if let Some(old) = old {
-        if let Ok(old) = parse(old) {
-            if old.spec.scope != spec.scope {
-                p.immutable("spec.scope", &spec.scope);
-            }
-            if old.spec.group != spec.group {
-                p.immutable("spec.group", &spec.group);
-            }
-            if old.spec.names.plural != spec.names.plural {
-                p.immutable("spec.names.plural", &spec.names.plural);
-            }
+    if let Some(old) = &old_crd {
+        if old.spec.scope != spec.scope {
+            p.immutable("spec.scope", &spec.scope);
+        }
+        if old.spec.group != spec.group {
+            p.immutable("spec.group", &spec.group);
+        }
+        if old.spec.names.plural != spec.names.plural {
+            p.immutable("spec.names.plural", &spec.names.plural);
         }
     }
     if p.0.is_empty() {

@@ -308,10 +308,16 @@ impl k8s_openapi::Metadata for Tenant {
 
 #[cfg(test)]
 mod tests {
-    use crate::registry::carrel::tenants::validate;
     use serde_json::json;
 
     use super::*;
+    use crate::status::Cause;
+
+    /// The causes of a tenant written as JSON, decoded as the API decodes it.
+    fn validate(tenant: &Value) -> Vec<Cause> {
+        let tenant: Tenant = crate::registry::form::decode(tenant).expect("decodes");
+        crate::registry::carrel::tenants::validate(&tenant)
+    }
 
     #[test]
     fn go_durations() {
@@ -461,10 +467,15 @@ mod tests {
             store_quota(&numeric),
             carrel_store::Quota { objects: DEFAULT_OBJECT_LIMIT, bytes: 4096 }
         );
+        // A count that is not an integer is refused by the decoder (400), before validation.
+        for objects in [json!(1.5), json!("10")] {
+            let tenant =
+                json!({"metadata": {"name": "a"}, "spec": {"limits": {"objects": objects}}});
+            let decoded = crate::registry::form::decode::<Tenant>(&tenant);
+            assert!(decoded.is_err(), "{objects} decodes");
+        }
         for (limits, field) in [
             (json!({"objects": -1}), "spec.limits.objects"),
-            (json!({"objects": 1.5}), "spec.limits.objects"),
-            (json!({"objects": "10"}), "spec.limits.objects"),
             (json!({"bytes": "lots"}), "spec.limits.bytes"),
             (json!({"bytes": -5}), "spec.limits.bytes"),
             (json!({"bytes": "100m"}), "spec.limits.bytes"),

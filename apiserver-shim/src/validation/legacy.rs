@@ -26,11 +26,6 @@ pub(crate) fn go_string_map_value(map: Option<&Value>) -> String {
     super::go_string_map(map.as_ref())
 }
 
-pub(crate) fn go_strings_value(type_name: &str, list: Option<&Value>) -> String {
-    let list: Option<Vec<String>> = typed(list);
-    super::go_strings(type_name, list.as_deref())
-}
-
 pub(crate) fn go_label_selector_value(selector: Option<&Value>) -> String {
     let selector: Option<LabelSelector> = typed(selector);
     super::go_label_selector(selector.as_ref())

@@ -4,15 +4,15 @@
 use serde_json::{json, Value};
 
 use crate::object_names::NameRule;
-use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::status::Cause;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::tenant::types::{
-    parse_bytes, parse_ttl, quantity_bytes, reserved_name, GROUP, MAX_NAME_LEN, VERSION,
+    parse_bytes, parse_ttl, reserved_name, Tenant, GROUP, MAX_NAME_LEN, VERSION,
 };
-use crate::validation::Errors;
+use crate::validation::{compact, Errors};
 
 /// The `tenants` resource type.
 pub const TYPE: ResourceType =
@@ -25,8 +25,12 @@ pub static TENANTS: ResourceType = TYPE;
 #[derive(Debug)]
 pub struct Tenants;
 
-impl crate::registry::form::Validate for Tenants {
-    type Object = crate::tenant::types::Tenant;
+impl Validate for Tenants {
+    type Object = Tenant;
+
+    fn validate(&self, object: &Tenant, e: &mut Errors) {
+        e.0.extend(validate(object));
+    }
 }
 
 impl Strategy for Tenants {
@@ -46,10 +50,6 @@ impl Strategy for Tenants {
         if let Some(spec) = spec.as_object_mut() {
             crate::defaults::set_default(spec, "podSecurity", json!("baseline"));
         }
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        e.0.extend(validate(object));
     }
 
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
@@ -81,12 +81,12 @@ impl Strategy for Tenants {
 }
 
 /// The checks a `Tenant` must pass beyond its name being a DNS-1123 label: room in the name for
-/// the `carrel-` host namespace prefix, a name that is not reserved, a TTL within bounds, a known pod security level and non-negative
-/// GPU quotas for named profiles.
-pub fn validate(tenant: &Value) -> Vec<Cause> {
+/// the `carrel-` host namespace prefix, a name that is not reserved, a TTL within bounds, a known
+/// pod security level, store limits that read, and non-negative GPU quotas for named profiles.
+pub fn validate(tenant: &Tenant) -> Vec<Cause> {
     let mut causes = Vec::new();
     // That the name is a DNS-1123 label is checked with every object's name (`names::NameRule`).
-    let name = tenant.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = tenant.metadata.name.as_deref().unwrap_or_default();
     if name.len() > MAX_NAME_LEN {
         causes.push(Cause::new(
             "FieldValueTooLong",
@@ -97,12 +97,13 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
     if let Some(why) = reserved_name(name) {
         causes.push(Cause::new("FieldValueInvalid", "metadata.name", why));
     }
-    if let Some(ttl) = tenant.pointer("/spec/ttl").and_then(Value::as_str) {
+    let Some(spec) = &tenant.spec else { return causes };
+    if let Some(ttl) = spec.ttl.as_deref() {
         if let Err(e) = parse_ttl(ttl) {
             causes.push(Cause::new("FieldValueInvalid", "spec.ttl", format!("Invalid value: {e}")));
         }
     }
-    if let Some(level) = tenant.pointer("/spec/podSecurity").and_then(Value::as_str) {
+    if let Some(level) = spec.pod_security.as_deref() {
         if !matches!(level, "baseline" | "restricted") {
             causes.push(Cause::new(
                 "FieldValueNotSupported",
@@ -111,56 +112,47 @@ pub fn validate(tenant: &Value) -> Vec<Cause> {
             ));
         }
     }
-    if let Some(objects) = tenant.pointer("/spec/limits/objects") {
-        if objects.as_u64().is_none_or(|n| n > i64::MAX as u64) {
-            causes.push(Cause::new(
-                "FieldValueInvalid",
-                "spec.limits.objects",
-                format!("Invalid value: {objects}: must be a non-negative integer"),
-            ));
-        }
+    let limits = spec.limits.as_ref();
+    if let Some(objects) = limits.and_then(|l| l.objects).filter(|n| *n < 0) {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.limits.objects",
+            format!("Invalid value: {objects}: must be a non-negative integer"),
+        ));
     }
-    if let Some(bytes) = tenant.pointer("/spec/limits/bytes") {
-        if quantity_bytes(bytes).is_none() {
-            let why = match bytes {
-                Value::String(s) => parse_bytes(s).err().map(|e| e.to_string()).unwrap_or_default(),
-                _ => "must be a non-negative number of bytes or a quantity such as 2Gi".into(),
-            };
+    if let Some(bytes) = limits.and_then(|l| l.bytes.as_ref()) {
+        if let Err(why) = parse_bytes(&bytes.0) {
             causes.push(Cause::new(
                 "FieldValueInvalid",
                 "spec.limits.bytes",
-                format!("Invalid value: {bytes}: {why}"),
+                format!("Invalid value: {}: {why}", compact(bytes)),
             ));
         }
     }
-    if let Some(quota) = tenant.pointer("/spec/gpuQuota").and_then(Value::as_object) {
-        for (profile, count) in quota {
-            let field = format!("spec.gpuQuota[{profile}]");
-            if carrel_gpu::canonical_profile_name(profile).is_none() {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    field.clone(),
-                    format!(
-                        "Invalid value: \"{profile}\": not a MIG profile of the catalogue; known: {}",
-                        carrel_gpu::known_profile_names().join(", ")
-                    ),
-                ));
-            }
-            if count.as_i64().is_none_or(|c| c < 0) {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    field,
-                    format!("Invalid value: {count}: must be a non-negative integer"),
-                ));
-            }
+    for (profile, count) in &spec.gpu_quota {
+        let field = format!("spec.gpuQuota[{profile}]");
+        if carrel_gpu::canonical_profile_name(profile).is_none() {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                field.clone(),
+                format!(
+                    "Invalid value: \"{profile}\": not a MIG profile of the catalogue; known: {}",
+                    carrel_gpu::known_profile_names().join(", ")
+                ),
+            ));
+        }
+        if *count < 0 {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                field,
+                format!("Invalid value: {count}: must be a non-negative integer"),
+            ));
         }
     }
-    let allowed = tenant.pointer("/spec/allowedTolerations").and_then(Value::as_array);
-    for (i, t) in allowed.into_iter().flatten().enumerate() {
+    for (i, t) in spec.allowed_tolerations.iter().enumerate() {
         let path = format!("spec.allowedTolerations[{i}]");
-        let text = |f: &str| t.get(f).and_then(Value::as_str).unwrap_or_default();
         let (key, operator, value, effect) =
-            (text("key"), text("operator"), text("value"), text("effect"));
+            (t.key.as_str(), t.operator.as_str(), t.value.as_str(), t.effect.as_str());
         if !matches!(operator, "" | "Equal" | "Exists") {
             causes.push(Cause::new(
                 "FieldValueNotSupported",

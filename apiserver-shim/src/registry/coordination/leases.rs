@@ -1,10 +1,10 @@
 //! Leases (`leases` in `coordination.k8s.io/v1`): how the API server serves them.
 
-use serde_json::Value;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
-use crate::validation::{at, Errors};
+use crate::validation::{Errors, NEGATIVE};
 
 /// The `leases` resource type.
 pub const TYPE: ResourceType =
@@ -14,20 +14,24 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Leases;
 
-impl crate::registry::form::Validate for Leases {
-    type Object = k8s_openapi::api::coordination::v1::Lease;
-}
+impl Validate for Leases {
+    type Object = Lease;
 
-impl Strategy for Leases {
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        lease(at(object, "spec"), e);
+    fn validate(&self, object: &Lease, e: &mut Errors) {
+        if let Some(spec) = &object.spec {
+            lease(spec, e);
+        }
     }
 }
+
+impl Strategy for Leases {}
 
 /// `ValidateLeaseSpec`, in part.
-pub(crate) fn lease(spec: &Value, e: &mut Errors) {
-    if let Some(n) = spec.get("leaseDurationSeconds").and_then(Value::as_i64).filter(|n| *n <= 0) {
+pub(crate) fn lease(spec: &LeaseSpec, e: &mut Errors) {
+    if let Some(n) = spec.lease_duration_seconds.filter(|n| *n <= 0) {
         e.invalid("spec.leaseDurationSeconds", &n.to_string(), "must be greater than 0");
     }
-    e.nonnegative(spec, "leaseTransitions", "spec.leaseTransitions");
+    if let Some(n) = spec.lease_transitions.filter(|n| *n < 0) {
+        e.invalid("spec.leaseTransitions", &n.to_string(), NEGATIVE);
+    }
 }

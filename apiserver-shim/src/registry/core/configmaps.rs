@@ -56,12 +56,6 @@ impl Strategy for ConfigMaps {
 /// The largest ConfigMap or Secret payload (`core.MaxSecretSize`).
 pub(crate) const MAX_DATA_SIZE: usize = 1024 * 1024;
 
-/// The length of base64 data once decoded.
-pub(crate) fn decoded_len(encoded: &str) -> usize {
-    let trimmed = encoded.trim_end_matches('=');
-    trimmed.len() * 3 / 4
-}
-
 /// `ValidateConfigMap`.
 pub(crate) fn config_map(object: &ConfigMap, e: &mut Errors) {
     let binary = object.binary_data.as_ref();

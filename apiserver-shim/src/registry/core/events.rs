@@ -1,13 +1,13 @@
 //! Events (`events` in `v1`): how the API server serves them.
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::Event;
 
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
-use crate::validation::{at, field, text, Errors};
+use crate::validation::Errors;
 
 /// The `events` resource type.
 pub const TYPE: ResourceType =
@@ -17,31 +17,60 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Events;
 
-impl crate::registry::form::Validate for Events {
-    type Object = k8s_openapi::api::core::v1::Event;
+impl Validate for Events {
+    type Object = Event;
+
+    fn validate(&self, object: &Event, e: &mut Errors) {
+        let fields = EventFields {
+            namespace: text(&object.metadata.namespace),
+            involved_namespace: text(&object.involved_object.namespace),
+            event_time: object.event_time.is_some(),
+            controller: ("reportingComponent", text(&object.reporting_component)),
+            reporting_instance: text(&object.reporting_instance),
+            action: text(&object.action),
+            reason: text(&object.reason),
+            message: ("message", text(&object.message)),
+        };
+        event(&fields, e);
+    }
 }
 
 impl Strategy for Events {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::CoreEvent
     }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        event(object, false, e);
-    }
 }
 
-/// `ValidateEventCreate`: the legacy rules for core/v1 Events; events.k8s.io/v1 ones must also
-/// be new-style. Field paths name the core fields, as kube-apiserver's do.
-pub(crate) fn event(object: &Value, new_api: bool, e: &mut Errors) {
-    let namespace =
-        object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-    let (involved, controller, message) = if new_api {
-        (at(object, "regarding"), "reportingController", text(object, "note"))
-    } else {
-        (at(object, "involvedObject"), "reportingComponent", text(object, "message"))
-    };
-    let involved_namespace = text(involved, "namespace");
+/// A string field, empty if unset.
+pub(crate) fn text(field: &Option<String>) -> &str {
+    field.as_deref().unwrap_or_default()
+}
+
+/// What `ValidateEventCreate` reads of an Event of either API (core/v1 or events.k8s.io/v1),
+/// unset strings read as empty.
+pub(crate) struct EventFields<'a> {
+    /// `metadata.namespace`.
+    pub namespace: &'a str,
+    /// The namespace of the object the event is about (`involvedObject`, `regarding`).
+    pub involved_namespace: &'a str,
+    /// Whether `eventTime` is set.
+    pub event_time: bool,
+    /// The reporting controller's field (`reportingComponent`, `reportingController`) and value.
+    pub controller: (&'static str, &'a str),
+    /// `reportingInstance`.
+    pub reporting_instance: &'a str,
+    /// `action`.
+    pub action: &'a str,
+    /// `reason`.
+    pub reason: &'a str,
+    /// The message's field (`message`, `note`) and value.
+    pub message: (&'static str, &'a str),
+}
+
+/// `ValidateEventCreate`: the legacy rules, which Events of both APIs follow (events.k8s.io/v1
+/// ones must also be new-style). Field paths name the core fields, as kube-apiserver's do.
+pub(crate) fn event(event: &EventFields<'_>, e: &mut Errors) {
+    let (namespace, involved_namespace) = (event.namespace, event.involved_namespace);
     let mismatch = |e: &mut Errors| {
         e.invalid(
             "involvedObject.namespace",
@@ -49,8 +78,7 @@ pub(crate) fn event(object: &Value, new_api: bool, e: &mut Errors) {
             "does not match event.namespace",
         )
     };
-    let event_time = field(object, "eventTime").is_some_and(|t| t.as_str() != Some(""));
-    if !event_time {
+    if !event.event_time {
         let fine = if involved_namespace.is_empty() {
             namespace.is_empty() || namespace == "default"
         } else {
@@ -63,13 +91,16 @@ pub(crate) fn event(object: &Value, new_api: bool, e: &mut Errors) {
         if involved_namespace.is_empty() && namespace != "default" && namespace != "kube-system" {
             mismatch(e);
         }
-        let reporting = text(object, controller);
+        let (controller, reporting) = event.controller;
         if reporting.is_empty() {
             e.required(controller, "");
         }
         e.invalid_each(controller, reporting, names::qualified_name(reporting));
-        for (key, limit) in [("reportingInstance", 128), ("action", 128), ("reason", 128)] {
-            let value = text(object, key);
+        for (key, value, limit) in [
+            ("reportingInstance", event.reporting_instance, 128),
+            ("action", event.action, 128),
+            ("reason", event.reason, 128),
+        ] {
             if value.is_empty() {
                 e.required(key, "");
             }
@@ -77,36 +108,9 @@ pub(crate) fn event(object: &Value, new_api: bool, e: &mut Errors) {
                 e.invalid(key, "\"\"", &format!("can have at most {limit} characters"));
             }
         }
+        let (key, message) = event.message;
         if message.len() > 1024 {
-            e.invalid(
-                if new_api { "note" } else { "message" },
-                "\"\"",
-                "can have at most 1024 characters",
-            );
-        }
-    }
-    if new_api {
-        if !event_time {
-            e.required("eventTime", "");
-        }
-        let kind = text(object, "type");
-        if kind != "Normal" && kind != "Warning" {
-            e.invalid("type", "\"\"", &format!("has invalid value: {kind}"));
-        }
-        for (key, core) in [
-            ("deprecatedFirstTimestamp", "firstTimestamp"),
-            ("deprecatedLastTimestamp", "lastTimestamp"),
-        ] {
-            if field(object, key).is_some() {
-                e.invalid(core, "\"\"", "needs to be unset");
-            }
-        }
-        if object.get("deprecatedCount").and_then(Value::as_i64).unwrap_or(0) != 0 {
-            e.invalid("count", "\"\"", "needs to be unset");
-        }
-        let source = at(object, "deprecatedSource");
-        if !text(source, "component").is_empty() || !text(source, "host").is_empty() {
-            e.invalid("source", "\"\"", "needs to be unset");
+            e.invalid(key, "\"\"", "can have at most 1024 characters");
         }
     }
 }

@@ -1,10 +1,10 @@
 //! LimitRanges (`limitranges` in `v1`): how the API server serves them.
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::LimitRange;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
-use crate::validation::{at, items};
 
 /// The `limitranges` resource type.
 pub const TYPE: ResourceType = served(
@@ -24,17 +24,21 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct LimitRanges;
 
-impl crate::registry::form::Validate for LimitRanges {
-    type Object = k8s_openapi::api::core::v1::LimitRange;
-}
+impl Validate for LimitRanges {
+    type Object = LimitRange;
 
-impl Strategy for LimitRanges {
-    fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
-        let spec = at(object, "spec");
-        for limit in items(spec, "limits") {
-            for key in ["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"] {
-                lists.push(at(limit, key));
-            }
+    fn quantities<'a>(&self, object: &'a LimitRange, found: &mut Vec<&'a Quantity>) {
+        for limit in object.spec.iter().flat_map(|s| &s.limits) {
+            let maps = [
+                &limit.max,
+                &limit.min,
+                &limit.default,
+                &limit.default_request,
+                &limit.max_limit_request_ratio,
+            ];
+            found.extend(maps.into_iter().flatten().flat_map(|m| m.values()));
         }
     }
 }
+
+impl Strategy for LimitRanges {}

@@ -1,17 +1,18 @@
 //! Namespaces (`namespaces` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec};
 use serde_json::{json, Value};
 
 use crate::api::{Api, SYSTEM_NAMESPACES};
 use crate::defaults::{object_at, set_default};
 use crate::object::go_quote as quote;
 use crate::object_names::{self as names, NameRule};
-use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::status::{ApiError, ApiResult};
 use crate::table::{age_cell, col, definitions, name_cell, str_at, AGE, NAME};
-use crate::validation::{at, items, Errors, STANDARD_FINALIZERS};
+use crate::validation::{Errors, STANDARD_FINALIZERS};
 
 /// The `namespaces` resource type.
 pub const TYPE: ResourceType = served(
@@ -31,8 +32,14 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct Namespaces;
 
-impl crate::registry::form::Validate for Namespaces {
-    type Object = k8s_openapi::api::core::v1::Namespace;
+impl Validate for Namespaces {
+    type Object = Namespace;
+
+    fn validate(&self, object: &Namespace, e: &mut Errors) {
+        if let Some(spec) = &object.spec {
+            namespace(spec, e);
+        }
+    }
 }
 
 impl Strategy for Namespaces {
@@ -79,10 +86,6 @@ impl Strategy for Namespaces {
         NameRule::Label
     }
 
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        namespace(at(object, "spec"), e);
-    }
-
     fn create_defaults(&self, object: &mut Value) {
         let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
         if let Some(meta) = object_at(object, "metadata") {
@@ -109,8 +112,8 @@ impl Strategy for Namespaces {
 }
 
 /// `ValidateNamespace`: the finalizers in its spec.
-pub(crate) fn namespace(spec: &Value, e: &mut Errors) {
-    for f in items(spec, "finalizers").iter().filter_map(Value::as_str) {
+pub(crate) fn namespace(spec: &NamespaceSpec, e: &mut Errors) {
+    for f in spec.finalizers.iter().flatten().map(String::as_str) {
         e.invalid_each("spec.finalizers", f, names::qualified_name(f));
         if !f.contains('/') && !STANDARD_FINALIZERS.contains(&f) {
             e.invalid(

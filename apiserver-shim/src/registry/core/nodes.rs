@@ -1,12 +1,13 @@
 //! Nodes (`nodes` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::{Node, NodeSpec};
 use serde_json::{json, Value};
 
-use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
-use crate::validation::{at, items, text, Errors};
+use crate::validation::Errors;
 
 /// The `nodes` resource type.
 pub const TYPE: ResourceType =
@@ -16,28 +17,14 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Nodes;
 
-impl crate::registry::form::Validate for Nodes {
-    type Object = k8s_openapi::api::core::v1::Node;
-}
+impl Validate for Nodes {
+    type Object = Node;
 
-impl Strategy for Nodes {
-    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
-        FieldLabels::Node
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        let (old_spec, new_spec) = (at(old, "spec"), at(new, "spec"));
-        let cidrs = |spec: &Value| -> Vec<String> {
-            let list: Vec<String> = items(spec, "podCIDRs")
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect();
-            match (list.is_empty(), text(spec, "podCIDR")) {
-                (true, one) if !one.is_empty() => vec![one.to_owned()],
-                _ => list,
-            }
-        };
-        let (before, after) = (cidrs(old_spec), cidrs(new_spec));
+    fn validate_update(&self, old: &Node, new: &Node, e: &mut Errors) {
+        let zero = NodeSpec::default();
+        let old_spec = old.spec.as_ref().unwrap_or(&zero);
+        let new_spec = new.spec.as_ref().unwrap_or(&zero);
+        let (before, after) = (pod_cidrs(old_spec), pod_cidrs(new_spec));
         if !before.is_empty() {
             let message = "node updates may not change podCIDR except from \"\" to valid";
             if before.len() != after.len() {
@@ -50,13 +37,19 @@ impl Strategy for Nodes {
                 }
             }
         }
-        let provider = text(old_spec, "providerID");
-        if !provider.is_empty() && provider != text(new_spec, "providerID") {
+        let provider = old_spec.provider_id.as_deref().unwrap_or_default();
+        if !provider.is_empty() && provider != new_spec.provider_id.as_deref().unwrap_or_default() {
             e.forbidden(
                 "spec.providerID",
                 "node updates may not change providerID except from \"\" to valid",
             );
         }
+    }
+}
+
+impl Strategy for Nodes {
+    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
+        FieldLabels::Node
     }
 
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
@@ -120,5 +113,14 @@ impl Strategy for Nodes {
             json!(or_none(str_at(o, "/status/nodeInfo/kernelVersion").into())),
             json!(or_none(str_at(o, "/status/nodeInfo/containerRuntimeVersion").into())),
         ]
+    }
+}
+
+/// A Node's pod CIDRs: `podCIDRs`, else `podCIDR` alone.
+fn pod_cidrs(spec: &NodeSpec) -> Vec<&str> {
+    let list: Vec<&str> = spec.pod_cidrs.iter().flatten().map(String::as_str).collect();
+    match (list.is_empty(), spec.pod_cidr.as_deref().unwrap_or_default()) {
+        (true, one) if !one.is_empty() => vec![one],
+        _ => list,
     }
 }

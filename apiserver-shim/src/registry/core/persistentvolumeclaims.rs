@@ -1,13 +1,17 @@
 //! PersistentVolumeClaims (`persistentvolumeclaims` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::{
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
 use crate::defaults::{object_at, set_default};
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
-use crate::validation::{at, field, items, quantity_of, quantity_text, semantic_eq, text, Errors};
+use crate::validation::{parse_quantity, Errors};
 
 /// The `persistentvolumeclaims` resource type.
 pub const TYPE: ResourceType = served(
@@ -27,25 +31,35 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PersistentVolumeClaims;
 
-impl crate::registry::form::Validate for PersistentVolumeClaims {
-    type Object = k8s_openapi::api::core::v1::PersistentVolumeClaim;
-}
+impl Validate for PersistentVolumeClaims {
+    type Object = PersistentVolumeClaim;
 
-impl Strategy for PersistentVolumeClaims {
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        claim_spec(at(object, "spec"), "spec", e);
+    fn validate(&self, object: &PersistentVolumeClaim, e: &mut Errors) {
+        claim_spec(
+            object.spec.as_ref().unwrap_or(&PersistentVolumeClaimSpec::default()),
+            "spec",
+            e,
+        );
     }
 
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
+    fn validate_update(
+        &self,
+        old: &PersistentVolumeClaim,
+        new: &PersistentVolumeClaim,
+        e: &mut Errors,
+    ) {
         claim_update(old, new, e);
     }
 
-    fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
-        let spec = at(object, "spec");
-        lists.push(at(at(spec, "resources"), "requests"));
-        lists.push(at(at(spec, "resources"), "limits"));
+    fn quantities<'a>(&self, object: &'a PersistentVolumeClaim, found: &mut Vec<&'a Quantity>) {
+        if let Some(resources) = object.spec.as_ref().and_then(|s| s.resources.as_ref()) {
+            found.extend(resources.requests.iter().flat_map(|m| m.values()));
+            found.extend(resources.limits.iter().flat_map(|m| m.values()));
+        }
     }
+}
 
+impl Strategy for PersistentVolumeClaims {
     fn defaults(&self, object: &mut Value) {
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "volumeMode", json!("Filesystem"));
@@ -64,8 +78,8 @@ impl Strategy for PersistentVolumeClaims {
 }
 
 /// `ValidatePersistentVolumeClaimSpec`, in part.
-fn claim_spec(spec: &Value, path: &str, e: &mut Errors) {
-    let modes: Vec<&str> = items(spec, "accessModes").iter().filter_map(Value::as_str).collect();
+fn claim_spec(spec: &PersistentVolumeClaimSpec, path: &str, e: &mut Errors) {
+    let modes: Vec<&str> = spec.access_modes.iter().flatten().map(String::as_str).collect();
     if modes.is_empty() {
         e.required(&format!("{path}.accessModes"), "at least 1 access mode is required");
     }
@@ -82,68 +96,73 @@ fn claim_spec(spec: &Value, path: &str, e: &mut Errors) {
         }
     }
     let storage_path = format!("{path}.resources[storage]");
-    match at(at(spec, "resources"), "requests").get("storage") {
-        None | Some(Value::Null) => e.required(&storage_path, ""),
+    match storage_request(spec) {
+        None => e.required(&storage_path, ""),
         Some(q) => {
-            if let (Some(value), Some(raw)) = (quantity_of(q), quantity_text(q)) {
-                if value <= 0 {
-                    e.invalid(&storage_path, &quote(&raw), "must be greater than zero");
-                }
+            if parse_quantity(&q.0).is_some_and(|value| value <= 0) {
+                e.invalid(&storage_path, &quote(&q.0), "must be greater than zero");
             }
         }
     }
-    if let Some(mode) = field(spec, "volumeMode").and_then(Value::as_str) {
+    if let Some(mode) = spec.volume_mode.as_deref() {
         if !matches!(mode, "Block" | "Filesystem") {
             e.not_supported(&format!("{path}.volumeMode"), &quote(mode), &["Block", "Filesystem"]);
         }
     }
-    let class = text(spec, "storageClassName");
+    let class = spec.storage_class_name.as_deref().unwrap_or_default();
     if !class.is_empty() {
         e.invalid_each(&format!("{path}.storageClassName"), class, names::dns1123_subdomain(class));
     }
 }
 
+/// A claim's `resources.requests[storage]`, if set.
+fn storage_request(spec: &PersistentVolumeClaimSpec) -> Option<&Quantity> {
+    spec.resources.as_ref()?.requests.as_ref()?.get("storage")
+}
+
 /// `ValidatePersistentVolumeClaimUpdate`: the spec is immutable but for `resources.requests`
 /// (of a bound claim; never below its capacity), `volumeAttributesClassName`, and a
 /// `volumeName` not yet set.
-fn claim_update(old: &Value, new: &Value, e: &mut Errors) {
-    let (before, after) = (at(old, "spec"), at(new, "spec"));
-    let bound = text(at(new, "status"), "phase") == "Bound";
-    let strip = |spec: &Value, requests_from: &Value| {
+fn claim_update(old: &PersistentVolumeClaim, new: &PersistentVolumeClaim, e: &mut Errors) {
+    let zero = PersistentVolumeClaimSpec::default();
+    let before = old.spec.as_ref().unwrap_or(&zero);
+    let after = new.spec.as_ref().unwrap_or(&zero);
+    let bound = new.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
+    let unnamed = before.volume_name.as_deref().unwrap_or_default().is_empty();
+    let strip = |spec: &PersistentVolumeClaimSpec| {
         let mut spec = spec.clone();
-        if let Some(map) = spec.as_object_mut() {
-            map.remove("volumeAttributesClassName");
-            if text(before, "volumeName").is_empty() {
-                map.remove("volumeName");
-            }
+        spec.volume_attributes_class_name = None;
+        if unnamed {
+            spec.volume_name = None;
         }
         if bound {
             // A bound claim's storage request may change: compare it as the old one.
-            let storage = at(at(requests_from, "resources"), "requests").get("storage").cloned();
-            if let Some(requests) =
-                spec.pointer_mut("/resources/requests").and_then(Value::as_object_mut)
-            {
-                match storage {
-                    Some(s) => requests.insert("storage".into(), s),
+            let requests = spec.resources.as_mut().and_then(|r| r.requests.as_mut());
+            if let Some(requests) = requests {
+                match storage_request(before) {
+                    Some(s) => requests.insert("storage".into(), s.clone()),
                     None => requests.remove("storage"),
                 };
             }
         }
-        spec
+        go_zero(spec)
     };
-    if !semantic_eq(Some(&strip(before, before)), Some(&strip(after, before))) {
+    if strip(before) != strip(after) {
         e.forbidden(
             "spec",
             "spec is immutable after creation except resources.requests and \
              volumeAttributesClassName for bound claims",
         );
     }
-    let storage = |spec: &Value| {
-        at(at(spec, "resources"), "requests").get("storage").and_then(quantity_of).unwrap_or(0)
-    };
+    let storage = |spec| storage_request(spec).and_then(|q| parse_quantity(&q.0)).unwrap_or(0);
     if storage(after) < storage(before) {
-        let capacity =
-            at(at(old, "status"), "capacity").get("storage").and_then(quantity_of).unwrap_or(0);
+        let capacity = old
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get("storage"))
+            .and_then(|q| parse_quantity(&q.0))
+            .unwrap_or(0);
         if storage(after) <= capacity {
             e.forbidden(
                 "spec.resources.requests.storage",
@@ -151,4 +170,30 @@ fn claim_update(old: &Value, new: &Value, e: &mut Errors) {
             );
         }
     }
+}
+
+/// A claim spec with every field that holds its zero value (an empty string, list or map, an
+/// empty `resources`) unset, so that `==` compares two as [`crate::validation::same`] compares
+/// one field: unset and the zero value are the same.
+fn go_zero(spec: PersistentVolumeClaimSpec) -> PersistentVolumeClaimSpec {
+    let resources = spec.resources.map(|r| VolumeResourceRequirements {
+        limits: unset_zero(r.limits),
+        requests: unset_zero(r.requests),
+    });
+    PersistentVolumeClaimSpec {
+        access_modes: unset_zero(spec.access_modes),
+        data_source: unset_zero(spec.data_source),
+        data_source_ref: unset_zero(spec.data_source_ref),
+        resources: unset_zero(resources),
+        selector: unset_zero(spec.selector),
+        storage_class_name: unset_zero(spec.storage_class_name),
+        volume_attributes_class_name: unset_zero(spec.volume_attributes_class_name),
+        volume_mode: unset_zero(spec.volume_mode),
+        volume_name: unset_zero(spec.volume_name),
+    }
+}
+
+/// `None` for a value that is its type's zero value.
+fn unset_zero<T: Default + PartialEq>(value: Option<T>) -> Option<T> {
+    value.filter(|v| *v != T::default())
 }

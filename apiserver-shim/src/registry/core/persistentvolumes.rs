@@ -1,10 +1,10 @@
 //! PersistentVolumes (`persistentvolumes` in `v1`): how the API server serves them.
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
-use crate::validation::at;
 
 /// The `persistentvolumes` resource type.
 pub const TYPE: ResourceType = served(
@@ -24,12 +24,13 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PersistentVolumes;
 
-impl crate::registry::form::Validate for PersistentVolumes {
-    type Object = k8s_openapi::api::core::v1::PersistentVolume;
-}
+impl Validate for PersistentVolumes {
+    type Object = PersistentVolume;
 
-impl Strategy for PersistentVolumes {
-    fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
-        lists.push(at(at(object, "spec"), "capacity"));
+    fn quantities<'a>(&self, object: &'a PersistentVolume, found: &mut Vec<&'a Quantity>) {
+        let capacity = object.spec.as_ref().and_then(|s| s.capacity.as_ref());
+        found.extend(capacity.into_iter().flat_map(|c| c.values()));
     }
 }
+
+impl Strategy for PersistentVolumes {}

@@ -1,10 +1,10 @@
 //! ResourceQuotas (`resourcequotas` in `v1`): how the API server serves them.
 
-use serde_json::Value;
+use k8s_openapi::api::core::v1::ResourceQuota;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::registry::{served, Strategy, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
-use crate::validation::at;
 
 /// The `resourcequotas` resource type.
 pub const TYPE: ResourceType = served(
@@ -24,12 +24,13 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ResourceQuotas;
 
-impl crate::registry::form::Validate for ResourceQuotas {
-    type Object = k8s_openapi::api::core::v1::ResourceQuota;
-}
+impl Validate for ResourceQuotas {
+    type Object = ResourceQuota;
 
-impl Strategy for ResourceQuotas {
-    fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
-        lists.push(at(at(object, "spec"), "hard"));
+    fn quantities<'a>(&self, object: &'a ResourceQuota, found: &mut Vec<&'a Quantity>) {
+        let hard = object.spec.as_ref().and_then(|s| s.hard.as_ref());
+        found.extend(hard.into_iter().flat_map(|h| h.values()));
     }
 }
+
+impl Strategy for ResourceQuotas {}

@@ -1,16 +1,17 @@
 //! Secrets (`secrets` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::Secret;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
 use crate::defaults::set_default;
 use crate::object_names as names;
-use crate::registry::core::configmaps::{decoded_len, MAX_DATA_SIZE};
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::core::configmaps::MAX_DATA_SIZE;
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, count, definitions, name_cell, str_at, AGE, NAME};
-use crate::validation::{changed, map_of, shown, text, Errors};
+use crate::validation::{same, shown, Errors};
 
 /// The `secrets` resource type.
 pub const TYPE: ResourceType =
@@ -20,32 +21,34 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Secrets;
 
-impl crate::registry::form::Validate for Secrets {
-    type Object = k8s_openapi::api::core::v1::Secret;
+impl Validate for Secrets {
+    type Object = Secret;
+
+    fn validate(&self, object: &Secret, e: &mut Errors) {
+        secret(object, e);
+    }
+
+    fn validate_update(&self, old: &Secret, new: &Secret, e: &mut Errors) {
+        if !same(old.type_.as_ref(), new.type_.as_ref()) {
+            e.invalid("type", &shown(new.type_.as_ref()), "field is immutable");
+        }
+        if old.immutable == Some(true) {
+            let sealed = "field is immutable when `immutable` is set";
+            if new.immutable != Some(true) {
+                e.forbidden("immutable", sealed);
+            }
+            if !same(old.data.as_ref(), new.data.as_ref())
+                || !same(old.string_data.as_ref(), new.string_data.as_ref())
+            {
+                e.forbidden("data", sealed);
+            }
+        }
+    }
 }
 
 impl Strategy for Secrets {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Secret
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        secret(object, e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        if changed(old, new, "type") {
-            e.invalid("type", &shown(new.get("type")), "field is immutable");
-        }
-        if old.get("immutable") == Some(&Value::Bool(true)) {
-            let sealed = "field is immutable when `immutable` is set";
-            if new.get("immutable") != Some(&Value::Bool(true)) {
-                e.forbidden("immutable", sealed);
-            }
-            if changed(old, new, "data") || changed(old, new, "stringData") {
-                e.forbidden("data", sealed);
-            }
-        }
     }
 
     fn defaults(&self, object: &mut Value) {
@@ -76,20 +79,19 @@ impl Strategy for Secrets {
 }
 
 /// `ValidateSecret`. `stringData` counts as the `data` kube-apiserver would merge it into.
-pub(crate) fn secret(object: &Value, e: &mut Errors) {
-    let data = map_of(object, "data");
-    let strings = map_of(object, "stringData");
+pub(crate) fn secret(object: &Secret, e: &mut Errors) {
+    let strings = object.string_data.as_ref();
     let mut size = 0;
     let mut keys = BTreeSet::new();
-    for (key, value) in data.into_iter().flatten() {
+    for (key, value) in object.data.iter().flatten() {
         keys.insert(key.as_str());
         if !strings.is_some_and(|s| s.contains_key(key)) {
-            size += value.as_str().map_or(0, decoded_len);
+            size += value.0.len();
         }
     }
     for (key, value) in strings.into_iter().flatten() {
         keys.insert(key.as_str());
-        size += value.as_str().map_or(0, str::len);
+        size += value.len();
     }
     for key in &keys {
         e.invalid_each(&format!("data[{key}]"), key, names::config_map_key(key));
@@ -103,12 +105,12 @@ pub(crate) fn secret(object: &Value, e: &mut Errors) {
             e.required(&format!("data[{key}]"), "");
         }
     };
-    match text(object, "type") {
+    match object.type_.as_deref().unwrap_or_default() {
         "kubernetes.io/service-account-token" => {
-            let account = object
-                .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let annotations = object.metadata.annotations.as_ref();
+            let account = annotations
+                .and_then(|a| a.get("kubernetes.io/service-account.name"))
+                .map_or("", String::as_str);
             if account.is_empty() {
                 e.required("metadata.annotations[kubernetes.io/service-account.name]", "");
             }

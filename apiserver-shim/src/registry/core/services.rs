@@ -1,5 +1,7 @@
 //! Services (`services` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 
@@ -7,13 +9,11 @@ use crate::defaults::{object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
 use crate::object::label_pairs;
 use crate::object_names::{self as names, NameRule};
-use crate::registry::{served, Strategy, ALL, STATUS};
+use crate::registry::{served, Strategy, Validate, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
-use crate::validation::{
-    at, field, go_strings_value, items, labels_value, protocol, text, Errors, PORT_RANGE,
-};
+use crate::validation::{go_strings, labels, protocol, Errors, PORT_RANGE};
 
 /// The `services` resource type.
 pub const TYPE: ResourceType =
@@ -23,8 +23,17 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Services;
 
-impl crate::registry::form::Validate for Services {
-    type Object = k8s_openapi::api::core::v1::Service;
+impl Validate for Services {
+    type Object = Service;
+
+    fn validate(&self, object: &Service, e: &mut Errors) {
+        service(object.spec.as_ref().unwrap_or(&ServiceSpec::default()), e);
+    }
+
+    fn validate_update(&self, old: &Service, new: &Service, e: &mut Errors) {
+        let zero = ServiceSpec::default();
+        service_update(old.spec.as_ref().unwrap_or(&zero), new.spec.as_ref().unwrap_or(&zero), e);
+    }
 }
 
 impl Strategy for Services {
@@ -34,14 +43,6 @@ impl Strategy for Services {
 
     fn name_rule(&self) -> NameRule {
         NameRule::Dns1035Label
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        service(at(object, "spec"), e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        service_update(at(old, "spec"), at(new, "spec"), e);
     }
 
     fn defaults(&self, object: &mut Value) {
@@ -124,22 +125,22 @@ impl Strategy for Services {
 }
 
 /// A Service's cluster IPs: `clusterIPs`, else `clusterIP` alone.
-pub(crate) fn cluster_ips(spec: &Value) -> Vec<&str> {
-    let list: Vec<&str> = items(spec, "clusterIPs").iter().filter_map(Value::as_str).collect();
-    match text(spec, "clusterIP") {
+pub(crate) fn cluster_ips(spec: &ServiceSpec) -> Vec<&str> {
+    let list: Vec<&str> = spec.cluster_ips.iter().flatten().map(String::as_str).collect();
+    match spec.cluster_ip.as_deref().unwrap_or_default() {
         one if list.is_empty() && !one.is_empty() => vec![one],
         _ => list,
     }
 }
 
-pub(crate) fn headless(spec: &Value) -> bool {
-    text(spec, "type") == "ClusterIP" && cluster_ips(spec).first() == Some(&"None")
+pub(crate) fn headless(spec: &ServiceSpec) -> bool {
+    spec.type_.as_deref() == Some("ClusterIP") && cluster_ips(spec).first() == Some(&"None")
 }
 
 /// `ValidateService`, in part.
-pub(crate) fn service(spec: &Value, e: &mut Errors) {
-    let kind = text(spec, "type");
-    let ports = items(spec, "ports");
+pub(crate) fn service(spec: &ServiceSpec, e: &mut Errors) {
+    let kind = spec.type_.as_deref().unwrap_or_default();
+    let ports = spec.ports.as_deref().unwrap_or_default();
     if ports.is_empty() && !headless(spec) && kind != "ExternalName" {
         e.required("spec.ports", "");
     }
@@ -147,7 +148,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
         if cluster_ips(spec).iter().any(|ip| !ip.is_empty()) {
             e.forbidden("spec.clusterIPs", "may not be set for ExternalName services");
         }
-        let name = text(spec, "externalName");
+        let name = spec.external_name.as_deref().unwrap_or_default();
         let cname = name.strip_suffix('.').unwrap_or(name);
         if cname.is_empty() {
             e.required("spec.externalName", "");
@@ -158,7 +159,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
     let mut taken = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let path = format!("spec.ports[{i}]");
-        let name = text(port, "name");
+        let name = port.name.as_deref().unwrap_or_default();
         if ports.len() > 1 && name.is_empty() {
             e.required(&format!("{path}.name"), "");
         } else if !name.is_empty() {
@@ -167,29 +168,25 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
                 e.duplicate(&format!("{path}.name"), &quote(name));
             }
         }
-        let number = port.get("port").and_then(Value::as_i64).unwrap_or(0);
-        if !(1..=65535).contains(&number) {
-            e.invalid(&format!("{path}.port"), &number.to_string(), PORT_RANGE);
+        if !(1..=65535).contains(&port.port) {
+            e.invalid(&format!("{path}.port"), &port.port.to_string(), PORT_RANGE);
         }
-        protocol(port.get("protocol").and_then(Value::as_str), &path, e);
-        match port.get("targetPort") {
-            Some(Value::String(target)) => {
+        protocol(port.protocol.as_deref(), &path, e);
+        match &port.target_port {
+            Some(IntOrString::String(target)) => {
                 e.invalid_each(&format!("{path}.targetPort"), target, names::port_name(target))
             }
-            Some(Value::Number(n)) => {
-                let n = n.as_i64().unwrap_or(0);
-                if !(1..=65535).contains(&n) {
-                    e.invalid(&format!("{path}.targetPort"), &n.to_string(), PORT_RANGE);
-                }
+            Some(IntOrString::Int(n)) if !(1..=65535).contains(n) => {
+                e.invalid(&format!("{path}.targetPort"), &n.to_string(), PORT_RANGE)
             }
             _ => {}
         }
-        if let Some(app) = port.get("appProtocol").and_then(Value::as_str) {
+        if let Some(app) = port.app_protocol.as_deref() {
             e.invalid_each(&format!("{path}.appProtocol"), app, names::qualified_name(app));
         }
     }
-    labels_value(spec.get("selector"), "spec.selector", e);
-    match text(spec, "sessionAffinity") {
+    labels(spec.selector.as_ref(), "spec.selector", e);
+    match spec.session_affinity.as_deref().unwrap_or_default() {
         "ClientIP" | "None" => {}
         "" => e.required("spec.sessionAffinity", ""),
         other => e.not_supported("spec.sessionAffinity", &quote(other), &["ClientIP", "None"]),
@@ -205,7 +202,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
     }
     if kind == "ClusterIP" {
         for (i, port) in ports.iter().enumerate() {
-            if port.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+            if port.node_port.unwrap_or(0) != 0 {
                 e.forbidden(
                     &format!("spec.ports[{i}].nodePort"),
                     "may not be used when `type` is 'ClusterIP'",
@@ -215,7 +212,7 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
     }
     let mut seen = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
-        let key = (text(port, "protocol"), port.get("port").and_then(Value::as_i64).unwrap_or(0));
+        let key = (port.protocol.as_deref().unwrap_or_default(), port.port);
         if !seen.insert(key) {
             e.duplicate(
                 &format!("spec.ports[{i}]"),
@@ -232,13 +229,14 @@ pub(crate) fn service(spec: &Value, e: &mut Errors) {
 }
 
 /// `validateUpgradeDowngradeClusterIPs` and `validateUpgradeDowngradeIPFamilies`.
-fn service_update(old: &Value, new: &Value, e: &mut Errors) {
-    if text(old, "type") == "ExternalName" || text(new, "type") == "ExternalName" {
+fn service_update(old: &ServiceSpec, new: &ServiceSpec, e: &mut Errors) {
+    let external = |spec: &ServiceSpec| spec.type_.as_deref() == Some("ExternalName");
+    if external(old) || external(new) {
         return;
     }
     let (before, after) = (cluster_ips(old), cluster_ips(new));
-    let after_list = Value::from(after.clone());
-    let shown_ips = go_strings_value("string", Some(&after_list).filter(|_| !after.is_empty()));
+    let shown_ips = go_strings("string", Some(&after[..]).filter(|_| !after.is_empty()));
+    let single_stack = new.ip_family_policy.as_deref() == Some("SingleStack");
     if !(headless(old) && headless(new)) {
         if before.len() == after.len() {
             for (i, (a, b)) in before.iter().zip(&after).enumerate() {
@@ -256,7 +254,7 @@ fn service_update(old: &Value, new: &Value, e: &mut Errors) {
             } else if after[0] != before[0] {
                 e.invalid("spec.clusterIPs[0]", &shown_ips, "may not change once set");
             }
-            if after.len() == 1 && text(new, "ipFamilyPolicy") != "SingleStack" {
+            if after.len() == 1 && !single_stack {
                 e.invalid(
                     "spec.clusterIPs[0]",
                     &shown_ips,
@@ -270,11 +268,11 @@ fn service_update(old: &Value, new: &Value, e: &mut Errors) {
     if headless(old) || headless(new) {
         return;
     }
-    let families = |spec: &Value| -> Vec<String> {
-        items(spec, "ipFamilies").iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()
-    };
-    let (before, after) = (families(old), families(new));
-    let shown_families = go_strings_value("core.IPFamily", field(new, "ipFamilies"));
+    let (before, after) = (
+        old.ip_families.as_deref().unwrap_or_default(),
+        new.ip_families.as_deref().unwrap_or_default(),
+    );
+    let shown_families = go_strings("core.IPFamily", new.ip_families.as_deref());
     let path = "spec.ipFamilies[0]";
     if before.len() == after.len() {
         if before != after {
@@ -286,7 +284,7 @@ fn service_update(old: &Value, new: &Value, e: &mut Errors) {
         } else if after[0] != before[0] {
             e.invalid(path, &shown_ips, "may not change once set");
         }
-        if after.len() == 1 && text(new, "ipFamilyPolicy") != "SingleStack" {
+        if after.len() == 1 && !single_stack {
             e.invalid(
                 path,
                 &shown_ips,

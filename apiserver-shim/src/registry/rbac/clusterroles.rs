@@ -7,10 +7,10 @@ use crate::api::Api;
 use crate::object_names::NameRule;
 use crate::rbac::{self, Policy, UserInfo};
 use crate::registry::rbac::roles::policy_rules;
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
-use crate::validation::{items, Errors};
+use crate::validation::Errors;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 
 /// The `clusterroles` resource type.
@@ -31,8 +31,12 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ClusterRoles;
 
-impl crate::registry::form::Validate for ClusterRoles {
+impl Validate for ClusterRoles {
     type Object = ClusterRole;
+
+    fn validate(&self, object: &ClusterRole, e: &mut Errors) {
+        policy_rules(object.rules.as_deref().unwrap_or_default(), false, e);
+    }
 }
 
 impl Strategy for ClusterRoles {
@@ -51,10 +55,6 @@ impl Strategy for ClusterRoles {
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        policy_rules(items(object, "rules"), false, e);
     }
 
     /// Authorizers rebuild their policy after every write of an RBAC object, and a ClusterRole

@@ -9,13 +9,13 @@ use crate::object::go_quote as quote;
 use crate::object::meta_str;
 use crate::object_names::{self as names, NameRule};
 use crate::rbac::{self, Policy, UserInfo};
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
-use crate::validation::{at, changed, items, text, Errors};
+use crate::validation::Errors;
 use std::marker::PhantomData;
 
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleBinding, RoleRef, Subject};
 
 /// The `rolebindings` resource type.
 pub const TYPE: ResourceType = served(
@@ -42,17 +42,33 @@ pub struct Bindings<T> {
     pub kind: PhantomData<fn() -> T>,
 }
 
-impl crate::registry::form::Validate for Bindings<RoleBinding> {
+impl Validate for Bindings<RoleBinding> {
     type Object = RoleBinding;
+
+    fn validate(&self, object: &RoleBinding, e: &mut Errors) {
+        binding(&object.role_ref, object.subjects.as_deref(), self.namespaced, e);
+    }
+
+    fn validate_update(&self, old: &RoleBinding, new: &RoleBinding, e: &mut Errors) {
+        role_ref_unchanged(&old.role_ref, &new.role_ref, e);
+    }
 }
 
-impl crate::registry::form::Validate for Bindings<ClusterRoleBinding> {
+impl Validate for Bindings<ClusterRoleBinding> {
     type Object = ClusterRoleBinding;
+
+    fn validate(&self, object: &ClusterRoleBinding, e: &mut Errors) {
+        binding(&object.role_ref, object.subjects.as_deref(), self.namespaced, e);
+    }
+
+    fn validate_update(&self, old: &ClusterRoleBinding, new: &ClusterRoleBinding, e: &mut Errors) {
+        role_ref_unchanged(&old.role_ref, &new.role_ref, e);
+    }
 }
 
 impl<T: std::fmt::Debug> Strategy for Bindings<T>
 where
-    Bindings<T>: crate::registry::form::Validate,
+    Bindings<T>: Validate,
 {
     fn check_escalation(
         &self,
@@ -67,14 +83,6 @@ where
 
     fn name_rule(&self) -> NameRule {
         NameRule::PathSegment
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        role_binding(object, self.namespaced, e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        role_ref_unchanged(old, new, e);
     }
 
     fn defaults(&self, object: &mut Value) {
@@ -92,34 +100,39 @@ where
     }
 }
 
-/// `ValidateRoleBinding` / `ValidateClusterRoleBinding`.
-pub(crate) fn role_binding(object: &Value, namespaced: bool, e: &mut Errors) {
+/// `ValidateRoleBinding` (`namespaced`) / `ValidateClusterRoleBinding`: the role reference and
+/// subjects of either.
+pub(crate) fn binding(
+    role_ref: &RoleRef,
+    subjects: Option<&[Subject]>,
+    namespaced: bool,
+    e: &mut Errors,
+) {
     const GROUP: &str = "rbac.authorization.k8s.io";
-    let role_ref = at(object, "roleRef");
-    let group = text(role_ref, "apiGroup");
+    let group = role_ref.api_group.as_str();
     if group != GROUP {
         e.not_supported("roleRef.apiGroup", &quote(group), &[GROUP]);
     }
-    let kind = text(role_ref, "kind");
+    let kind = role_ref.kind.as_str();
     match (namespaced, kind) {
         (true, "Role" | "ClusterRole") | (false, "ClusterRole") => {}
         (true, _) => e.not_supported("roleRef.kind", &quote(kind), &["Role", "ClusterRole"]),
         (false, _) => e.not_supported("roleRef.kind", &quote(kind), &["ClusterRole"]),
     }
-    let name = text(role_ref, "name");
+    let name = role_ref.name.as_str();
     if name.is_empty() {
         e.required("roleRef.name", "");
     } else {
         e.invalid_each("roleRef.name", name, names::path_segment(name));
     }
-    for (i, subject) in items(object, "subjects").iter().enumerate() {
+    for (i, subject) in subjects.unwrap_or_default().iter().enumerate() {
         let path = format!("subjects[{i}]");
-        let name = text(subject, "name");
+        let name = subject.name.as_str();
         if name.is_empty() {
             e.required(&format!("{path}.name"), "");
         }
-        let group = text(subject, "apiGroup");
-        match text(subject, "kind") {
+        let group = subject.api_group.as_deref().unwrap_or_default();
+        match subject.kind.as_str() {
             "ServiceAccount" => {
                 if !name.is_empty() {
                     e.invalid_each(&format!("{path}.name"), name, names::dns1123_subdomain(name));
@@ -127,7 +140,7 @@ pub(crate) fn role_binding(object: &Value, namespaced: bool, e: &mut Errors) {
                 if !group.is_empty() {
                     e.not_supported(&format!("{path}.apiGroup"), &quote(group), &[""]);
                 }
-                if !namespaced && text(subject, "namespace").is_empty() {
+                if !namespaced && subject.namespace.as_deref().unwrap_or_default().is_empty() {
                     e.required(&format!("{path}.namespace"), "");
                 }
             }
@@ -161,14 +174,13 @@ pub(crate) fn rbac_defaults(object: &mut Value) {
 }
 
 /// A binding's role reference may not change.
-pub(crate) fn role_ref_unchanged(old: &Value, new: &Value, e: &mut Errors) {
-    if changed(old, new, "roleRef") {
-        let role_ref = at(new, "roleRef");
+pub(crate) fn role_ref_unchanged(old: &RoleRef, new: &RoleRef, e: &mut Errors) {
+    if old != new {
         let shown = format!(
             "rbac.RoleRef{{APIGroup:{}, Kind:{}, Name:{}}}",
-            quote(text(role_ref, "apiGroup")),
-            quote(text(role_ref, "kind")),
-            quote(text(role_ref, "name"))
+            quote(&new.api_group),
+            quote(&new.kind),
+            quote(&new.name)
         );
         e.invalid("roleRef", &shown, "cannot change roleRef");
     }

@@ -7,11 +7,11 @@ use crate::api::Api;
 use crate::object::meta_str;
 use crate::object_names::NameRule;
 use crate::rbac::{self, Policy, UserInfo};
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
-use crate::validation::{field, go_strings_value, items, Errors};
-use k8s_openapi::api::rbac::v1::Role;
+use crate::validation::{go_strings, Errors};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role};
 
 /// The `roles` resource type.
 pub const TYPE: ResourceType = served(
@@ -31,8 +31,12 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct Roles;
 
-impl crate::registry::form::Validate for Roles {
+impl Validate for Roles {
     type Object = Role;
+
+    fn validate(&self, object: &Role, e: &mut Errors) {
+        policy_rules(object.rules.as_deref().unwrap_or_default(), true, e);
+    }
 }
 
 impl Strategy for Roles {
@@ -53,10 +57,6 @@ impl Strategy for Roles {
         NameRule::PathSegment
     }
 
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        policy_rules(items(object, "rules"), true, e);
-    }
-
     /// Authorizers rebuild their policy after every write of an RBAC object.
     fn after_write(&self, api: &Api, _rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
         api.rbac_changed();
@@ -65,16 +65,16 @@ impl Strategy for Roles {
 }
 
 /// `ValidatePolicyRule` for each of a Role's or ClusterRole's rules.
-pub(crate) fn policy_rules(rules: &[Value], namespaced: bool, e: &mut Errors) {
+pub(crate) fn policy_rules(rules: &[PolicyRule], namespaced: bool, e: &mut Errors) {
+    let none = |list: &Option<Vec<String>>| list.as_ref().is_none_or(Vec::is_empty);
     for (i, rule) in rules.iter().enumerate() {
         let path = format!("rules[{i}]");
-        if items(rule, "verbs").is_empty() {
+        if rule.verbs.is_empty() {
             e.required(&format!("{path}.verbs"), "verbs must contain at least one value");
         }
-        let urls =
-            field(rule, "nonResourceURLs").filter(|u| u.as_array().is_some_and(|a| !a.is_empty()));
+        let urls = rule.non_resource_urls.as_deref().filter(|u| !u.is_empty());
         if let Some(urls) = urls {
-            let shown = go_strings_value("string", Some(urls));
+            let shown = go_strings("string", Some(urls));
             if namespaced {
                 e.invalid(
                     &format!("{path}.nonResourceURLs"),
@@ -82,8 +82,8 @@ pub(crate) fn policy_rules(rules: &[Value], namespaced: bool, e: &mut Errors) {
                     "namespaced rules cannot apply to non-resource URLs",
                 );
             }
-            let resources = ["apiGroups", "resources", "resourceNames"];
-            if resources.iter().any(|k| !items(rule, k).is_empty()) {
+            let resources = [&rule.api_groups, &rule.resources, &rule.resource_names];
+            if !resources.into_iter().all(none) {
                 e.invalid(
                     &format!("{path}.nonResourceURLs"),
                     &shown,
@@ -92,13 +92,13 @@ pub(crate) fn policy_rules(rules: &[Value], namespaced: bool, e: &mut Errors) {
             }
             continue;
         }
-        if items(rule, "apiGroups").is_empty() {
+        if none(&rule.api_groups) {
             e.required(
                 &format!("{path}.apiGroups"),
                 "resource rules must supply at least one api group",
             );
         }
-        if items(rule, "resources").is_empty() {
+        if none(&rule.resources) {
             e.required(
                 &format!("{path}.resources"),
                 "resource rules must supply at least one resource",

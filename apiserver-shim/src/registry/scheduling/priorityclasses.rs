@@ -1,12 +1,13 @@
 //! PriorityClasss (`priorityclasses` in `scheduling.k8s.io/v1`): how the API server serves them.
 
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use serde_json::{json, Value};
 
 use crate::defaults::set_default;
 use crate::object::go_quote as quote;
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
-use crate::validation::{changed, field, shown, Errors};
+use crate::validation::{same, shown, Errors};
 
 /// The `priorityclasses` resource type.
 pub const TYPE: ResourceType = served(
@@ -26,28 +27,28 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct PriorityClasses;
 
-impl crate::registry::form::Validate for PriorityClasses {
-    type Object = k8s_openapi::api::scheduling::v1::PriorityClass;
-}
+impl Validate for PriorityClasses {
+    type Object = PriorityClass;
 
-impl Strategy for PriorityClasses {
-    fn validate(&self, object: &Value, e: &mut Errors) {
+    fn validate(&self, object: &PriorityClass, e: &mut Errors) {
         priority_class(object, e);
     }
 
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        if changed(old, new, "value") {
+    fn validate_update(&self, old: &PriorityClass, new: &PriorityClass, e: &mut Errors) {
+        if old.value != new.value {
             e.forbidden("value", "may not be changed in an update.");
         }
-        if changed(old, new, "preemptionPolicy") {
+        if !same(old.preemption_policy.as_ref(), new.preemption_policy.as_ref()) {
             e.invalid(
                 "preemptionPolicy",
-                &shown(new.get("preemptionPolicy")),
+                &shown(new.preemption_policy.as_ref()),
                 "field is immutable",
             );
         }
     }
+}
 
+impl Strategy for PriorityClasses {
     fn defaults(&self, object: &mut Value) {
         if let Some(root) = object.as_object_mut() {
             set_default(root, "preemptionPolicy", json!("PreemptLowerPriority"));
@@ -63,9 +64,9 @@ impl Strategy for PriorityClasses {
 const HIGHEST_USER_PRIORITY: i64 = 1_000_000_000;
 
 /// `ValidatePriorityClass`.
-fn priority_class(object: &Value, e: &mut Errors) {
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let value = object.get("value").and_then(Value::as_i64).unwrap_or(0);
+fn priority_class(object: &PriorityClass, e: &mut Errors) {
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let value = i64::from(object.value);
     if let Some(system) = name.strip_prefix("system-").map(|_| name) {
         let known = match system {
             "system-node-critical" => Some(2_000_001_000),
@@ -92,7 +93,7 @@ fn priority_class(object: &Value, e: &mut Errors) {
             &format!("maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}"),
         );
     }
-    if let Some(policy) = field(object, "preemptionPolicy").and_then(Value::as_str) {
+    if let Some(policy) = object.preemption_policy.as_deref() {
         match policy {
             "PreemptLowerPriority" | "Never" => {}
             "" => e.required("preemptionPolicy", ""),

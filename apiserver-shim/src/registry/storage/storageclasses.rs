@@ -1,13 +1,14 @@
 //! StorageClasss (`storageclasses` in `storage.k8s.io/v1`): how the API server serves them.
 
+use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{json, Value};
 
 use crate::defaults::set_default;
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::registry::{served, Strategy, NONE};
+use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
-use crate::validation::{changed, field, shown, text, Errors};
+use crate::validation::{same, shown, Errors};
 
 /// The `storageclasses` resource type.
 pub const TYPE: ResourceType = served(
@@ -27,30 +28,34 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct StorageClasses;
 
-impl crate::registry::form::Validate for StorageClasses {
-    type Object = k8s_openapi::api::storage::v1::StorageClass;
-}
+impl Validate for StorageClasses {
+    type Object = StorageClass;
 
-impl Strategy for StorageClasses {
-    fn validate(&self, object: &Value, e: &mut Errors) {
+    fn validate(&self, object: &StorageClass, e: &mut Errors) {
         storage_class(object, e);
     }
 
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        for key in ["parameters", "provisioner", "reclaimPolicy"] {
-            if changed(old, new, key) {
+    fn validate_update(&self, old: &StorageClass, new: &StorageClass, e: &mut Errors) {
+        for (key, changed) in [
+            ("parameters", !same(old.parameters.as_ref(), new.parameters.as_ref())),
+            ("provisioner", old.provisioner != new.provisioner),
+            ("reclaimPolicy", !same(old.reclaim_policy.as_ref(), new.reclaim_policy.as_ref())),
+        ] {
+            if changed {
                 e.forbidden(key, &format!("updates to {key} are forbidden."));
             }
         }
-        if changed(old, new, "volumeBindingMode") {
+        if !same(old.volume_binding_mode.as_ref(), new.volume_binding_mode.as_ref()) {
             e.invalid(
                 "volumeBindingMode",
-                &shown(new.get("volumeBindingMode")),
+                &shown(new.volume_binding_mode.as_ref()),
                 "field is immutable",
             );
         }
     }
+}
 
+impl Strategy for StorageClasses {
     fn defaults(&self, object: &mut Value) {
         if let Some(root) = object.as_object_mut() {
             set_default(root, "reclaimPolicy", json!("Delete"));
@@ -64,8 +69,8 @@ impl Strategy for StorageClasses {
 }
 
 /// `ValidateStorageClass`.
-fn storage_class(object: &Value, e: &mut Errors) {
-    let provisioner = text(object, "provisioner");
+fn storage_class(object: &StorageClass, e: &mut Errors) {
+    let provisioner = object.provisioner.as_str();
     if provisioner.is_empty() {
         e.required("provisioner", "");
     } else {
@@ -75,11 +80,11 @@ fn storage_class(object: &Value, e: &mut Errors) {
             names::qualified_name(&provisioner.to_lowercase()),
         );
     }
-    let reclaim = text(object, "reclaimPolicy");
+    let reclaim = object.reclaim_policy.as_deref().unwrap_or_default();
     if !reclaim.is_empty() && !matches!(reclaim, "Delete" | "Retain") {
         e.not_supported("reclaimPolicy", &quote(reclaim), &["Delete", "Retain"]);
     }
-    match field(object, "volumeBindingMode").and_then(Value::as_str) {
+    match object.volume_binding_mode.as_deref() {
         None => e.required("volumeBindingMode", ""),
         Some("Immediate" | "WaitForFirstConsumer") => {}
         Some(other) => e.not_supported(
