@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
 
 use crate::validation::Errors;
@@ -16,22 +15,7 @@ pub(crate) fn labels_value(map: Option<&Value>, path: &str, e: &mut Errors) {
     super::labels(map.as_ref(), path, e)
 }
 
-pub(crate) fn annotations_value(map: Option<&Value>, path: &str, e: &mut Errors) {
-    let map: Option<BTreeMap<String, String>> = typed(map);
-    super::annotations(map.as_ref(), path, e)
-}
-
-pub(crate) fn go_string_map_value(map: Option<&Value>) -> String {
-    let map: Option<BTreeMap<String, String>> = typed(map);
-    super::go_string_map(map.as_ref())
-}
-
 pub(crate) fn go_strings_value(type_name: &str, list: Option<&Value>) -> String {
     let list: Option<Vec<String>> = typed(list);
     super::go_strings(type_name, list.as_deref())
-}
-
-pub(crate) fn go_label_selector_value(selector: Option<&Value>) -> String {
-    let selector: Option<LabelSelector> = typed(selector);
-    super::go_label_selector(selector.as_ref())
 }

@@ -33,17 +33,18 @@ pub(crate) use format::{compact, go_label_selector, go_string_map, go_strings, s
 pub(crate) use int_or_percent::{
     at_most_100_percent, int_or_percent, int_or_percent_value, int_or_string,
 };
-pub(crate) use legacy::{
-    annotations_value, go_label_selector_value, go_string_map_value, go_strings_value, labels_value,
-};
+pub(crate) use legacy::{go_strings_value, labels_value};
 pub(crate) use meta::{annotations, labels, object_meta, object_meta_update, STANDARD_FINALIZERS};
-pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RANGE};
+pub(crate) use pod::{always_restarts, nonnegative, pod_spec, pod_template, protocol, PORT_RANGE};
 pub use read::semantic_eq;
-pub(crate) use read::{at, changed, field, items, map_of, object_keys, same, text};
+pub(crate) use read::{at, changed, field, items, map_of, same, text};
 pub use resources::parse_quantity;
-pub(crate) use resources::{container_resources, quantity_of, quantity_text, QUANTITY_FORMAT};
+pub(crate) use resources::{
+    container_resources, pod_quantities, quantity_of, quantity_text, QUANTITY_FORMAT,
+};
 pub(crate) use selector::{
-    immutable_selector, label_selector, required_selector, template_matches, Selector,
+    given, immutable_selector, label_selector, required_selector, same_selector, template_labels,
+    template_matches, Selector,
 };
 
 /// The checks kube-apiserver makes on create and update, on the object decoded once into its

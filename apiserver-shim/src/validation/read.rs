@@ -56,10 +56,6 @@ pub fn semantic_eq(a: Option<&Value>, b: Option<&Value>) -> bool {
     }
 }
 
-pub(crate) fn object_keys(v: &Value) -> impl Iterator<Item = &String> {
-    v.as_object().into_iter().flat_map(|m| m.keys())
-}
-
 /// Whether `key` differs between `a` and `b`, as [`semantic_eq`] compares.
 pub(crate) fn changed(a: &Value, b: &Value, key: &str) -> bool {
     !semantic_eq(a.get(key), b.get(key))
