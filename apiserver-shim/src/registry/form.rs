@@ -6,8 +6,9 @@
 //! and what the kind's [`Validate`] finds on the typed object (with the metadata checks every
 //! kind has) is the list of causes of a 422.
 
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::{ListableResource, Metadata};
 use schemars::generate::SchemaGenerator;
 use schemars::JsonSchema;
@@ -21,7 +22,10 @@ use crate::status::{ApiError, ApiResult, Cause};
 use crate::validation::{self, Errors, QUANTITY_FORMAT};
 
 /// What the server needs of a kind's Rust type.
-pub trait Form: DeserializeOwned + 'static {
+pub trait Form: Sized + 'static {
+    /// Decode an object (the request's, with its defaults) into the type.
+    fn decode(value: &Value) -> Result<Self, DecodeError>;
+
     /// The object's metadata.
     fn meta(&self) -> &ObjectMeta;
 
@@ -38,6 +42,10 @@ impl<T> Form for T
 where
     T: JsonSchema + ListableResource + Metadata<Ty = ObjectMeta> + DeserializeOwned + 'static,
 {
+    fn decode(value: &Value) -> Result<T, DecodeError> {
+        decode(value)
+    }
+
     fn meta(&self) -> &ObjectMeta {
         self.metadata()
     }
@@ -63,6 +71,10 @@ pub struct Untyped {
 }
 
 impl Form for Untyped {
+    fn decode(value: &Value) -> Result<Untyped, DecodeError> {
+        decode(value)
+    }
+
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -73,6 +85,71 @@ impl Form for Untyped {
 
     fn add_schemas(_generator: &mut SchemaGenerator) -> Option<Value> {
         None
+    }
+}
+
+/// A workload (Deployment, ReplicaSet, StatefulSet, DaemonSet) in its typed form, with what
+/// k8s-openapi's type does not keep: whether `spec.selector` was given. Go's
+/// `*metav1.LabelSelector` is nil when it was not, and kube-apiserver answers a missing selector
+/// (`Required value`) and an empty one (`empty selector is invalid`) differently; k8s-openapi's
+/// required field reads both as an empty selector. Derefs to the object.
+#[derive(Debug)]
+pub struct Workload<T> {
+    /// The object.
+    pub object: T,
+    /// Whether its `spec.selector` was given (not missing, not null).
+    pub selector_given: bool,
+}
+
+impl<T> std::ops::Deref for Workload<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.object
+    }
+}
+
+impl<T: WorkloadSpec> Workload<T> {
+    /// The object's `spec.selector`, where it was given.
+    pub fn selector(&self) -> Option<&LabelSelector> {
+        self.object.spec_selector().filter(|_| self.selector_given)
+    }
+}
+
+/// The kinds k8s-openapi gives a required `spec.selector`.
+pub trait WorkloadSpec {
+    /// `spec.selector`, when the object has a spec.
+    fn spec_selector(&self) -> Option<&LabelSelector>;
+}
+
+macro_rules! workload_spec {
+    ($($kind:ty),*) => {$(
+        impl WorkloadSpec for $kind {
+            fn spec_selector(&self) -> Option<&LabelSelector> {
+                self.spec.as_ref().map(|spec| &spec.selector)
+            }
+        }
+    )*};
+}
+
+workload_spec!(DaemonSet, Deployment, ReplicaSet, StatefulSet);
+
+impl<T: Form> Form for Workload<T> {
+    fn decode(value: &Value) -> Result<Workload<T>, DecodeError> {
+        let selector_given = value.pointer("/spec/selector").is_some_and(|s| !s.is_null());
+        Ok(Workload { object: T::decode(value)?, selector_given })
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        self.object.meta()
+    }
+
+    fn names() -> Option<KindNames> {
+        T::names()
+    }
+
+    fn add_schemas(generator: &mut SchemaGenerator) -> Option<Value> {
+        T::add_schemas(generator)
     }
 }
 
@@ -160,7 +237,7 @@ impl<S: Validate> Decode for S {
         object: &Value,
         old: Option<&Value>,
     ) -> ApiResult<Vec<Cause>> {
-        let new: S::Object = decode(object).map_err(|e| not_decodable(rt, e))?;
+        let new = S::Object::decode(object).map_err(|e| not_decodable(rt, e))?;
         let mut quantities = Vec::new();
         self.quantities(&new, &mut quantities);
         if quantities.iter().any(|q| validation::parse_quantity(&q.0).is_none()) {
@@ -170,7 +247,7 @@ impl<S: Validate> Decode for S {
         validation::object_meta(rt, new.meta(), &mut e);
         self.validate(&new, &mut e);
         if let Some(old) = old {
-            let old: S::Object = decode(old).map_err(|e| {
+            let old = S::Object::decode(old).map_err(|e| {
                 ApiError::internal(format!("the stored {} does not decode: {e}", rt.kind))
             })?;
             validation::object_meta_update(old.meta(), new.meta(), &mut e);
@@ -180,7 +257,7 @@ impl<S: Validate> Decode for S {
     }
 
     fn check_types(&self, object: &Value) -> Result<(), DecodeError> {
-        decode::<S::Object>(object).map(drop)
+        S::Object::decode(object).map(drop)
     }
 
     fn schema_names(&self) -> Option<KindNames> {

@@ -22,7 +22,6 @@ use crate::resource::{ResourceType, Subresource, VERBS};
 use crate::selector::FieldLabels;
 use crate::status::ApiResult;
 use crate::table::{self, AGE, NAME};
-use crate::validation::Errors;
 
 pub use form::{Decode, Validate};
 
@@ -131,21 +130,10 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
         };
     }
 
-    /// The kind's own create checks (object metadata is checked for every kind).
-    fn validate(&self, _object: &Value, _e: &mut Errors) {}
-
-    /// The kind's own update checks: fields an update may not change. `old` and `new` both carry
-    /// their defaults.
-    fn validate_update(&self, _old: &Value, _new: &Value, _e: &mut Errors) {}
-
     /// The pod spec an object of the kind carries (a pod's own, or its template's).
     fn pod_spec<'a>(&self, _object: &'a Value) -> Option<&'a Value> {
         None
     }
-
-    /// The resource quantity maps of an object other than its pod spec's containers', which
-    /// must parse or the object cannot be decoded.
-    fn quantities<'a>(&self, _object: &'a Value, _lists: &mut Vec<&'a Value>) {}
 
     /// Whether an update moves `metadata.generation` (for kinds that keep one): a change of the
     /// spec.

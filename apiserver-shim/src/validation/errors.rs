@@ -1,7 +1,5 @@
 //! Causes as kube-apiserver's `field.ErrorList` collects them.
 
-use serde_json::Value;
-
 use crate::object::go_quote as quote;
 use crate::status::Cause;
 
@@ -80,8 +78,8 @@ impl Errors {
     }
 
     /// `ValidateNonnegativeField` of an integer field, if set.
-    pub fn nonnegative(&mut self, parent: &Value, key: &str, field: &str) {
-        if let Some(n) = parent.get(key).and_then(Value::as_i64).filter(|n| *n < 0) {
+    pub fn nonnegative<N: Into<i64>>(&mut self, value: Option<N>, field: &str) {
+        if let Some(n) = value.map(Into::into).filter(|n| *n < 0) {
             self.invalid(field, &n.to_string(), NEGATIVE);
         }
     }

@@ -1,16 +1,16 @@
 //! Int-or-percent values (`maxUnavailable`, `maxSurge`).
 
-use serde_json::Value;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::object_names as names;
 use crate::validation::{Errors, NEGATIVE};
 
 /// An `IntOrString` as kube-apiserver prints one (its `String()`: unquoted).
-pub(crate) fn int_or_string(v: Option<&Value>) -> String {
+pub(crate) fn int_or_string(v: Option<&IntOrString>) -> String {
     match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        _ => "0".into(),
+        Some(IntOrString::String(s)) => s.clone(),
+        Some(IntOrString::Int(n)) => n.to_string(),
+        None => "0".into(),
     }
 }
 
@@ -24,18 +24,18 @@ pub(crate) fn percent(s: &str) -> Option<i64> {
 }
 
 /// `getIntOrPercentValue`.
-pub(crate) fn int_or_percent_value(v: Option<&Value>) -> i64 {
+pub(crate) fn int_or_percent_value(v: Option<&IntOrString>) -> i64 {
     match v {
-        Some(Value::String(s)) => percent(s).unwrap_or_else(|| s.parse().unwrap_or(0)),
-        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
-        _ => 0,
+        Some(IntOrString::String(s)) => percent(s).unwrap_or_else(|| s.parse().unwrap_or(0)),
+        Some(IntOrString::Int(n)) => i64::from(*n),
+        None => 0,
     }
 }
 
 /// `ValidatePositiveIntOrPercent`.
-pub(crate) fn int_or_percent(v: Option<&Value>, path: &str, e: &mut Errors) {
+pub(crate) fn int_or_percent(v: Option<&IntOrString>, path: &str, e: &mut Errors) {
     match v {
-        Some(Value::String(s)) if percent(s).is_none() => e.invalid(
+        Some(IntOrString::String(s)) if percent(s).is_none() => e.invalid(
             path,
             s,
             &names::regex_error(
@@ -44,16 +44,14 @@ pub(crate) fn int_or_percent(v: Option<&Value>, path: &str, e: &mut Errors) {
                 &["1%", "93%"],
             ),
         ),
-        Some(Value::Number(n)) if n.as_i64().is_some_and(|n| n < 0) => {
-            e.invalid(path, &n.to_string(), NEGATIVE)
-        }
+        Some(IntOrString::Int(n)) if *n < 0 => e.invalid(path, &n.to_string(), NEGATIVE),
         _ => {}
     }
 }
 
 /// `IsNotMoreThan100Percent`.
-pub(crate) fn at_most_100_percent(v: Option<&Value>, path: &str, e: &mut Errors) {
-    if let Some(Value::String(s)) = v {
+pub(crate) fn at_most_100_percent(v: Option<&IntOrString>, path: &str, e: &mut Errors) {
+    if let Some(IntOrString::String(s)) = v {
         if percent(s).is_some_and(|p| p > 100) {
             e.invalid(path, s, "must not be greater than 100%");
         }

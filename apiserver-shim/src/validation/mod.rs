@@ -13,7 +13,6 @@
 mod errors;
 mod format;
 mod int_or_percent;
-mod legacy;
 mod meta;
 mod pod;
 mod read;
@@ -33,17 +32,14 @@ pub(crate) use format::{compact, go_label_selector, go_string_map, go_strings, s
 pub(crate) use int_or_percent::{
     at_most_100_percent, int_or_percent, int_or_percent_value, int_or_string,
 };
-pub(crate) use legacy::{
-    annotations_value, go_label_selector_value, go_string_map_value, labels_value,
-};
 pub(crate) use meta::{annotations, labels, object_meta, object_meta_update, STANDARD_FINALIZERS};
 pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RANGE};
-pub use read::semantic_eq;
-pub(crate) use read::{at, changed, field, items, map_of, object_keys, same, text};
+pub(crate) use read::same;
 pub use resources::parse_quantity;
-pub(crate) use resources::{container_resources, quantity_of, QUANTITY_FORMAT};
+pub(crate) use resources::{container_resources, pod_quantities, QUANTITY_FORMAT};
 pub(crate) use selector::{
-    immutable_selector, label_selector, required_selector, template_matches, Selector,
+    immutable_selector, label_selector, required_selector, same_selector, template_labels,
+    template_matches, Selector,
 };
 
 /// The checks kube-apiserver makes on create and update, on the object decoded once into its
@@ -51,30 +47,12 @@ pub(crate) use selector::{
 /// does not parse), else a 422 Invalid listing every cause. `old` is the stored object of an
 /// update, with its defaults.
 pub fn validate(rt: &ResourceType, object: &Value, old: Option<&Value>) -> ApiResult<()> {
-    let mut found = rt.strategy.check(rt, object, old)?;
-    legacy_checks(rt, object, old, &mut found)?;
+    let found = rt.strategy.check(rt, object, old)?;
     if found.is_empty() {
         return Ok(());
     }
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     Err(ApiError::invalid(rt.group, rt.kind, name, found))
-}
-
-/// The checks of the kinds whose checks still read JSON.
-fn legacy_checks(
-    rt: &ResourceType,
-    object: &Value,
-    old: Option<&Value>,
-    found: &mut Vec<Cause>,
-) -> ApiResult<()> {
-    check_quantities(rt, object)?;
-    let mut e = Errors::default();
-    rt.strategy.validate(object, &mut e);
-    if let Some(old) = old {
-        rt.strategy.validate_update(old, object, &mut e);
-    }
-    found.extend(e.0);
-    Ok(())
 }
 
 /// Every validation cause of an object's metadata, as every kind's (a custom resource's rest is
@@ -88,28 +66,4 @@ pub fn meta_causes(rt: &ResourceType, object: &Value) -> ApiResult<Vec<Cause>> {
     let mut e = Errors::default();
     object_meta(rt, &meta, &mut e);
     Ok(e.0)
-}
-
-/// A 400 BadRequest for the first resource quantity that does not parse, worded as
-/// kube-apiserver's decoding error.
-fn check_quantities(rt: &ResourceType, object: &Value) -> ApiResult<()> {
-    let mut lists: Vec<&Value> = Vec::new();
-    if let Some(spec) = rt.strategy.pod_spec(object) {
-        for list in ["containers", "initContainers"] {
-            for c in items(spec, list) {
-                lists.push(at(at(c, "resources"), "limits"));
-                lists.push(at(at(c, "resources"), "requests"));
-            }
-        }
-    }
-    rt.strategy.quantities(object, &mut lists);
-    let bad = lists
-        .iter()
-        .filter_map(|list| list.as_object())
-        .flat_map(|map| map.values())
-        .any(|q| quantity_of(q).is_none());
-    if bad {
-        return Err(crate::registry::form::not_decodable(rt, QUANTITY_FORMAT));
-    }
-    Ok(())
 }

@@ -1,32 +1,33 @@
 //! Pod specs and pod templates, shared by pods and every workload kind.
 
-use serde_json::Value;
 use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodTemplateSpec};
 
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::validation::{
-    annotations_value, at, container_resources, field, items, labels_value, text, Errors,
-};
+use crate::validation::{annotations, container_resources, labels, Errors};
 
 /// `InclusiveRangeError(1, 65535)`.
 pub(crate) const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 
 /// `ValidatePodTemplateSpec` at `path`.
-pub(crate) fn pod_template(template: &Value, path: &str, e: &mut Errors) {
-    let meta = at(template, "metadata");
-    labels_value(meta.get("labels"), &format!("{path}.labels"), e);
-    annotations_value(meta.get("annotations"), &format!("{path}.annotations"), e);
-    pod_spec(at(template, "spec"), &format!("{path}.spec"), e);
+pub(crate) fn pod_template(template: Option<&PodTemplateSpec>, path: &str, e: &mut Errors) {
+    let meta = template.and_then(|t| t.metadata.as_ref());
+    labels(meta.and_then(|m| m.labels.as_ref()), &format!("{path}.labels"), e);
+    annotations(meta.and_then(|m| m.annotations.as_ref()), &format!("{path}.annotations"), e);
+    pod_spec(template.and_then(|t| t.spec.as_ref()), &format!("{path}.spec"), e);
 }
 
 /// The parts of `ValidatePodSpec` users meet most.
-pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
+pub(crate) fn pod_spec(spec: Option<&PodSpec>, path: &str, e: &mut Errors) {
+    let zero = PodSpec::default();
+    let spec = spec.unwrap_or(&zero);
     // Volumes: named, uniquely, with DNS labels.
     let mut volumes = HashSet::new();
-    for (i, volume) in items(spec, "volumes").iter().enumerate() {
+    for (i, volume) in spec.volumes.iter().flatten().enumerate() {
         let name_path = format!("{path}.volumes[{i}].name");
-        let name = text(volume, "name");
+        let name = volume.name.as_str();
         let problems = names::dns1123_label(name);
         if name.is_empty() {
             e.required(&name_path, "");
@@ -41,7 +42,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
     }
 
     // Containers, then init containers; names unique across both.
-    let containers = items(spec, "containers");
+    let containers = &spec.containers;
     let mut taken = HashSet::new();
     if containers.is_empty() {
         e.required(&format!("{path}.containers"), "");
@@ -49,15 +50,15 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
     for (i, c) in containers.iter().enumerate() {
         let cpath = format!("{path}.containers[{i}]");
         container(c, &cpath, &volumes, e);
-        let name = text(c, "name");
+        let name = c.name.as_str();
         if !taken.insert(name) {
             e.duplicate(&format!("{cpath}.name"), &quote(name));
         }
     }
-    for (i, c) in items(spec, "initContainers").iter().enumerate() {
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         let cpath = format!("{path}.initContainers[{i}]");
         container(c, &cpath, &volumes, e);
-        let name = text(c, "name");
+        let name = c.name.as_str();
         if taken.contains(name) {
             e.duplicate(&format!("{cpath}.name"), &quote(name));
         } else if !name.is_empty() {
@@ -65,8 +66,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
         }
     }
 
-    let restart = text(spec, "restartPolicy");
-    match restart {
+    match spec.restart_policy.as_deref().unwrap_or_default() {
         "Always" | "OnFailure" | "Never" => {}
         "" => e.required(&format!("{path}.restartPolicy"), ""),
         other => e.not_supported(
@@ -75,7 +75,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
             &["Always", "OnFailure", "Never"],
         ),
     }
-    match text(spec, "dnsPolicy") {
+    match spec.dns_policy.as_deref().unwrap_or_default() {
         "ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None" => {}
         "" => e.required(&format!("{path}.dnsPolicy"), ""),
         other => e.not_supported(
@@ -84,8 +84,8 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
             &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"],
         ),
     }
-    labels_value(spec.get("nodeSelector"), &format!("{path}.nodeSelector"), e);
-    let account = text(spec, "serviceAccountName");
+    labels(spec.node_selector.as_ref(), &format!("{path}.nodeSelector"), e);
+    let account = spec.service_account_name.as_deref().unwrap_or_default();
     if !account.is_empty() {
         e.invalid_each(
             &format!("{path}.serviceAccountName"),
@@ -96,17 +96,17 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, e: &mut Errors) {
 }
 
 /// `validateContainerCommon`, in part.
-pub(crate) fn container(c: &Value, path: &str, volumes: &HashSet<&str>, e: &mut Errors) {
-    let name = text(c, "name");
+pub(crate) fn container(c: &Container, path: &str, volumes: &HashSet<&str>, e: &mut Errors) {
+    let name = c.name.as_str();
     if name.is_empty() {
         e.required(&format!("{path}.name"), "");
     } else {
         e.invalid_each(&format!("{path}.name"), name, names::dns1123_label(name));
     }
-    if text(c, "image").is_empty() {
+    if c.image.as_deref().unwrap_or_default().is_empty() {
         e.required(&format!("{path}.image"), "");
     }
-    match text(c, "terminationMessagePolicy") {
+    match c.termination_message_policy.as_deref().unwrap_or_default() {
         "File" | "FallbackToLogsOnError" => {}
         "" => e.required(&format!("{path}.terminationMessagePolicy"), ""),
         other => e.not_supported(
@@ -115,33 +115,34 @@ pub(crate) fn container(c: &Value, path: &str, volumes: &HashSet<&str>, e: &mut 
             &["File", "FallbackToLogsOnError"],
         ),
     }
-    container_ports(items(c, "ports"), &format!("{path}.ports"), e);
-    for (i, var) in items(c, "env").iter().enumerate() {
+    let ports = c.ports.as_deref().unwrap_or_default();
+    container_ports(ports, &format!("{path}.ports"), e);
+    for (i, var) in c.env.iter().flatten().enumerate() {
         let name_path = format!("{path}.env[{i}].name");
-        let name = text(var, "name");
+        let name = var.name.as_str();
         if name.is_empty() {
             e.required(&name_path, "");
         }
         e.invalid_each(&name_path, name, names::env_var_name(name));
     }
-    for (i, from) in items(c, "envFrom").iter().enumerate() {
-        let prefix = text(from, "prefix");
+    for (i, from) in c.env_from.iter().flatten().enumerate() {
+        let prefix = from.prefix.as_deref().unwrap_or_default();
         if !prefix.is_empty() {
             let prefix_path = format!("{path}.envFrom[{i}].prefix");
             e.invalid_each(&prefix_path, prefix, names::env_var_name(prefix));
         }
     }
     let mut mount_points = HashSet::new();
-    for (i, mount) in items(c, "volumeMounts").iter().enumerate() {
+    for (i, mount) in c.volume_mounts.iter().flatten().enumerate() {
         let mpath = format!("{path}.volumeMounts[{i}]");
-        let name = text(mount, "name");
+        let name = mount.name.as_str();
         if name.is_empty() {
             e.required(&format!("{mpath}.name"), "");
         }
         if !volumes.contains(name) {
             e.not_found(&format!("{mpath}.name"), &quote(name));
         }
-        let mount_path = text(mount, "mountPath");
+        let mount_path = mount.mount_path.as_str();
         if mount_path.is_empty() {
             e.required(&format!("{mpath}.mountPath"), "");
         }
@@ -149,7 +150,7 @@ pub(crate) fn container(c: &Value, path: &str, volumes: &HashSet<&str>, e: &mut 
             e.invalid(&format!("{mpath}.mountPath"), &quote(mount_path), "must be unique");
         }
     }
-    match text(c, "imagePullPolicy") {
+    match c.image_pull_policy.as_deref().unwrap_or_default() {
         "Always" | "IfNotPresent" | "Never" => {}
         "" => e.required(&format!("{path}.imagePullPolicy"), ""),
         other => e.not_supported(
@@ -158,15 +159,15 @@ pub(crate) fn container(c: &Value, path: &str, volumes: &HashSet<&str>, e: &mut 
             &["Always", "IfNotPresent", "Never"],
         ),
     }
-    container_resources(at(c, "resources"), &format!("{path}.resources"), e);
+    container_resources(c.resources.as_ref(), &format!("{path}.resources"), e);
 }
 
 /// `validateContainerPorts`.
-pub(crate) fn container_ports(ports: &[Value], path: &str, e: &mut Errors) {
+pub(crate) fn container_ports(ports: &[ContainerPort], path: &str, e: &mut Errors) {
     let mut names = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let ppath = format!("{path}[{i}]");
-        let name = text(port, "name");
+        let name = port.name.as_deref().unwrap_or_default();
         if !name.is_empty() {
             let problems = names::port_name(name);
             if !problems.is_empty() {
@@ -175,20 +176,20 @@ pub(crate) fn container_ports(ports: &[Value], path: &str, e: &mut Errors) {
                 e.duplicate(&format!("{ppath}.name"), &quote(name));
             }
         }
-        match port.get("containerPort").and_then(Value::as_i64).unwrap_or(0) {
+        match port.container_port {
             0 => e.required(&format!("{ppath}.containerPort"), ""),
             n if !(1..=65535).contains(&n) => {
                 e.invalid(&format!("{ppath}.containerPort"), &n.to_string(), PORT_RANGE)
             }
             _ => {}
         }
-        match port.get("hostPort").and_then(Value::as_i64).unwrap_or(0) {
+        match port.host_port.unwrap_or(0) {
             n if n != 0 && !(1..=65535).contains(&n) => {
                 e.invalid(&format!("{ppath}.hostPort"), &n.to_string(), PORT_RANGE)
             }
             _ => {}
         }
-        protocol(port.get("protocol").and_then(Value::as_str), &ppath, e);
+        protocol(port.protocol.as_deref(), &ppath, e);
     }
 }
 
@@ -204,13 +205,13 @@ pub(crate) fn protocol(protocol: Option<&str>, path: &str, e: &mut Errors) {
 }
 
 /// The controllers whose pods run forever: restartPolicy Always, no activeDeadlineSeconds.
-pub(crate) fn always_restarts(spec: &Value, kind: &str, e: &mut Errors) {
-    let pod = at(at(spec, "template"), "spec");
-    let restart = text(pod, "restartPolicy");
+pub(crate) fn always_restarts(template: Option<&PodTemplateSpec>, kind: &str, e: &mut Errors) {
+    let pod = template.and_then(|t| t.spec.as_ref());
+    let restart = pod.and_then(|p| p.restart_policy.as_deref()).unwrap_or_default();
     if restart != "Always" {
         e.not_supported("spec.template.spec.restartPolicy", &quote(restart), &["Always"]);
     }
-    if field(pod, "activeDeadlineSeconds").is_some() {
+    if pod.is_some_and(|p| p.active_deadline_seconds.is_some()) {
         e.forbidden(
             "spec.template.spec.activeDeadlineSeconds",
             &format!("activeDeadlineSeconds in {kind} is not Supported"),

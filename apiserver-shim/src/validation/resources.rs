@@ -1,19 +1,26 @@
 //! Resource requirements and quantities.
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::object::go_quote as quote;
 use crate::object_names as names;
-use crate::validation::{map_of, Errors, NEGATIVE};
+use crate::validation::{Errors, NEGATIVE};
 
 /// `resource.ParseQuantity`'s error, which kube-apiserver answers while decoding (400).
 pub(crate) const QUANTITY_FORMAT: &str =
     "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 /// `ValidateContainerResourceRequirements`: resource names, quantities, requests within limits.
-pub(crate) fn container_resources(resources: &Value, path: &str, e: &mut Errors) {
-    let limits = map_of(resources, "limits");
-    let requests = map_of(resources, "requests");
+pub(crate) fn container_resources(
+    resources: Option<&ResourceRequirements>,
+    path: &str,
+    e: &mut Errors,
+) {
+    let limits = resources.and_then(|r| r.limits.as_ref());
+    let requests = resources.and_then(|r| r.requests.as_ref());
     for (name, q) in limits.into_iter().flatten() {
         let qpath = format!("{path}.limits[{name}]");
         container_resource_name(name, &qpath, e);
@@ -23,24 +30,21 @@ pub(crate) fn container_resources(resources: &Value, path: &str, e: &mut Errors)
         let qpath = format!("{path}.requests[{name}]");
         container_resource_name(name, &qpath, e);
         resource_quantity(name, q, &qpath, e);
-        let (Some(request), Some(raw)) = (quantity_of(q), quantity_text(q)) else { continue };
+        let Some(request) = parse_quantity(&q.0) else { continue };
         match limits.and_then(|l| l.get(name)) {
-            Some(limit_value) => {
-                let (Some(limit), Some(limit_raw)) =
-                    (quantity_of(limit_value), quantity_text(limit_value))
-                else {
-                    continue;
-                };
+            Some(limit_quantity) => {
+                let Some(limit) = parse_quantity(&limit_quantity.0) else { continue };
+                let limit_raw = &limit_quantity.0;
                 if request != limit && !overcommit_allowed(name) {
                     e.invalid(
                         &format!("{path}.requests"),
-                        &quote(&raw),
+                        &quote(&q.0),
                         &format!("must be equal to {name} limit of {limit_raw}"),
                     );
                 } else if request > limit {
                     e.invalid(
                         &format!("{path}.requests"),
-                        &quote(&raw),
+                        &quote(&q.0),
                         &format!("must be less than or equal to {name} limit of {limit_raw}"),
                     );
                 }
@@ -51,6 +55,17 @@ pub(crate) fn container_resources(resources: &Value, path: &str, e: &mut Errors)
             ),
             None => {}
         }
+    }
+}
+
+/// The resource quantities of a pod spec's containers and init containers (their limits and
+/// requests), which must parse for the object to decode.
+pub(crate) fn pod_quantities<'a>(spec: Option<&'a PodSpec>, found: &mut Vec<&'a Quantity>) {
+    let Some(spec) = spec else { return };
+    let init = spec.init_containers.iter().flatten();
+    for resources in spec.containers.iter().chain(init).filter_map(|c| c.resources.as_ref()) {
+        found.extend(resources.limits.iter().flat_map(BTreeMap::values));
+        found.extend(resources.requests.iter().flat_map(BTreeMap::values));
     }
 }
 
@@ -86,27 +101,14 @@ pub(crate) fn container_resource_name(name: &str, path: &str, e: &mut Errors) {
 }
 
 /// `ValidateResourceQuantityValue`: not negative; whole for extended resources.
-pub(crate) fn resource_quantity(name: &str, q: &Value, path: &str, e: &mut Errors) {
-    let (Some(value), Some(raw)) = (quantity_of(q), quantity_text(q)) else { return };
+pub(crate) fn resource_quantity(name: &str, q: &Quantity, path: &str, e: &mut Errors) {
+    let Some(value) = parse_quantity(&q.0) else { return };
     if value < 0 {
-        e.invalid(path, &quote(&raw), NEGATIVE);
+        e.invalid(path, &quote(&q.0), NEGATIVE);
     }
     if extended_resource(name) && value % 1_000_000_000 != 0 {
-        e.invalid(path, &raw, "must be an integer");
+        e.invalid(path, &q.0, "must be an integer");
     }
-}
-
-/// A resource quantity as text, as it was sent (kube-apiserver prints it canonicalized).
-pub(crate) fn quantity_text(q: &Value) -> Option<String> {
-    match q {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-pub(crate) fn quantity_of(q: &Value) -> Option<i128> {
-    parse_quantity(&quantity_text(q)?)
 }
 
 /// A resource quantity as `resource.ParseQuantity` reads it, in nano-units (rounded up, and

@@ -1,15 +1,19 @@
 //! DaemonSets (`daemonsets` in `apps/v1`): how the API server serves them.
 
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
 use crate::defaults::{default_template, object_at, set_default};
 use crate::object::go_quote as quote;
-use crate::registry::{served, Strategy, ALL, STATUS};
+use crate::registry::form::Workload;
+use crate::registry::{served, Strategy, Validate, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::validation::{
-    always_restarts, at, at_most_100_percent, field, go_label_selector_value, immutable_selector,
-    int_or_percent, int_or_percent_value, int_or_string, label_selector, pod_template,
-    template_matches, text, Errors, Selector,
+    always_restarts, at_most_100_percent, go_label_selector, immutable_selector, int_or_percent,
+    int_or_percent_value, int_or_string, label_selector, pod_quantities, pod_template,
+    template_matches, Errors, Selector,
 };
 
 /// The `daemonsets` resource type.
@@ -30,19 +34,29 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct DaemonSets;
 
-impl crate::registry::form::Validate for DaemonSets {
-    type Object = k8s_openapi::api::apps::v1::DaemonSet;
+impl Validate for DaemonSets {
+    type Object = Workload<DaemonSet>;
+
+    fn validate(&self, object: &Workload<DaemonSet>, e: &mut Errors) {
+        daemon_set(object.spec.as_ref(), object.selector(), e);
+    }
+
+    fn validate_update(
+        &self,
+        old: &Workload<DaemonSet>,
+        new: &Workload<DaemonSet>,
+        e: &mut Errors,
+    ) {
+        immutable_selector(old.selector(), new.selector(), e);
+    }
+
+    fn quantities<'a>(&self, object: &'a Workload<DaemonSet>, found: &mut Vec<&'a Quantity>) {
+        let template = object.spec.as_ref().map(|s| &s.template);
+        pod_quantities(template.and_then(|t| t.spec.as_ref()), found);
+    }
 }
 
 impl Strategy for DaemonSets {
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        daemon_set(at(object, "spec"), e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        immutable_selector(at(old, "spec"), at(new, "spec"), e);
-    }
-
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
         object.pointer("/spec/template/spec").filter(|v| v.is_object())
     }
@@ -75,31 +89,34 @@ impl Strategy for DaemonSets {
 }
 
 /// `ValidateDaemonSetSpec`.
-fn daemon_set(spec: &Value, e: &mut Errors) {
-    let raw = field(spec, "selector");
+fn daemon_set(spec: Option<&DaemonSetSpec>, raw: Option<&LabelSelector>, e: &mut Errors) {
+    let zero = DaemonSetSpec::default();
+    let spec = spec.unwrap_or(&zero);
     label_selector(raw, "spec.selector", e);
     let selector = Selector::of(raw);
+    let template = Some(&spec.template);
     if !matches!(selector, Selector::Invalid) {
-        template_matches(&selector, spec, e);
+        template_matches(&selector, template, e);
     }
     if raw.is_some() && selector.is_empty() {
         e.invalid(
             "spec.selector",
-            &go_label_selector_value(raw),
+            &go_label_selector(raw),
             "empty selector is invalid for daemonset",
         );
     }
-    pod_template(at(spec, "template"), "spec.template", e);
-    always_restarts(spec, "DaemonSet", e);
-    e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
-    let strategy = at(spec, "updateStrategy");
-    match text(strategy, "type") {
+    pod_template(template, "spec.template", e);
+    always_restarts(template, "DaemonSet", e);
+    e.nonnegative(spec.min_ready_seconds, "spec.minReadySeconds");
+    let strategy = spec.update_strategy.as_ref();
+    match strategy.and_then(|s| s.type_.as_deref()).unwrap_or_default() {
         "OnDelete" => {}
-        "RollingUpdate" => match field(strategy, "rollingUpdate") {
+        "RollingUpdate" => match strategy.and_then(|s| s.rolling_update.as_ref()) {
             None => e.required("spec.updateStrategy.rollingUpdate", ""),
             Some(rolling) => {
                 let path = "spec.updateStrategy.rollingUpdate";
-                let (unavailable, surge) = (rolling.get("maxUnavailable"), rolling.get("maxSurge"));
+                let unavailable = rolling.max_unavailable.as_ref();
+                let surge = rolling.max_surge.as_ref();
                 int_or_percent(unavailable, &format!("{path}.maxUnavailable"), e);
                 int_or_percent(surge, &format!("{path}.maxSurge"), e);
                 at_most_100_percent(unavailable, &format!("{path}.maxUnavailable"), e);
@@ -127,5 +144,5 @@ fn daemon_set(spec: &Value, e: &mut Errors) {
             &["RollingUpdate", "OnDelete"],
         ),
     }
-    e.nonnegative(spec, "revisionHistoryLimit", "spec.revisionHistoryLimit");
+    e.nonnegative(spec.revision_history_limit, "spec.revisionHistoryLimit");
 }

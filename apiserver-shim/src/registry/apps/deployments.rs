@@ -1,17 +1,22 @@
 //! Deployments (`deployments` in `apps/v1`): how the API server serves them.
 
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
 use crate::defaults::{default_template, object_at, set_default};
 use crate::object::go_quote as quote;
 use crate::object::label_pairs;
-use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
+use crate::registry::form::Workload;
+use crate::registry::{served, Strategy, Validate, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, wide, AGE, NAME};
 use crate::validation::{
-    always_restarts, at, at_most_100_percent, field, go_label_selector_value, immutable_selector,
-    int_or_percent, int_or_percent_value, int_or_string, pod_template, required_selector,
-    template_matches, text, Errors, Selector,
+    always_restarts, at_most_100_percent, go_label_selector, immutable_selector, int_or_percent,
+    int_or_percent_value, int_or_string, pod_quantities, pod_template, required_selector,
+    template_matches, Errors, Selector,
 };
 
 /// The `deployments` resource type.
@@ -32,19 +37,29 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct Deployments;
 
-impl crate::registry::form::Validate for Deployments {
-    type Object = k8s_openapi::api::apps::v1::Deployment;
+impl Validate for Deployments {
+    type Object = Workload<Deployment>;
+
+    fn validate(&self, object: &Workload<Deployment>, e: &mut Errors) {
+        deployment(object.spec.as_ref(), object.selector(), e);
+    }
+
+    fn validate_update(
+        &self,
+        old: &Workload<Deployment>,
+        new: &Workload<Deployment>,
+        e: &mut Errors,
+    ) {
+        immutable_selector(old.selector(), new.selector(), e);
+    }
+
+    fn quantities<'a>(&self, object: &'a Workload<Deployment>, found: &mut Vec<&'a Quantity>) {
+        let template = object.spec.as_ref().map(|s| &s.template);
+        pod_quantities(template.and_then(|t| t.spec.as_ref()), found);
+    }
 }
 
 impl Strategy for Deployments {
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        replicated(at(object, "spec"), "deployment", "Deployment", e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        immutable_selector(at(old, "spec"), at(new, "spec"), e);
-    }
-
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
         object.pointer("/spec/template/spec").filter(|v| v.is_object())
     }
@@ -120,76 +135,81 @@ impl Strategy for Deployments {
     }
 }
 
-/// `ValidateDeploymentSpec` / `ValidateReplicaSetSpec` (their empty-selector message is the
-/// same), with `ValidatePodTemplateSpecForReplicaSet`.
-pub(crate) fn replicated(spec: &Value, word: &str, kind: &str, e: &mut Errors) {
-    e.nonnegative(spec, "replicas", "spec.replicas");
-    if kind == "ReplicaSet" {
-        e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
-    }
-    let raw = required_selector(spec, word, e);
-    let selector = Selector::of(raw);
+/// The selector and template checks `ValidateDeploymentSpec` and `ValidateReplicaSetSpec` share
+/// (their empty-selector message is the same), with `ValidatePodTemplateSpecForReplicaSet`.
+pub(crate) fn replicated(
+    selector: Option<&LabelSelector>,
+    template: Option<&PodTemplateSpec>,
+    e: &mut Errors,
+) {
+    let given = required_selector(selector, "deployment", e);
+    let selector = Selector::of(given);
     if matches!(selector, Selector::Invalid) {
-        e.invalid("spec.selector", &go_label_selector_value(raw), "invalid label selector");
+        e.invalid("spec.selector", &go_label_selector(given), "invalid label selector");
     } else {
         if !selector.is_empty() {
-            template_matches(&selector, spec, e);
+            template_matches(&selector, template, e);
         }
-        pod_template(at(spec, "template"), "spec.template", e);
+        pod_template(template, "spec.template", e);
         // Deployments share the ReplicaSet template check, and its words.
-        always_restarts(spec, "ReplicaSet", e);
+        always_restarts(template, "ReplicaSet", e);
     }
-    if kind == "Deployment" {
-        let strategy = at(spec, "strategy");
-        match text(strategy, "type") {
-            "Recreate" if field(strategy, "rollingUpdate").is_some() => e.forbidden(
+}
+
+/// `ValidateDeploymentSpec`.
+fn deployment(spec: Option<&DeploymentSpec>, selector: Option<&LabelSelector>, e: &mut Errors) {
+    let zero = DeploymentSpec::default();
+    let spec = spec.unwrap_or(&zero);
+    e.nonnegative(spec.replicas, "spec.replicas");
+    replicated(selector, Some(&spec.template), e);
+    let strategy = spec.strategy.as_ref();
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    match strategy.and_then(|s| s.type_.as_deref()).unwrap_or_default() {
+        "Recreate" if rolling.is_some() => e.forbidden(
+            "spec.strategy.rollingUpdate",
+            "may not be specified when strategy `type` is 'Recreate'",
+        ),
+        "Recreate" => {}
+        "RollingUpdate" => match rolling {
+            None => e.required(
                 "spec.strategy.rollingUpdate",
-                "may not be specified when strategy `type` is 'Recreate'",
+                "this should be defaulted and never be nil",
             ),
-            "Recreate" => {}
-            "RollingUpdate" => match field(strategy, "rollingUpdate") {
-                None => e.required(
-                    "spec.strategy.rollingUpdate",
-                    "this should be defaulted and never be nil",
-                ),
-                Some(rolling) => {
-                    let path = "spec.strategy.rollingUpdate";
-                    let unavailable = rolling.get("maxUnavailable");
-                    int_or_percent(unavailable, &format!("{path}.maxUnavailable"), e);
-                    int_or_percent(rolling.get("maxSurge"), &format!("{path}.maxSurge"), e);
-                    if int_or_percent_value(unavailable) == 0
-                        && int_or_percent_value(rolling.get("maxSurge")) == 0
-                    {
-                        e.invalid(
-                            &format!("{path}.maxUnavailable"),
-                            &int_or_string(unavailable),
-                            "may not be 0 when `maxSurge` is 0",
-                        );
-                    }
-                    at_most_100_percent(unavailable, &format!("{path}.maxUnavailable"), e);
+            Some(rolling) => {
+                let path = "spec.strategy.rollingUpdate";
+                let unavailable = rolling.max_unavailable.as_ref();
+                let surge = rolling.max_surge.as_ref();
+                int_or_percent(unavailable, &format!("{path}.maxUnavailable"), e);
+                int_or_percent(surge, &format!("{path}.maxSurge"), e);
+                if int_or_percent_value(unavailable) == 0 && int_or_percent_value(surge) == 0 {
+                    e.invalid(
+                        &format!("{path}.maxUnavailable"),
+                        &int_or_string(unavailable),
+                        "may not be 0 when `maxSurge` is 0",
+                    );
                 }
-            },
-            other => e.not_supported(
-                "spec.strategy",
-                &format!(
-                    "apps.DeploymentStrategy{{Type:{}, RollingUpdate:(*apps.RollingUpdateDeployment)(nil)}}",
-                    quote(other)
-                ),
-                &["Recreate", "RollingUpdate"],
-            ),
-        }
-        e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
-        e.nonnegative(spec, "revisionHistoryLimit", "spec.revisionHistoryLimit");
-        if let Some(deadline) = spec.get("progressDeadlineSeconds").and_then(Value::as_i64) {
-            e.nonnegative(spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds");
-            let ready = spec.get("minReadySeconds").and_then(Value::as_i64).unwrap_or(0);
-            if deadline <= ready {
-                e.invalid(
-                    "spec.progressDeadlineSeconds",
-                    &deadline.to_string(),
-                    "must be greater than minReadySeconds",
-                );
+                at_most_100_percent(unavailable, &format!("{path}.maxUnavailable"), e);
             }
+        },
+        other => e.not_supported(
+            "spec.strategy",
+            &format!(
+                "apps.DeploymentStrategy{{Type:{}, RollingUpdate:(*apps.RollingUpdateDeployment)(nil)}}",
+                quote(other)
+            ),
+            &["Recreate", "RollingUpdate"],
+        ),
+    }
+    e.nonnegative(spec.min_ready_seconds, "spec.minReadySeconds");
+    e.nonnegative(spec.revision_history_limit, "spec.revisionHistoryLimit");
+    if let Some(deadline) = spec.progress_deadline_seconds {
+        e.nonnegative(Some(deadline), "spec.progressDeadlineSeconds");
+        if deadline <= spec.min_ready_seconds.unwrap_or(0) {
+            e.invalid(
+                "spec.progressDeadlineSeconds",
+                &deadline.to_string(),
+                "must be greater than minReadySeconds",
+            );
         }
     }
 }

@@ -1,12 +1,15 @@
 //! ReplicaSets (`replicasets` in `apps/v1`): how the API server serves them.
 
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
 use crate::defaults::{default_template, object_at, set_default};
 use crate::registry::apps::deployments::replicated;
-use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
+use crate::registry::form::Workload;
+use crate::registry::{served, Strategy, Validate, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
-use crate::validation::{at, immutable_selector, Errors};
+use crate::validation::{immutable_selector, pod_quantities, Errors};
 
 /// The `replicasets` resource type.
 pub const TYPE: ResourceType = served(
@@ -26,19 +29,34 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ReplicaSets;
 
-impl crate::registry::form::Validate for ReplicaSets {
-    type Object = k8s_openapi::api::apps::v1::ReplicaSet;
+impl Validate for ReplicaSets {
+    type Object = Workload<ReplicaSet>;
+
+    /// `ValidateReplicaSetSpec`.
+    fn validate(&self, object: &Workload<ReplicaSet>, e: &mut Errors) {
+        let zero = ReplicaSetSpec::default();
+        let spec = object.spec.as_ref().unwrap_or(&zero);
+        e.nonnegative(spec.replicas, "spec.replicas");
+        e.nonnegative(spec.min_ready_seconds, "spec.minReadySeconds");
+        replicated(object.selector(), spec.template.as_ref(), e);
+    }
+
+    fn validate_update(
+        &self,
+        old: &Workload<ReplicaSet>,
+        new: &Workload<ReplicaSet>,
+        e: &mut Errors,
+    ) {
+        immutable_selector(old.selector(), new.selector(), e);
+    }
+
+    fn quantities<'a>(&self, object: &'a Workload<ReplicaSet>, found: &mut Vec<&'a Quantity>) {
+        let template = object.spec.as_ref().and_then(|s| s.template.as_ref());
+        pod_quantities(template.and_then(|t| t.spec.as_ref()), found);
+    }
 }
 
 impl Strategy for ReplicaSets {
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        replicated(at(object, "spec"), "deployment", "ReplicaSet", e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        immutable_selector(at(old, "spec"), at(new, "spec"), e);
-    }
-
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
         object.pointer("/spec/template/spec").filter(|v| v.is_object())
     }

@@ -1,16 +1,21 @@
 //! StatefulSets (`statefulsets` in `apps/v1`): how the API server serves them.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
 
 use crate::defaults::{default_template, object_at, set_default};
 use crate::object::go_quote as quote;
 use crate::object_names::NameRule;
-use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
+use crate::registry::form::Workload;
+use crate::registry::{served, Strategy, Validate, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::validation::{
-    always_restarts, annotations_value, at, changed, field, go_label_selector_value, items,
-    labels_value, object_keys, required_selector, template_matches, text, Errors, Selector,
+    always_restarts, annotations, compact, go_label_selector, labels, pod_quantities,
+    required_selector, same, same_selector, template_matches, Errors, Selector,
 };
 
 /// The `statefulsets` resource type.
@@ -31,34 +36,31 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct StatefulSets;
 
-impl crate::registry::form::Validate for StatefulSets {
-    type Object = k8s_openapi::api::apps::v1::StatefulSet;
-}
+impl Validate for StatefulSets {
+    type Object = Workload<StatefulSet>;
 
-impl Strategy for StatefulSets {
-    fn name_rule(&self) -> NameRule {
-        NameRule::Label
+    fn validate(&self, object: &Workload<StatefulSet>, e: &mut Errors) {
+        stateful_set(object.spec.as_ref(), object.selector(), e);
     }
 
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        stateful_set(at(object, "spec"), e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        let (old_spec, new_spec) = (at(old, "spec"), at(new, "spec"));
-        let mutable = [
-            "replicas",
-            "ordinals",
-            "template",
-            "updateStrategy",
-            "persistentVolumeClaimRetentionPolicy",
-            "minReadySeconds",
-        ];
-        let keys: BTreeSet<&String> = object_keys(old_spec).chain(object_keys(new_spec)).collect();
-        if keys
-            .iter()
-            .any(|k| !mutable.contains(&k.as_str()) && changed(old_spec, new_spec, k.as_str()))
-        {
+    fn validate_update(
+        &self,
+        old: &Workload<StatefulSet>,
+        new: &Workload<StatefulSet>,
+        e: &mut Errors,
+    ) {
+        let selectors_differ = !same_selector(old.selector(), new.selector());
+        let zero = StatefulSetSpec::default();
+        let old = old.spec.as_ref().unwrap_or(&zero);
+        let new = new.spec.as_ref().unwrap_or(&zero);
+        // What may change: replicas, ordinals, template, updateStrategy,
+        // persistentVolumeClaimRetentionPolicy and minReadySeconds.
+        let changed = !same(old.pod_management_policy.as_ref(), new.pod_management_policy.as_ref())
+            || old.revision_history_limit != new.revision_history_limit
+            || selectors_differ
+            || !same(old.service_name.as_ref(), new.service_name.as_ref())
+            || !same(old.volume_claim_templates.as_ref(), new.volume_claim_templates.as_ref());
+        if changed {
             e.forbidden(
                 "spec",
                 "updates to statefulset spec for fields other than 'replicas', 'ordinals', \
@@ -68,16 +70,24 @@ impl Strategy for StatefulSets {
         }
     }
 
-    fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
-        object.pointer("/spec/template/spec").filter(|v| v.is_object())
+    fn quantities<'a>(&self, object: &'a Workload<StatefulSet>, found: &mut Vec<&'a Quantity>) {
+        let Some(spec) = object.spec.as_ref() else { return };
+        pod_quantities(spec.template.spec.as_ref(), found);
+        let claims = spec.volume_claim_templates.iter().flatten();
+        for resources in claims.filter_map(|c| c.spec.as_ref()?.resources.as_ref()) {
+            found.extend(resources.requests.iter().flat_map(BTreeMap::values));
+            found.extend(resources.limits.iter().flat_map(BTreeMap::values));
+        }
+    }
+}
+
+impl Strategy for StatefulSets {
+    fn name_rule(&self) -> NameRule {
+        NameRule::Label
     }
 
-    fn quantities<'a>(&self, object: &'a Value, lists: &mut Vec<&'a Value>) {
-        let spec = at(object, "spec");
-        for claim in items(spec, "volumeClaimTemplates") {
-            lists.push(at(at(at(claim, "spec"), "resources"), "requests"));
-            lists.push(at(at(at(claim, "spec"), "resources"), "limits"));
-        }
+    fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
+        object.pointer("/spec/template/spec").filter(|v| v.is_object())
     }
 
     fn defaults(&self, object: &mut Value) {
@@ -117,8 +127,10 @@ impl Strategy for StatefulSets {
 
 /// `ValidateStatefulSetSpec`. (kube-apiserver does not validate a StatefulSet's pod spec, only
 /// its template's labels and annotations.)
-fn stateful_set(spec: &Value, e: &mut Errors) {
-    match text(spec, "podManagementPolicy") {
+fn stateful_set(spec: Option<&StatefulSetSpec>, selector: Option<&LabelSelector>, e: &mut Errors) {
+    let zero = StatefulSetSpec::default();
+    let spec = spec.unwrap_or(&zero);
+    match spec.pod_management_policy.as_deref().unwrap_or_default() {
         "OrderedReady" | "Parallel" => {}
         "" => e.required("spec.podManagementPolicy", ""),
         other => e.invalid(
@@ -127,23 +139,20 @@ fn stateful_set(spec: &Value, e: &mut Errors) {
             "must be 'OrderedReady' or 'Parallel'",
         ),
     }
-    let strategy = at(spec, "updateStrategy");
-    match text(strategy, "type") {
+    let strategy = spec.update_strategy.as_ref();
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    match strategy.and_then(|s| s.type_.as_deref()).unwrap_or_default() {
         "" => e.required("spec.updateStrategy", ""),
         "OnDelete" => {
-            if let Some(rolling) = field(strategy, "rollingUpdate") {
+            if let Some(rolling) = rolling {
                 e.invalid(
                     "spec.updateStrategy.rollingUpdate",
-                    &rolling.to_string(),
+                    &compact(rolling),
                     "only allowed for updateStrategy 'RollingUpdate'",
                 );
             }
         }
-        "RollingUpdate" => e.nonnegative(
-            at(strategy, "rollingUpdate"),
-            "partition",
-            "spec.updateStrategy.rollingUpdate.partition",
-        ),
+        "RollingUpdate" => e.nonnegative(rolling.and_then(|r| r.partition), "spec.updateStrategy.rollingUpdate.partition"),
         other => e.invalid(
             "spec.updateStrategy",
             &format!(
@@ -153,10 +162,11 @@ fn stateful_set(spec: &Value, e: &mut Errors) {
             "must be 'RollingUpdate' or 'OnDelete'",
         ),
     }
-    let retention = at(spec, "persistentVolumeClaimRetentionPolicy");
-    if !retention.is_null() {
-        for key in ["whenDeleted", "whenScaled"] {
-            let policy = text(retention, key);
+    if let Some(retention) = spec.persistent_volume_claim_retention_policy.as_ref() {
+        let policies =
+            [("whenDeleted", &retention.when_deleted), ("whenScaled", &retention.when_scaled)];
+        for (key, policy) in policies {
+            let policy = policy.as_deref().unwrap_or_default();
             if !matches!(policy, "Retain" | "Delete") {
                 e.not_supported(
                     &format!("spec.persistentVolumeClaimRetentionPolicy.{key}"),
@@ -166,20 +176,21 @@ fn stateful_set(spec: &Value, e: &mut Errors) {
             }
         }
     }
-    e.nonnegative(spec, "replicas", "spec.replicas");
-    e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
-    e.nonnegative(at(spec, "ordinals"), "start", "spec.ordinals.start");
-    let raw = required_selector(spec, "statefulset", e);
-    let selector = Selector::of(raw);
+    e.nonnegative(spec.replicas, "spec.replicas");
+    e.nonnegative(spec.min_ready_seconds, "spec.minReadySeconds");
+    e.nonnegative(spec.ordinals.as_ref().and_then(|o| o.start), "spec.ordinals.start");
+    let given = required_selector(selector, "statefulset", e);
+    let selector = Selector::of(given);
+    let template = Some(&spec.template);
     if matches!(selector, Selector::Invalid) {
-        e.invalid("spec.selector", &go_label_selector_value(raw), "");
+        e.invalid("spec.selector", &go_label_selector(given), "");
     } else {
         if !selector.is_empty() {
-            template_matches(&selector, spec, e);
+            template_matches(&selector, template, e);
         }
-        let meta = at(at(spec, "template"), "metadata");
-        labels_value(meta.get("labels"), "spec.template.labels", e);
-        annotations_value(meta.get("annotations"), "spec.template.annotations", e);
+        let meta = spec.template.metadata.as_ref();
+        labels(meta.and_then(|m| m.labels.as_ref()), "spec.template.labels", e);
+        annotations(meta.and_then(|m| m.annotations.as_ref()), "spec.template.annotations", e);
     }
-    always_restarts(spec, "StatefulSet", e);
+    always_restarts(template, "StatefulSet", e);
 }

@@ -1,13 +1,15 @@
 //! CronJobs (`cronjobs` in `batch/v1`): how the API server serves them.
 
+use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
 use crate::defaults::{default_pod_spec, object_at, set_default};
 use crate::object::go_quote as quote;
-use crate::registry::batch::jobs::job_spec;
-use crate::registry::{served, Strategy, ALL, STATUS};
+use crate::registry::batch::jobs::{job_quantities, job_spec};
+use crate::registry::{served, Strategy, Validate, ALL, STATUS};
 use crate::resource::ResourceType;
-use crate::validation::{at, field, go_label_selector_value, text, Errors};
+use crate::validation::{go_label_selector, Errors};
 
 /// The `cronjobs` resource type.
 pub const TYPE: ResourceType =
@@ -17,15 +19,20 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct CronJobs;
 
-impl crate::registry::form::Validate for CronJobs {
-    type Object = k8s_openapi::api::batch::v1::CronJob;
-}
+impl Validate for CronJobs {
+    type Object = CronJob;
 
-impl Strategy for CronJobs {
-    fn validate(&self, object: &Value, e: &mut Errors) {
+    fn validate(&self, object: &CronJob, e: &mut Errors) {
         cron_job(object, e);
     }
 
+    fn quantities<'a>(&self, object: &'a CronJob, found: &mut Vec<&'a Quantity>) {
+        let job = object.spec.as_ref().and_then(|s| s.job_template.spec.as_ref());
+        job_quantities(job, found);
+    }
+}
+
+impl Strategy for CronJobs {
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
         object.pointer("/spec/jobTemplate/spec/template/spec").filter(|v| v.is_object())
     }
@@ -51,9 +58,10 @@ impl Strategy for CronJobs {
 }
 
 /// `ValidateCronJobCreate` / `validateCronJobSpec`.
-fn cron_job(object: &Value, e: &mut Errors) {
-    let spec = at(object, "spec");
-    let schedule = text(spec, "schedule");
+fn cron_job(object: &CronJob, e: &mut Errors) {
+    let zero = CronJobSpec::default();
+    let spec = object.spec.as_ref().unwrap_or(&zero);
+    let schedule = spec.schedule.as_str();
     if schedule.is_empty() {
         e.required("spec.schedule", "");
     } else {
@@ -68,8 +76,8 @@ fn cron_job(object: &Value, e: &mut Errors) {
             );
         }
     }
-    e.nonnegative(spec, "startingDeadlineSeconds", "spec.startingDeadlineSeconds");
-    match text(spec, "concurrencyPolicy") {
+    e.nonnegative(spec.starting_deadline_seconds, "spec.startingDeadlineSeconds");
+    match spec.concurrency_policy.as_deref().unwrap_or_default() {
         "Allow" | "Forbid" | "Replace" => {}
         "" => e.required("spec.concurrencyPolicy", ""),
         other => e.not_supported(
@@ -78,21 +86,22 @@ fn cron_job(object: &Value, e: &mut Errors) {
             &["Allow", "Forbid", "Replace"],
         ),
     }
-    let job = at(at(spec, "jobTemplate"), "spec");
+    let zero_job = JobSpec::default();
+    let job = spec.job_template.spec.as_ref().unwrap_or(&zero_job);
     job_spec(job, "spec.jobTemplate.spec", e);
-    if let Some(selector) = field(job, "selector") {
+    if let Some(selector) = job.selector.as_ref() {
         e.invalid(
             "spec.jobTemplate.spec.selector",
-            &go_label_selector_value(Some(selector)),
+            &go_label_selector(Some(selector)),
             "`selector` will be auto-generated",
         );
     }
-    if job.get("manualSelector") == Some(&Value::Bool(true)) {
+    if job.manual_selector == Some(true) {
         e.not_supported("spec.jobTemplate.spec.manualSelector", "true", &["nil", "false"]);
     }
-    e.nonnegative(spec, "successfulJobsHistoryLimit", "spec.successfulJobsHistoryLimit");
-    e.nonnegative(spec, "failedJobsHistoryLimit", "spec.failedJobsHistoryLimit");
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    e.nonnegative(spec.successful_jobs_history_limit, "spec.successfulJobsHistoryLimit");
+    e.nonnegative(spec.failed_jobs_history_limit, "spec.failedJobsHistoryLimit");
+    let name = object.metadata.name.as_deref().unwrap_or_default();
     if name.len() > 52 {
         // The controller appends an 11-character suffix to name the Jobs (63 at most).
         e.invalid("metadata.name", &quote(name), "must be no more than 52 characters");

@@ -1,16 +1,18 @@
 //! Jobs (`jobs` in `batch/v1`): how the API server serves them.
 
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
 use crate::defaults::{default_template, object_at, set_default};
 use crate::object::go_quote as quote;
-use crate::registry::{served, Strategy, ALL, NONE, STATUS};
+use crate::registry::{served, Strategy, Validate, ALL, NONE, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, AGE, NAME};
 use crate::validation::{
-    at, field, go_label_selector_value, label_selector, pod_template, semantic_eq, shown,
-    template_matches, text, Errors, Selector,
+    go_label_selector, label_selector, pod_quantities, pod_template, same, same_selector, shown,
+    template_matches, Errors, Selector,
 };
 
 /// The `jobs` resource type.
@@ -21,21 +23,25 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Jobs;
 
-impl crate::registry::form::Validate for Jobs {
-    type Object = k8s_openapi::api::batch::v1::Job;
+impl Validate for Jobs {
+    type Object = Job;
+
+    fn validate(&self, object: &Job, e: &mut Errors) {
+        job(object.spec.as_ref(), e);
+    }
+
+    fn validate_update(&self, old: &Job, new: &Job, e: &mut Errors) {
+        job_update(old, new, e);
+    }
+
+    fn quantities<'a>(&self, object: &'a Job, found: &mut Vec<&'a Quantity>) {
+        job_quantities(object.spec.as_ref(), found);
+    }
 }
 
 impl Strategy for Jobs {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Job
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        job(at(object, "spec"), e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        job_update(old, new, e);
     }
 
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
@@ -79,22 +85,23 @@ impl Strategy for Jobs {
     }
 }
 
+/// The resource quantities of a Job's pod template.
+pub(crate) fn job_quantities<'a>(spec: Option<&'a JobSpec>, found: &mut Vec<&'a Quantity>) {
+    pod_quantities(spec.and_then(|s| s.template.spec.as_ref()), found);
+}
+
 /// `validateJobSpec` at `path` (`spec`, or a CronJob's `spec.jobTemplate.spec`).
-pub(crate) fn job_spec(spec: &Value, path: &str, e: &mut Errors) {
-    for key in [
-        "parallelism",
-        "completions",
-        "activeDeadlineSeconds",
-        "backoffLimit",
-        "ttlSecondsAfterFinished",
-    ] {
-        e.nonnegative(spec, key, &format!("{path}.{key}"));
-    }
-    if let Some(mode) = field(spec, "completionMode").and_then(Value::as_str) {
+pub(crate) fn job_spec(spec: &JobSpec, path: &str, e: &mut Errors) {
+    e.nonnegative(spec.parallelism, &format!("{path}.parallelism"));
+    e.nonnegative(spec.completions, &format!("{path}.completions"));
+    e.nonnegative(spec.active_deadline_seconds, &format!("{path}.activeDeadlineSeconds"));
+    e.nonnegative(spec.backoff_limit, &format!("{path}.backoffLimit"));
+    e.nonnegative(spec.ttl_seconds_after_finished, &format!("{path}.ttlSecondsAfterFinished"));
+    if let Some(mode) = spec.completion_mode.as_deref() {
         match mode {
             "NonIndexed" => {}
             "Indexed" => {
-                if field(spec, "completions").is_none() {
+                if spec.completions.is_none() {
                     e.required(&format!("{path}.completions"), "when completion mode is Indexed");
                 }
             }
@@ -105,9 +112,10 @@ pub(crate) fn job_spec(spec: &Value, path: &str, e: &mut Errors) {
             ),
         }
     }
-    pod_template(at(spec, "template"), &format!("{path}.template"), e);
+    pod_template(Some(&spec.template), &format!("{path}.template"), e);
     let rpath = format!("{path}.template.spec.restartPolicy");
-    match text(at(at(spec, "template"), "spec"), "restartPolicy") {
+    let pod = spec.template.spec.as_ref();
+    match pod.and_then(|p| p.restart_policy.as_deref()).unwrap_or_default() {
         "Always" | "" => e.required(&rpath, "valid values: \"OnFailure\", \"Never\""),
         "OnFailure" | "Never" => {}
         other => e.not_supported(&rpath, &quote(other), &["OnFailure", "Never"]),
@@ -116,13 +124,15 @@ pub(crate) fn job_spec(spec: &Value, path: &str, e: &mut Errors) {
 
 /// `ValidateJobSpec`. This server does not generate a Job's selector, so none is required; one
 /// given must match the template.
-pub(crate) fn job(spec: &Value, e: &mut Errors) {
+pub(crate) fn job(spec: Option<&JobSpec>, e: &mut Errors) {
+    let zero = JobSpec::default();
+    let spec = spec.unwrap_or(&zero);
     job_spec(spec, "spec", e);
-    if let Some(raw) = field(spec, "selector") {
+    if let Some(raw) = spec.selector.as_ref() {
         label_selector(Some(raw), "spec.selector", e);
         let selector = Selector::of(Some(raw));
         if !matches!(selector, Selector::Invalid) {
-            template_matches(&selector, spec, e);
+            template_matches(&selector, Some(&spec.template), e);
         }
     }
 }
@@ -130,54 +140,56 @@ pub(crate) fn job(spec: &Value, e: &mut Errors) {
 /// `ValidateJobSpecUpdate`: selector, completion mode and (unless suspended and never started,
 /// for its scheduling directives) template are immutable; completions only change with
 /// parallelism for Indexed Jobs.
-fn job_update(old: &Value, new: &Value, e: &mut Errors) {
-    let (before, after) = (at(old, "spec"), at(new, "spec"));
-    let indexed = text(after, "completionMode") == "Indexed";
-    if !semantic_eq(before.get("completions"), after.get("completions")) {
+fn job_update(old: &Job, new: &Job, e: &mut Errors) {
+    let zero = JobSpec::default();
+    let before = old.spec.as_ref().unwrap_or(&zero);
+    let after = new.spec.as_ref().unwrap_or(&zero);
+    let indexed = after.completion_mode.as_deref() == Some("Indexed");
+    if before.completions != after.completions {
         if !indexed {
-            e.invalid("spec.completions", &shown(after.get("completions")), "field is immutable");
-        } else if after.get("completions") != after.get("parallelism") {
+            e.invalid("spec.completions", &shown(after.completions.as_ref()), "field is immutable");
+        } else if after.completions != after.parallelism {
             e.invalid(
                 "spec.completions",
-                &shown(after.get("completions")),
+                &shown(after.completions.as_ref()),
                 "can only be modified in tandem with spec.parallelism",
             );
         }
     }
-    if !semantic_eq(before.get("selector"), after.get("selector")) {
+    if !same_selector(before.selector.as_ref(), after.selector.as_ref()) {
         e.invalid(
             "spec.selector",
-            &go_label_selector_value(field(after, "selector")),
+            &go_label_selector(after.selector.as_ref()),
             "field is immutable",
         );
     }
-    let mut template = at(before, "template").clone();
-    let unstarted = at(at(old, "status"), "startTime").is_null();
-    if after.get("suspend") == Some(&Value::Bool(true)) && unstarted {
+    let mut template = before.template.clone();
+    let unstarted = old.status.as_ref().is_none_or(|s| s.start_time.is_none());
+    if after.suspend == Some(true) && unstarted {
         // Scheduling directives of a suspended Job that never started may change.
-        let new_template = at(after, "template");
-        if let Some(meta) = template.get_mut("metadata").and_then(Value::as_object_mut) {
-            for key in ["labels", "annotations"] {
-                meta.remove(key);
-                if let Some(v) = at(new_template, "metadata").get(key) {
-                    meta.insert(key.into(), v.clone());
-                }
-            }
+        let new_template = &after.template;
+        if let Some(meta) = template.metadata.as_mut() {
+            let new_meta = new_template.metadata.as_ref();
+            meta.labels = new_meta.and_then(|m| m.labels.clone());
+            meta.annotations = new_meta.and_then(|m| m.annotations.clone());
         }
-        if let Some(spec) = template.get_mut("spec").and_then(Value::as_object_mut) {
-            for key in ["nodeSelector", "tolerations", "affinity", "schedulingGates"] {
-                spec.remove(key);
-                if let Some(v) = at(new_template, "spec").get(key) {
-                    spec.insert(key.into(), v.clone());
-                }
-            }
+        if let Some(spec) = template.spec.as_mut() {
+            let new_spec = new_template.spec.as_ref();
+            spec.node_selector = new_spec.and_then(|s| s.node_selector.clone());
+            spec.tolerations = new_spec.and_then(|s| s.tolerations.clone());
+            spec.affinity = new_spec.and_then(|s| s.affinity.clone());
+            spec.scheduling_gates = new_spec.and_then(|s| s.scheduling_gates.clone());
         }
     }
-    if !semantic_eq(Some(&template), after.get("template")) {
-        e.invalid("spec.template", &shown(after.get("template")), "field is immutable");
+    if template != after.template {
+        e.invalid("spec.template", &shown(Some(&after.template)), "field is immutable");
     }
-    if !semantic_eq(before.get("completionMode"), after.get("completionMode")) {
-        e.invalid("spec.completionMode", &shown(after.get("completionMode")), "field is immutable");
+    if !same(before.completion_mode.as_ref(), after.completion_mode.as_ref()) {
+        e.invalid(
+            "spec.completionMode",
+            &shown(after.completion_mode.as_ref()),
+            "field is immutable",
+        );
     }
 }
 

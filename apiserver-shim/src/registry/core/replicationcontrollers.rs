@@ -1,13 +1,15 @@
 //! ReplicationControllers (`replicationcontrollers` in `v1`): how the API server serves them.
 
+use k8s_openapi::api::core::v1::{ReplicationController, ReplicationControllerSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
 use crate::defaults::{default_template, object_at, set_default};
-use crate::registry::{served, Strategy, ALL, STATUS_SCALE};
+use crate::registry::{served, Strategy, Validate, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::validation::{
-    always_restarts, at, field, go_string_map_value, map_of, pod_template, Errors,
+    always_restarts, go_string_map, pod_quantities, pod_template, template_labels, Errors,
 };
 
 /// The `replicationcontrollers` resource type.
@@ -28,17 +30,22 @@ pub const TYPE: ResourceType = served(
 #[derive(Debug)]
 pub struct ReplicationControllers;
 
-impl crate::registry::form::Validate for ReplicationControllers {
-    type Object = k8s_openapi::api::core::v1::ReplicationController;
+impl Validate for ReplicationControllers {
+    type Object = ReplicationController;
+
+    fn validate(&self, object: &ReplicationController, e: &mut Errors) {
+        replication_controller(object.spec.as_ref(), e);
+    }
+
+    fn quantities<'a>(&self, object: &'a ReplicationController, found: &mut Vec<&'a Quantity>) {
+        let template = object.spec.as_ref().and_then(|s| s.template.as_ref());
+        pod_quantities(template.and_then(|t| t.spec.as_ref()), found);
+    }
 }
 
 impl Strategy for ReplicationControllers {
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::ReplicationController
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        replication_controller(at(object, "spec"), e);
     }
 
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
@@ -72,30 +79,30 @@ impl Strategy for ReplicationControllers {
 }
 
 /// `ValidateReplicationControllerSpec`.
-fn replication_controller(spec: &Value, e: &mut Errors) {
-    e.nonnegative(spec, "minReadySeconds", "spec.minReadySeconds");
-    let selector = map_of(spec, "selector").filter(|s| !s.is_empty());
+fn replication_controller(spec: Option<&ReplicationControllerSpec>, e: &mut Errors) {
+    let zero = ReplicationControllerSpec::default();
+    let spec = spec.unwrap_or(&zero);
+    e.nonnegative(spec.min_ready_seconds, "spec.minReadySeconds");
+    let selector = spec.selector.as_ref().filter(|s| !s.is_empty());
     if selector.is_none() {
         e.required("spec.selector", "");
     }
-    e.nonnegative(spec, "replicas", "spec.replicas");
-    let Some(template) = field(spec, "template") else {
+    e.nonnegative(spec.replicas, "spec.replicas");
+    let Some(template) = spec.template.as_ref() else {
         e.required("spec.template", "");
         return;
     };
     if let Some(selector) = selector {
-        let labels = at(template, "metadata").get("labels").filter(|v| !v.is_null());
-        let matched = selector
-            .iter()
-            .all(|(k, v)| labels.and_then(|l| l.get(k)).and_then(Value::as_str) == v.as_str());
+        let labels = template_labels(Some(template));
+        let matched = selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
         if !matched {
             e.invalid(
                 "spec.template.metadata.labels",
-                &go_string_map_value(labels),
+                &go_string_map(labels),
                 "`selector` does not match template `labels`",
             );
         }
     }
-    pod_template(template, "spec.template", e);
-    always_restarts(spec, "ReplicationController", e);
+    pod_template(Some(template), "spec.template", e);
+    always_restarts(Some(template), "ReplicationController", e);
 }

@@ -3,14 +3,16 @@
 
 pub mod subresources;
 
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
 use crate::defaults::{default_pod_spec, object_at, requests_from_limits, set_default};
-use crate::registry::{served, Strategy, ALL, STATUS};
+use crate::registry::{served, Strategy, Validate, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
-use crate::validation::{at, field, pod_spec, semantic_eq, Errors};
+use crate::validation::{pod_quantities, pod_spec, same, Errors};
 
 /// The `pods` resource type.
 pub const TYPE: ResourceType =
@@ -20,8 +22,20 @@ pub const TYPE: ResourceType =
 #[derive(Debug)]
 pub struct Pods;
 
-impl crate::registry::form::Validate for Pods {
-    type Object = k8s_openapi::api::core::v1::Pod;
+impl Validate for Pods {
+    type Object = Pod;
+
+    fn validate(&self, object: &Pod, e: &mut Errors) {
+        pod_spec(object.spec.as_ref(), "spec", e);
+    }
+
+    fn validate_update(&self, old: &Pod, new: &Pod, e: &mut Errors) {
+        pod_update(old.spec.as_ref(), new.spec.as_ref(), e);
+    }
+
+    fn quantities<'a>(&self, object: &'a Pod, found: &mut Vec<&'a Quantity>) {
+        pod_quantities(object.spec.as_ref(), found);
+    }
 }
 
 impl Strategy for Pods {
@@ -31,14 +45,6 @@ impl Strategy for Pods {
 
     fn is_pod(&self) -> bool {
         true
-    }
-
-    fn validate(&self, object: &Value, e: &mut Errors) {
-        pod_spec(at(object, "spec"), "spec", e);
-    }
-
-    fn validate_update(&self, old: &Value, new: &Value, e: &mut Errors) {
-        pod_update(at(old, "spec"), at(new, "spec"), e);
     }
 
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
@@ -115,36 +121,27 @@ impl Strategy for Pods {
 }
 
 /// The pod update rule: only images (and a few fields this server does not track) may change.
-fn pod_update(old: &Value, new: &Value, e: &mut Errors) {
-    let without_images = |v: Option<&Value>| {
-        let mut v = v.cloned();
-        if let Some(list) = v.as_mut().and_then(Value::as_array_mut) {
-            for c in list.iter_mut().filter_map(Value::as_object_mut) {
-                c.remove("image");
-            }
-        }
-        v
+fn pod_update(old: Option<&PodSpec>, new: Option<&PodSpec>, e: &mut Errors) {
+    let zero = PodSpec::default();
+    let (old, new) = (old.unwrap_or(&zero), new.unwrap_or(&zero));
+    let unimaged = |list: &[Container]| -> Vec<Container> {
+        list.iter().map(|c| Container { image: None, ..c.clone() }).collect()
     };
-    for key in ["containers", "initContainers", "nodeName", "volumes", "restartPolicy"] {
-        if key == "nodeName" && field(old, key).is_none() {
-            continue;
-        }
-        let (before, after) = if key.ends_with("ontainers") {
-            (without_images(old.get(key)), without_images(new.get(key)))
-        } else {
-            (old.get(key).cloned(), new.get(key).cloned())
-        };
-        if !semantic_eq(before.as_ref(), after.as_ref()) {
-            e.forbidden(
-                "spec",
-                "pod updates may not change fields other than `spec.containers[*].image`, \
-                 `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, \
-                 `spec.tolerations` (only additions to existing tolerations), \
-                 `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was \
-                 previously negative)",
-            );
-            return;
-        }
+    let init = |spec: &PodSpec| unimaged(spec.init_containers.as_deref().unwrap_or_default());
+    let changed = unimaged(&old.containers) != unimaged(&new.containers)
+        || init(old) != init(new)
+        || (old.node_name.is_some() && !same(old.node_name.as_ref(), new.node_name.as_ref()))
+        || !same(old.volumes.as_ref(), new.volumes.as_ref())
+        || !same(old.restart_policy.as_ref(), new.restart_policy.as_ref());
+    if changed {
+        e.forbidden(
+            "spec",
+            "pod updates may not change fields other than `spec.containers[*].image`, \
+             `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, \
+             `spec.tolerations` (only additions to existing tolerations), \
+             `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was \
+             previously negative)",
+        );
     }
 }
 
