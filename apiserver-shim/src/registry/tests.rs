@@ -207,3 +207,33 @@ fn each_type_selects_on_the_field_labels_of_its_kind() {
     }
     assert_eq!(found, own.len(), "every kind of its own is served");
 }
+
+#[test]
+fn validation_reads_typed_objects_only() {
+    // Every kind's checks are in its `impl Validate`, over its typed form: no JSON value in them,
+    // nor in the shared checks of `validation/` (bad values printed from JSON aside, `format.rs`).
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let relative = file.strip_prefix(src()).expect("under src/").to_string_lossy().into_owned();
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("readable");
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        if relative.starts_with("validation/") && relative != "validation/format.rs" {
+            if code.contains("serde_json::Value") || code.contains("&Value") {
+                found.push(relative.clone());
+            }
+            continue;
+        }
+        for block in code.split("\nimpl ").skip(1).filter(|b| b.contains("Validate for ")) {
+            let block = block.split("\n}\n").next().unwrap_or_default();
+            if block.contains("Value") {
+                found.push(format!("{relative}: impl {}", block.lines().next().unwrap_or("")));
+            }
+        }
+    }
+    assert!(found.is_empty(), "validation reading JSON: {found:#?}");
+}
