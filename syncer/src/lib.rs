@@ -152,6 +152,8 @@ struct Inner {
     writers: Mutex<Option<Writers>>,
     /// Requests to reconcile a tenant pod, now or later: the scheduler's input.
     queue: UnboundedSender<ScheduleRequest<Key>>,
+    /// An instant before the scheduler's queue was made: what a request due now is dated.
+    due: tokio::time::Instant,
     queue_rx: Mutex<Option<UnboundedReceiver<ScheduleRequest<Key>>>>,
     /// The virtual nodes written, each as its tenant is shown it ([`translate::virtual_node_shown`]).
     virtual_nodes: Mutex<HashMap<String, Value>>,
@@ -241,6 +243,7 @@ impl Syncer {
                     claim_leases: leases_writer,
                 })),
                 queue: tx,
+                due: tokio::time::Instant::now(),
                 queue_rx: Mutex::new(Some(rx)),
                 virtual_nodes: Mutex::default(),
                 quota_changed: tokio::sync::Notify::new(),
@@ -307,8 +310,12 @@ impl Syncer {
     }
 
     /// Reconcile tenant pod `key` as soon as it is not being reconciled.
+    ///
+    /// Dated [`Inner::due`], not now: the scheduler's `DelayQueue` rounds a deadline up to its next
+    /// millisecond tick, so a request dated now waits for a timer wake-up (about a millisecond),
+    /// while one dated before the queue began is already expired and is handed out at once.
     fn enqueue(&self, key: Key) {
-        self.enqueue_at(key, tokio::time::Instant::now());
+        self.enqueue_at(key, self.inner.due);
     }
 
     /// Reconcile tenant pod `key` after `after` (or sooner, if asked).
@@ -593,5 +600,25 @@ mod tests {
         assert_eq!(retry_delay(8), Duration::from_millis(6400));
         assert_eq!(retry_delay(9), Duration::from_secs(10));
         assert_eq!(retry_delay(u32::MAX), Duration::from_secs(10));
+    }
+
+    /// What [`Syncer::enqueue`] relies on: a request dated before the queue began is handed
+    /// out at once, while one dated now waits for the queue's next timer tick.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_dated_before_the_queue_is_handed_out_without_a_timer() {
+        use std::task::Poll;
+        let due = tokio::time::Instant::now();
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut queue = std::pin::pin!(scheduler(rx));
+        let later = ScheduleRequest { message: 1u8, run_at: due + Duration::from_secs(60) };
+        tx.unbounded_send(later).unwrap();
+        assert!(futures::poll!(queue.next()).is_pending());
+        // Between two of the queue's millisecond ticks, as real time almost always is.
+        tokio::time::advance(Duration::from_micros(1_500_500)).await;
+        tx.unbounded_send(ScheduleRequest { message: 2u8, run_at: due }).unwrap();
+        assert_eq!(futures::poll!(queue.next()), Poll::Ready(Some(2)));
+        let now = tokio::time::Instant::now();
+        tx.unbounded_send(ScheduleRequest { message: 3u8, run_at: now }).unwrap();
+        assert!(futures::poll!(queue.next()).is_pending(), "dated now, it waits for a tick");
     }
 }
