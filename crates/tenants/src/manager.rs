@@ -443,6 +443,9 @@ impl Manager {
         let (dir, quota, secured) =
             (self.dir(name), store_quota(tenant), self.server_ca_pem.is_some());
         let opened = tenant_cluster::open_async(dir, quota, secured).await?;
+        // The tenant's pod rules hold from its first request, not only from the end of this
+        // reconcile (a restarted manager serves tenants whose clients are already connected).
+        opened.admission.set(Self::policy_of(tenant));
         self.admissions.lock().insert(name.to_owned(), opened.admission);
         self.clusters.insert(name, opened.server);
         tracing::info!(tenant = %name, "serving the tenant's API");
