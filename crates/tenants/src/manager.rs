@@ -193,7 +193,7 @@ impl Manager {
 
     /// The tenant's admin kubeconfig: a `system:masters` certificate from its CA, kept in its
     /// data directory so that it is the same after a restart. Reads (and, the first time, makes)
-    /// keys and files: blocks. Async code calls [`Manager::admin_kubeconfig`].
+    /// keys and files: blocks, so the manager itself runs it on the blocking pool.
     pub fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
         let pki = self.dir(name).pki();
         identity::admin_kubeconfig(name, &self.url(name), self.server_ca_pem.as_deref(), &pki)
@@ -429,7 +429,7 @@ impl Manager {
     }
 
     /// Serve the tenant's API, opening (or creating) its store, bounded by the tenant's limits,
-    /// and its credentials at the same time (see [`tenant_cluster::open_async`]); it is served
+    /// and its credentials at the same time (see [`tenant_cluster::open`]); it is served
     /// as soon as both are ready.
     async fn serve(&self, name: &str, tenant: &Value) -> Result<(), ManagerError> {
         if self.clusters.tenant(name).is_some() {
@@ -442,7 +442,7 @@ impl Manager {
         }
         let (dir, quota, secured) =
             (self.dir(name), store_quota(tenant), self.server_ca_pem.is_some());
-        let opened = tenant_cluster::open_async(dir, quota, secured).await?;
+        let opened = tenant_cluster::open(dir, quota, secured).await?;
         // The tenant's pod rules hold from its first request, not only from the end of this
         // reconcile (a restarted manager serves tenants whose clients are already connected).
         opened.admission.set(Self::policy_of(tenant));

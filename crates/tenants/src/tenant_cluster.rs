@@ -2,7 +2,7 @@
 //! with the tenant's admission, and, on a secured listener, its CA and service-account key; the
 //! server that [`Clusters`](carrel_apiserver::http::Clusters) mounts under `/tenants/<name>`.
 //! Opening touches the disk and makes keys, so it runs on the blocking pool: the store (with its
-//! bootstrap) and the credentials at the same time ([`open_async`]).
+//! bootstrap) and the credentials at the same time ([`open`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -121,22 +121,11 @@ pub fn mount(dir: &TenantDir, opened: TenantApi, credentials: Option<Credentials
 }
 
 /// Open tenant `dir`'s cluster, bounding its store by `quota`; `secured` when the listener
-/// authenticates (then the tenant has its own CA and token key, made on first use). Blocks: the
-/// store and its bootstrap, then the credentials.
-pub fn open(dir: &TenantDir, quota: Quota, secured: bool) -> Result<Opened, ManagerError> {
-    let api = open_api(dir, quota)?;
-    let credentials = if secured { Some(credentials(dir)?) } else { None };
-    Ok(mount(dir, api, credentials))
-}
-
-/// [`open`] from async code: the store with its bootstrap and, when `secured`, the credentials
-/// are made at the same time, each on the blocking pool, so neither waits for the other and no
-/// async worker waits for either. The cluster is ready as soon as both are.
-pub async fn open_async(
-    dir: TenantDir,
-    quota: Quota,
-    secured: bool,
-) -> Result<Opened, ManagerError> {
+/// authenticates (then the tenant has its own CA and token key, made on first use). The store
+/// with its bootstrap ([`open_api`]) and the credentials ([`credentials`]) are made at the same
+/// time, each on the blocking pool, so neither waits for the other and no async worker waits
+/// for either; the cluster is ready as soon as both are.
+pub async fn open(dir: TenantDir, quota: Quota, secured: bool) -> Result<Opened, ManagerError> {
     let api = {
         let dir = dir.clone();
         tokio::task::spawn_blocking(move || open_api(&dir, quota))
