@@ -1,5 +1,7 @@
 //! CREATE, and the checks and defaults of every write (`admit`).
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use carrel_store::Store;
@@ -14,54 +16,186 @@ use crate::status::{ApiError, ApiResult, Cause};
 
 use super::{check_type, decode, encode_stored, internal, key_for, written, Api, Target, Write};
 
+/// A new object prepared by [`Api::create_all_as_server`], not yet stored.
+struct NewObject<'a> {
+    rt: &'a ResourceType,
+    name: String,
+    key: String,
+    object: Value,
+}
+
+/// A create's checks of the request before anything is read: the body is an object of the
+/// type, and the type is not going away (a terminating definition's).
+fn check_creatable(rt: &ResourceType, object: &Value) -> ApiResult<()> {
+    check_type(rt, object)?;
+    if rt.custom.as_ref().is_some_and(|c| c.terminating) {
+        return Err(ApiError::method_not_allowed(format!(
+            "create not allowed while custom resource definition is terminating: {}.{}",
+            rt.plural, rt.group
+        )));
+    }
+    Ok(())
+}
+
+/// The namespace a create of a namespaced type is for: the URL's, which the body may repeat but
+/// not contradict; empty for a cluster-scoped type.
+fn requested_namespace(target: &Target<'_>, object: &Value) -> ApiResult<String> {
+    if !target.rt.namespaced {
+        return Ok(String::new());
+    }
+    let url_ns = target.namespace.clone().unwrap_or_default();
+    let body_ns = meta_str(object, "namespace").unwrap_or_default();
+    if !body_ns.is_empty() && body_ns != url_ns {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    Ok(url_ns)
+}
+
 impl Api {
     pub(crate) fn check_namespace(&self, target: &Target<'_>, object: &Value) -> ApiResult<String> {
-        let rt = target.rt;
-        let url_ns = target.namespace.clone().unwrap_or_default();
-        let body_ns = meta_str(object, "namespace").unwrap_or_default();
-        if !rt.namespaced {
-            return Ok(String::new());
-        }
-        if !body_ns.is_empty() && body_ns != url_ns {
-            return Err(ApiError::bad_request(
-                "the namespace of the provided object does not match the namespace sent on the request",
-            ));
+        let namespace = requested_namespace(target, object)?;
+        if !target.rt.namespaced {
+            return Ok(namespace);
         }
         let namespaces = self.rt("", "namespaces");
         let ns = self
             .store
-            .get(&key_for(namespaces, None, &url_ns))
+            .get(&key_for(namespaces, None, &namespace))
             .map_err(internal)?
-            .ok_or_else(|| ApiError::not_found("", "namespaces", &url_ns))?;
+            .ok_or_else(|| ApiError::not_found("", "namespaces", &namespace))?;
         if is_deleting(&decode(&ns)?) {
+            let rt = target.rt;
             return Err(ApiError::forbidden(
                 rt.group,
                 rt.plural,
                 meta_str(object, "name").unwrap_or_default(),
                 &format!(
-                    "unable to create new content in namespace {url_ns} because it is being terminated"
+                    "unable to create new content in namespace {namespace} because it is being terminated"
                 ),
             ));
         }
-        Ok(url_ns)
+        Ok(namespace)
     }
 
     /// CREATE.
-    pub fn create(
-        &self,
-        target: &Target<'_>,
-        mut object: Value,
-        write: &Write,
-    ) -> ApiResult<Value> {
+    pub fn create(&self, target: &Target<'_>, object: Value, write: &Write) -> ApiResult<Value> {
         let rt = target.rt;
-        check_type(rt, &object)?;
-        if rt.custom.as_ref().is_some_and(|c| c.terminating) {
-            return Err(ApiError::method_not_allowed(format!(
-                "create not allowed while custom resource definition is terminating: {}.{}",
-                rt.plural, rt.group
-            )));
-        }
+        check_creatable(rt, &object)?;
         let namespace = self.check_namespace(target, &object)?;
+        let (name, mut object) = self.prepare_new(rt, &namespace, object)?;
+        let _lock = rt.strategy.write_lock(self);
+        let key = self.seal_new(rt, &name, &namespace, &mut object, write)?;
+        let admission = self.admission.get();
+        let _serial = admission.filter(|a| a.serialized(rt)).map(|_| self.admission_lock.lock());
+        if let Some(admission) = admission {
+            admission.admit_create(self, rt, &object)?;
+        }
+        if write.dry_run {
+            if self.store.get(&key).map_err(internal)?.is_some() {
+                return Err(ApiError::already_exists(rt.group, rt.plural, &name));
+            }
+            // As kube-apiserver's quota admission, a dry run is refused what the create would be.
+            let used = self.store.usage();
+            let after = used.with_created(&key, &encode_stored(rt, &object)?);
+            self.store
+                .quota()
+                .check(used, after, true)
+                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
+            return Ok(object);
+        }
+        let stored = self
+            .store
+            .create(&key, encode_stored(rt, &object)?)
+            .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
+        self.wrote(rt, !matches!(write.owner, Owner::Server))?;
+        rt.strategy.after_create(self, &name)?;
+        Ok(written(object, &stored))
+    }
+
+    /// Create objects of the server's own (a new cluster's bootstrap objects) together, in one
+    /// atomic store write ([`carrel_store::Store::create_all`]): each is prepared exactly as
+    /// [`Api::create`] prepares it (defaults, validation, name, uid, creationTimestamp, the
+    /// kind's last changes, the cluster's admission), then all are stored at once, or none is
+    /// (409 AlreadyExists if any exists). A namespaced object may be in a namespace created
+    /// earlier in the same list. After the write, each kind's effects of a write run once and
+    /// each object's effects of a create run as [`Api::create`]'s do (a namespace's `default`
+    /// ServiceAccount, created then unless it is in the list too).
+    ///
+    /// Kinds whose objects are checked against each other under a lock (definitions), or whose
+    /// creates the admission serializes (pods, counted against a quota), are created one at a
+    /// time with [`Api::create`]: a 500 here.
+    pub(crate) fn create_all_as_server(
+        &self,
+        items: Vec<(Target<'_>, Value)>,
+    ) -> ApiResult<Vec<Value>> {
+        let write = Write::server();
+        let admission = self.admission.get();
+        let mut new_namespaces = HashSet::new();
+        let mut prepared = Vec::with_capacity(items.len());
+        for (target, object) in items {
+            let rt = target.rt;
+            check_creatable(rt, &object)?;
+            if rt.strategy.write_lock(self).is_some() || admission.is_some_and(|a| a.serialized(rt))
+            {
+                return Err(ApiError::internal(format!(
+                    "{} are created one at a time, not together",
+                    rt.plural
+                )));
+            }
+            let namespace = match requested_namespace(&target, &object)? {
+                ns if rt.namespaced && new_namespaces.contains(&ns) => ns,
+                _ => self.check_namespace(&target, &object)?,
+            };
+            let (name, mut object) = self.prepare_new(rt, &namespace, object)?;
+            let key = self.seal_new(rt, &name, &namespace, &mut object, &write)?;
+            if let Some(admission) = admission {
+                admission.admit_create(self, rt, &object)?;
+            }
+            if rt.strategy.is_namespace() {
+                new_namespaces.insert(name.clone());
+            }
+            prepared.push(NewObject { rt, name, key, object });
+        }
+        let encoded = prepared
+            .iter()
+            .map(|p| Ok((p.key.clone(), encode_stored(p.rt, &p.object)?)))
+            .collect::<ApiResult<Vec<_>>>()?;
+        let stored = self.store.create_all(encoded).map_err(|e| {
+            let key = match &e {
+                carrel_store::Error::AlreadyExists { key } => Some(key.as_str()),
+                _ => None,
+            };
+            let about = prepared.iter().find(|p| Some(p.key.as_str()) == key).or(prepared.first());
+            match about {
+                Some(p) => ApiError::from_store(e, p.rt.group, p.rt.plural, &p.name),
+                None => internal(e),
+            }
+        })?;
+        let mut kinds: Vec<&ResourceType> = Vec::new();
+        for p in &prepared {
+            if !kinds.iter().any(|k| std::ptr::eq(*k, p.rt)) {
+                kinds.push(p.rt);
+                self.wrote(p.rt, false)?;
+            }
+        }
+        for p in &prepared {
+            p.rt.strategy.after_create(self, &p.name)?;
+        }
+        Ok(prepared.into_iter().zip(&stored).map(|(p, s)| written(p.object, s)).collect())
+    }
+
+    /// The first steps of a create, after the namespace check: the name (or one generated),
+    /// `apiVersion` and `kind`, the metadata the server sets (uid, creationTimestamp,
+    /// generation), then the kind's defaults and validation ([`Api::admit`]). The name and the
+    /// object.
+    fn prepare_new(
+        &self,
+        rt: &ResourceType,
+        namespace: &str,
+        mut object: Value,
+    ) -> ApiResult<(String, Value)> {
         let rule = rt.strategy.name_rule();
         let name = match meta_str(&object, "name").filter(|n| !n.is_empty()) {
             Some(name) => name.to_owned(),
@@ -104,7 +238,7 @@ impl Api {
         let meta = metadata_mut(&mut object);
         meta.insert("name".into(), name.clone().into());
         if rt.namespaced {
-            meta.insert("namespace".into(), namespace.clone().into());
+            meta.insert("namespace".into(), namespace.into());
         } else {
             meta.remove("namespace");
         }
@@ -122,37 +256,23 @@ impl Api {
         }
         object::normalize_metadata(&mut object);
         self.admit(rt, None, &mut object)?;
-        let _lock = rt.strategy.write_lock(self);
-        rt.strategy.before_store(self, &name, None, &mut object, false)?;
-        managed::record_update(rt, None, &mut object, &write.owner);
+        Ok((name, object))
+    }
 
-        let key =
-            key_for(rt, Some(&namespace).filter(|_| rt.namespaced).map(|s| s.as_str()), &name);
-        let admission = self.admission.get();
-        let _serial = admission.filter(|a| a.serialized(rt)).map(|_| self.admission_lock.lock());
-        if let Some(admission) = admission {
-            admission.admit_create(self, rt, &object)?;
-        }
-        if write.dry_run {
-            if self.store.get(&key).map_err(internal)?.is_some() {
-                return Err(ApiError::already_exists(rt.group, rt.plural, &name));
-            }
-            // As kube-apiserver's quota admission, a dry run is refused what the create would be.
-            let used = self.store.usage();
-            let after = used.with_created(&key, &encode_stored(rt, &object)?);
-            self.store
-                .quota()
-                .check(used, after, true)
-                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
-            return Ok(object);
-        }
-        let stored = self
-            .store
-            .create(&key, encode_stored(rt, &object)?)
-            .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
-        self.wrote(rt, !matches!(write.owner, Owner::Server))?;
-        rt.strategy.after_create(self, &name)?;
-        Ok(written(object, &stored))
+    /// The last steps of a create before the cluster's admission, under the kind's write lock
+    /// when it has one: the kind's last changes ([`crate::registry::Strategy::before_store`]) and
+    /// `managedFields`. The object's store key.
+    fn seal_new(
+        &self,
+        rt: &ResourceType,
+        name: &str,
+        namespace: &str,
+        object: &mut Value,
+        write: &Write,
+    ) -> ApiResult<String> {
+        rt.strategy.before_store(self, name, None, object, false)?;
+        managed::record_update(rt, None, object, &write.owner);
+        Ok(key_for(rt, Some(namespace).filter(|_| rt.namespaced), name))
     }
 
     /// The checks and defaults of a write: a custom resource's schema, or a built-in kind's

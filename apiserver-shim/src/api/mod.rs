@@ -5,18 +5,19 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use carrel_store::{Object, Revision, Store};
 
 use crate::admission::Admission;
 use crate::crd;
 use crate::managed::Owner;
-use crate::object::{meta_str, metadata_mut};
+use crate::object::metadata_mut;
 use crate::resource::{Registry, ResourceType};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
 
+mod bootstrap;
 mod create;
 mod definitions;
 mod delete;
@@ -169,7 +170,8 @@ impl crate::flowcontrol::ObjectCount for Api {
 }
 
 impl Api {
-    /// A tenant's cluster API over `store`, with the system namespaces created if missing.
+    /// A tenant's cluster API over `store`, with what every cluster starts with (the system
+    /// namespaces, the default RBAC policy) created if missing, in one store write.
     pub fn new(store: Arc<dyn Store>) -> ApiResult<Api> {
         Api::with_registry(store, Registry::default())
     }
@@ -195,56 +197,9 @@ impl Api {
             definitions_lock: Default::default(),
             compiled: Default::default(),
         };
-        let namespaces = api.rt("", "namespaces");
-        for ns in SYSTEM_NAMESPACES {
-            let key = key_for(namespaces, None, ns);
-            if api.store.get(&key).map_err(internal)?.is_none() {
-                let body =
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-                match api.create(
-                    &Target { rt: namespaces, namespace: None },
-                    body,
-                    &Write::server(),
-                ) {
-                    Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        api.bootstrap_rbac()?;
+        api.bootstrap()?;
         api.reload_definitions()?;
         Ok(api)
-    }
-
-    /// Kubernetes' default ClusterRoles and ClusterRoleBindings, created when missing (an
-    /// administrator's changes to existing ones are kept).
-    fn bootstrap_rbac(&self) -> ApiResult<()> {
-        let encode = |v: Result<Value, serde_json::Error>| {
-            v.map_err(|e| ApiError::internal(format!("encoding the bootstrap policy: {e}")))
-        };
-        let roles = crate::rbac::bootstrap::cluster_roles()
-            .into_iter()
-            .map(|r| encode(serde_json::to_value(r)))
-            .collect::<ApiResult<Vec<Value>>>()?;
-        let bindings = crate::rbac::bootstrap::cluster_role_bindings()
-            .into_iter()
-            .map(|b| encode(serde_json::to_value(b)))
-            .collect::<ApiResult<Vec<Value>>>()?;
-        for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
-            let rt = self.rt("rbac.authorization.k8s.io", plural);
-            let target = Target { rt, namespace: None };
-            for object in objects {
-                let name = meta_str(&object, "name").unwrap_or_default().to_owned();
-                if self.store.get(&key_for(rt, None, &name)).map_err(internal)?.is_some() {
-                    continue;
-                }
-                match self.create(&target, object, &Write::server()) {
-                    Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        self.aggregate_cluster_roles()
     }
 
     /// Check every create with `admission` from now on. Only the first call has an effect.
@@ -277,31 +232,6 @@ impl Api {
     /// Note a write of an RBAC object.
     pub(crate) fn rbac_changed(&self) {
         self.rbac_generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-    }
-
-    /// Store the rules of every aggregated ClusterRole whose labelled parts changed.
-    pub(crate) fn aggregate_cluster_roles(&self) -> ApiResult<()> {
-        let rt = self.rt("rbac.authorization.k8s.io", "clusterroles");
-        let target = Target { rt, namespace: None };
-        let listed = self.list(&target, &ListParams::default())?;
-        let roles: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = listed["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| serde_json::from_value(r.clone()).ok())
-            .collect();
-        for changed in crate::rbac::aggregate(&roles) {
-            let name = changed.metadata.name.clone().unwrap_or_default();
-            let mut current = self.get(&target, &name)?;
-            current["rules"] = serde_json::to_value(&changed.rules)
-                .map_err(|e| ApiError::internal(format!("encoding aggregated rules: {e}")))?;
-            match self.update(&target, &name, current, None, &Write::server()) {
-                // A concurrent write of the role: it aggregates again itself.
-                Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 
     fn rt(&self, group: &str, plural: &str) -> &ResourceType {

@@ -1,6 +1,6 @@
 //! What namespaces need of the store: a `default` ServiceAccount in each, and the emptying of a terminating one.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use carrel_store::{ListOptions as StoreListOptions, Store};
 
@@ -9,14 +9,17 @@ use crate::status::{ApiError, ApiResult};
 
 use super::{decode, internal, key_for, prefix_for, Api, DeleteParams, Target, Write};
 
+/// The ServiceAccount every namespace gets, as its create is asked for.
+pub(super) fn default_service_account() -> Value {
+    json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+}
+
 impl Api {
     /// Every namespace gets a `default` ServiceAccount.
     pub(crate) fn bootstrap_namespace(&self, namespace: &str) -> ApiResult<()> {
         let sa = self.rt("", "serviceaccounts");
-        let body =
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}});
         let target = Target { rt: sa, namespace: Some(namespace.into()) };
-        match self.create(&target, body, &Write::server()) {
+        match self.create(&target, default_service_account(), &Write::server()) {
             Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => Ok(()),
             Err(e) => Err(e),
         }

@@ -1,6 +1,7 @@
 //! The API over a real store: lists, namespaces, RBAC bootstrap.
 
 use carrel_store::{Options, SledStore};
+use serde_json::json;
 
 use super::*;
 
@@ -104,4 +105,144 @@ fn aggregated_cluster_roles_carry_their_parts_rules() {
         edit["rules"].as_array().unwrap().iter().any(|r| r["resources"] == json!(["widgets"])),
         "edit aggregates view"
     );
+}
+
+/// Every object of `store`, by key, as stored.
+fn stored(store: &dyn Store) -> Vec<(String, Value)> {
+    let page = store.list("", &carrel_store::ListOptions::default()).unwrap();
+    page.items.iter().map(|o| (o.key.clone(), serde_json::from_slice(&o.value).unwrap())).collect()
+}
+
+#[test]
+fn a_new_cluster_is_bootstrapped_in_one_durable_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+    let api = Api::new(Arc::new(store)).unwrap();
+    let objects = stored(api.store().as_ref());
+    let stats = api.store().commit_stats();
+    assert_eq!(stats.commits, 1, "{stats:?}");
+    assert_eq!(stats.revisions, objects.len() as u64, "every object written once");
+    assert_eq!(api.store().current_revision(), objects.len() as u64);
+
+    let keys: Vec<&str> = objects.iter().map(|(k, _)| k.as_str()).collect();
+    for ns in SYSTEM_NAMESPACES {
+        assert!(keys.contains(&format!("/core/namespaces/{ns}").as_str()), "{ns}");
+        assert!(keys.contains(&format!("/core/serviceaccounts/{ns}/default").as_str()), "{ns}");
+    }
+    let roles = crate::rbac::bootstrap::cluster_roles().len();
+    let bindings = crate::rbac::bootstrap::cluster_role_bindings().len();
+    assert_eq!(objects.len(), 2 * SYSTEM_NAMESPACES.len() + roles + bindings);
+    // Prepared as their creates: defaulted, with uid and creationTimestamp.
+    let (_, default) = objects.iter().find(|(k, _)| k == "/core/namespaces/default").unwrap();
+    assert_eq!(default["status"]["phase"], "Active");
+    assert_eq!(default["metadata"]["labels"]["kubernetes.io/metadata.name"], "default");
+    assert!(objects
+        .iter()
+        .all(|(_, o)| o["metadata"]["uid"].is_string()
+            && o["metadata"]["creationTimestamp"].is_string()));
+    // The aggregated roles were stored with their parts' rules: nothing left to aggregate.
+    let typed: Vec<k8s_openapi::api::rbac::v1::ClusterRole> = objects
+        .iter()
+        .filter(|(k, _)| k.starts_with("/rbac.authorization.k8s.io/clusterroles/"))
+        .map(|(_, o)| serde_json::from_value(o.clone()).unwrap())
+        .collect();
+    assert_eq!(typed.len(), roles);
+    assert!(crate::rbac::aggregate(&typed).is_empty());
+}
+
+#[test]
+fn a_restart_writes_only_what_is_missing_and_keeps_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let discovery = "/rbac.authorization.k8s.io/clusterrolebindings/system:discovery";
+    let before = {
+        let api = Api::new(Arc::new(SledStore::open(&path, Options::create()).unwrap())).unwrap();
+        stored(api.store().as_ref())
+    };
+    {
+        // Nothing missing: nothing written.
+        let api = Api::new(Arc::new(SledStore::open(&path, Options::create()).unwrap())).unwrap();
+        assert_eq!(api.store().commit_stats().commits, 0);
+        assert_eq!(stored(api.store().as_ref()), before);
+        // An administrator's change, and objects gone.
+        let target = Target {
+            rt: api.rt("rbac.authorization.k8s.io", "clusterrolebindings"),
+            namespace: None,
+        };
+        let mut binding = api.get(&target, "system:discovery").unwrap();
+        binding["subjects"] = json!([{"kind": "Group", "name": "admins",
+            "apiGroup": "rbac.authorization.k8s.io"}]);
+        api.update(&target, "system:discovery", binding, None, &Write::by("admin", false)).unwrap();
+        let store = api.store();
+        store
+            .delete("/rbac.authorization.k8s.io/clusterroles/system:aggregate-to-view", None)
+            .unwrap();
+        store.delete("/rbac.authorization.k8s.io/clusterrolebindings/cluster-admin", None).unwrap();
+        store.delete("/core/serviceaccounts/kube-public/default", None).unwrap();
+    }
+    let api = Api::new(Arc::new(SledStore::open(&path, Options::create()).unwrap())).unwrap();
+    let after = stored(api.store().as_ref());
+    let stats = api.store().commit_stats();
+    assert_eq!((stats.commits, stats.revisions), (1, 2), "the missing role and binding, together");
+    let keys =
+        |objects: &[(String, Value)]| objects.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    let mut expected = keys(&before);
+    expected.retain(|k| k != "/core/serviceaccounts/kube-public/default");
+    assert_eq!(keys(&after), expected, "an existing namespace's account is not made again");
+    let subjects = |objects: &[(String, Value)]| {
+        objects.iter().find(|(k, _)| k == discovery).unwrap().1["subjects"].clone()
+    };
+    assert_eq!(subjects(&after)[0]["name"], "admins", "the change is kept");
+    let rules = |objects: &[(String, Value)], name: &str| {
+        let key = format!("/rbac.authorization.k8s.io/clusterroles/{name}");
+        objects.iter().find(|(k, _)| *k == key).unwrap().1["rules"].clone()
+    };
+    for name in ["view", "edit", "admin", "system:aggregate-to-view"] {
+        assert_eq!(rules(&after, name), rules(&before, name), "{name}");
+    }
+}
+
+#[test]
+fn objects_created_together_are_one_write_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+    let api = Api::new(Arc::new(store)).unwrap();
+    let namespaces = api.rt("", "namespaces");
+    let configmaps = api.rt("", "configmaps");
+    let in_team = || Target { rt: configmaps, namespace: Some("team".into()) };
+    let commits = api.store().commit_stats().commits;
+    let written = api
+        .create_all_as_server(vec![
+            (Target { rt: namespaces, namespace: None }, json!({"metadata": {"name": "team"}})),
+            (in_team(), json!({"metadata": {"name": "settings"}, "data": {"a": "1"}})),
+        ])
+        .unwrap();
+    assert_eq!(written[1]["metadata"]["namespace"], "team");
+    let first: Revision =
+        written[0]["metadata"]["resourceVersion"].as_str().unwrap().parse().unwrap();
+    assert_eq!(written[1]["metadata"]["resourceVersion"], (first + 1).to_string());
+    assert_eq!(api.get(&in_team(), "settings").unwrap()["data"]["a"], "1");
+    // The namespace's create effects ran after: its account, a write of its own.
+    let accounts = Target { rt: api.rt("", "serviceaccounts"), namespace: Some("team".into()) };
+    assert!(api.get(&accounts, "default").is_ok());
+    assert_eq!(api.store().commit_stats().commits, commits + 2);
+
+    let revision = api.store().current_revision();
+    let err = api
+        .create_all_as_server(vec![
+            (in_team(), json!({"metadata": {"name": "new"}})),
+            (in_team(), json!({"metadata": {"name": "settings"}})),
+        ])
+        .unwrap_err();
+    assert_eq!((err.code(), err.reason()), (409, "AlreadyExists"));
+    assert_eq!(api.get(&in_team(), "new").unwrap_err().code(), 404);
+    let missing = Target { rt: configmaps, namespace: Some("nowhere".into()) };
+    let err = api
+        .create_all_as_server(vec![
+            (in_team(), json!({"metadata": {"name": "new"}})),
+            (missing, json!({"metadata": {"name": "c"}})),
+        ])
+        .unwrap_err();
+    assert_eq!(err.code(), 404);
+    assert_eq!(api.store().current_revision(), revision);
 }

@@ -90,6 +90,22 @@ impl Commit {
         wal_record(&mut state.wal);
     }
 
+    /// Queue events applied together, at consecutive revisions, with their one write-ahead log
+    /// record. They are queued at once, so the next leader takes all of them: they become
+    /// durable in one sync, or (if it fails) not at all.
+    pub(crate) fn record_all(
+        &self,
+        events: Vec<Arc<Event>>,
+        wal_record: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let Some(last) = events.last().map(|e| e.revision) else { return };
+        let mut state = self.state.lock();
+        debug_assert!(events.first().is_some_and(|e| e.revision > state.applied));
+        state.applied = last;
+        state.pending.extend(events);
+        wal_record(&mut state.wal);
+    }
+
     /// Wait until `revision` is durable, or become the leader who makes it so: `Some(batch)`
     /// means the caller must sync the batch and then call [`Commit::finish`].
     pub(crate) fn wait_or_lead(&self, revision: Revision) -> Result<Option<Batch>> {

@@ -13,6 +13,8 @@
 //! | paginated lists and their continue tokens | [`ListOptions`], [`ListPage`] |
 //! | errors, each one the API can map to a Kubernetes `Status` | [`Error`] |
 //! | how much a store holds, and the most it may hold | [`Usage`], [`Quota`] |
+//! | several creates as one atomic, durable write | [`Store::create_all`] |
+//! | durable commits (syncs) made | [`CommitStats`] |
 //!
 //! The store knows nothing of Kubernetes objects: keys are strings chosen by the API layer
 //! (group, resource, namespace and name), values are opaque bytes.
@@ -162,6 +164,17 @@ impl Usage {
     }
 }
 
+/// What a store's writes have cost since it was opened, for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Durable commits: appends to the write-ahead log, each made durable by one `fdatasync`.
+    /// Writes waiting at the same time share one (group commit); a [`Store::create_all`] is
+    /// always within one.
+    pub commits: u64,
+    /// The revisions those commits made durable.
+    pub revisions: u64,
+}
+
 /// The most a store may hold. A create that would take the store past either bound, or an update
 /// that grows it past the bytes bound, is refused with [`Error::QuotaExceeded`]; deletes, updates
 /// that do not grow the store and [`Store::update_to_delete`] always pass, so a store at or over
@@ -255,6 +268,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Store a new object; [`Error::AlreadyExists`] if the key exists.
     fn create(&self, key: &str, value: Bytes) -> Result<Object>;
 
+    /// Store new objects together, as one write: they get consecutive revisions in the order
+    /// given, watchers see their events in that order, and they become durable in one commit
+    /// (one write-ahead log record, one sync), so that after a crash either all of them are
+    /// stored or none is. [`Error::AlreadyExists`] if any key exists (or is given twice); the
+    /// [`Quota`] is checked for all of them together; on any error nothing is written. The
+    /// objects are returned in the order given; an empty list writes nothing.
+    fn create_all(&self, items: Vec<(String, Bytes)>) -> Result<Vec<Object>>;
+
     /// Replace an existing object; [`Error::NotFound`] if it does not exist, [`Error::Conflict`]
     /// if `expected` is given and is not the object's current `mod_revision`.
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object>;
@@ -308,6 +329,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// The bound set by [`Store::set_quota`].
     fn quota(&self) -> Quota;
+
+    /// The durable commits made since the store was opened.
+    fn commit_stats(&self) -> CommitStats;
 }
 
 impl<S: Store + ?Sized> Store for Arc<S> {
@@ -319,6 +343,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn create(&self, key: &str, value: Bytes) -> Result<Object> {
         (**self).create(key, value)
+    }
+    fn create_all(&self, items: Vec<(String, Bytes)>) -> Result<Vec<Object>> {
+        (**self).create_all(items)
     }
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
         (**self).update(key, value, expected)
@@ -360,5 +387,8 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn quota(&self) -> Quota {
         (**self).quota()
+    }
+    fn commit_stats(&self) -> CommitStats {
+        (**self).commit_stats()
     }
 }

@@ -8,7 +8,13 @@
 //!
 //! ```text
 //! record: [payload length u32 LE][crc32 of payload u32 LE][revision u64 BE][event record]
+//! batch:  [payload length u32 LE][crc32 of payload u32 LE][first revision u64 BE][0xff]
+//!         [count u32 BE] count × ([event record length u32 BE][event record])
 //! ```
+//!
+//! A batch record holds the events of one [`crate::Store::create_all`], at consecutive revisions
+//! from the first: one checksum covers them all, so recovery finds all of them or none. (An event
+//! record starts with its version, 1 or 2, never with the batch tag.)
 //!
 //! A torn or corrupt tail (a crash mid-append) ends the log: everything before it is kept and the
 //! rest is ignored, because nothing after the first bad record was ever acknowledged. So does a
@@ -31,6 +37,8 @@ use crate::{Result, Revision};
 /// The log's file name inside the store directory.
 pub(crate) const WAL_FILE: &str = "carrel.wal";
 const HEADER: usize = 8;
+/// The byte after the revision that marks a batch record.
+const BATCH: u8 = 0xff;
 /// How much zero-filled space the log allocates at a time.
 const CHUNK: u64 = 1024 * 1024;
 
@@ -65,7 +73,49 @@ pub(crate) fn encode(revision: Revision, event: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(event);
 }
 
-/// Split `bytes` into its valid records; the second value is how many bytes they take.
+/// Append one batch record holding `events`, the event records of revisions `first`,
+/// `first + 1`, and so on. `None` (and nothing appended) if they do not fit in one record.
+pub(crate) fn encode_batch(first: Revision, events: &[Vec<u8>], out: &mut Vec<u8>) -> Option<()> {
+    let body: usize = events.iter().map(|e| 4 + e.len()).sum();
+    let len = u32::try_from(8 + 1 + 4 + body).ok()?;
+    let count = u32::try_from(events.len()).ok()?;
+    let start = out.len();
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&first.to_be_bytes());
+    out.push(BATCH);
+    out.extend_from_slice(&count.to_be_bytes());
+    for event in events {
+        debug_assert_ne!(event.first(), Some(&BATCH), "an event record never starts with the tag");
+        let event_len = u32::try_from(event.len()).ok()?;
+        out.extend_from_slice(&event_len.to_be_bytes());
+        out.extend_from_slice(event);
+    }
+    let crc = crc32fast::hash(&out[start + HEADER..]);
+    out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
+    Some(())
+}
+
+/// The events of a batch record's body (after the tag), each with its revision from `first`;
+/// `None` if the body is malformed.
+fn decode_batch(first: Revision, body: &[u8]) -> Option<Vec<WalRecord>> {
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(body.get(at..at + 4)?.try_into().ok()?))
+    };
+    let count = word(0)? as usize;
+    let mut records = Vec::with_capacity(count.min(body.len() / 4));
+    let mut at = 4;
+    for i in 0..count {
+        let len = word(at)? as usize;
+        let event = body.get(at + 4..(at + 4).checked_add(len)?)?;
+        records.push(WalRecord { revision: first.checked_add(i as u64)?, event: event.to_vec() });
+        at += 4 + len;
+    }
+    (at == body.len() && count > 0).then_some(records)
+}
+
+/// Split `bytes` into its valid records (a batch record into the records of its events); the
+/// second value is how many bytes they take.
 fn decode(bytes: &[u8]) -> (Vec<WalRecord>, usize) {
     let mut records = Vec::new();
     let mut at = 0;
@@ -84,7 +134,13 @@ fn decode(bytes: &[u8]) -> (Vec<WalRecord>, usize) {
         if records.last().is_some_and(|r: &WalRecord| r.revision + 1 != revision) {
             break;
         }
-        records.push(WalRecord { revision, event: payload[8..].to_vec() });
+        match payload.get(8) {
+            Some(&BATCH) => match decode_batch(revision, &payload[9..]) {
+                Some(batch) => records.extend(batch),
+                None => break,
+            },
+            _ => records.push(WalRecord { revision, event: payload[8..].to_vec() }),
+        }
         at = start + len;
     }
     (records, at)
@@ -269,5 +325,52 @@ mod tests {
             let (records, valid) = decode(&buf[..cut]);
             assert!(valid <= cut && records.len() <= 1);
         }
+    }
+
+    #[test]
+    fn a_batch_is_one_record_read_back_as_its_events_or_not_at_all() {
+        let events = vec![b"one".to_vec(), Vec::new(), b"three".to_vec()];
+        let mut buf = Vec::new();
+        encode(1, b"single", &mut buf);
+        let before = buf.len();
+        encode_batch(2, &events, &mut buf).unwrap();
+        let batch_end = buf.len();
+        encode(5, b"after", &mut buf);
+        let (records, valid) = decode(&buf);
+        let seen: Vec<_> = records.iter().map(|r| (r.revision, r.event.clone())).collect();
+        assert_eq!(
+            seen,
+            vec![
+                (1, b"single".to_vec()),
+                (2, b"one".to_vec()),
+                (3, Vec::new()),
+                (4, b"three".to_vec()),
+                (5, b"after".to_vec()),
+            ]
+        );
+        assert_eq!(valid, buf.len());
+
+        // Cut anywhere inside the batch: none of its events is read back.
+        for cut in before..batch_end {
+            let (records, valid) = decode(&buf[..cut]);
+            assert_eq!(records.iter().map(|r| r.revision).collect::<Vec<_>>(), vec![1], "{cut}");
+            assert_eq!(valid, before);
+        }
+        // A record after the batch must follow its last revision.
+        let mut gap = buf[..batch_end].to_vec();
+        encode(4, b"not next", &mut gap);
+        assert_eq!(decode(&gap).0.len(), 4);
+    }
+
+    #[test]
+    fn an_appended_batch_is_read_back_after_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path()).unwrap();
+        let mut buf = Vec::new();
+        encode_batch(7, &[b"a".to_vec(), b"b".to_vec()], &mut buf).unwrap();
+        wal.append(&buf).unwrap();
+        drop(wal);
+        let records = Wal::open(dir.path()).unwrap().1;
+        assert_eq!(records.iter().map(|r| r.revision).collect::<Vec<_>>(), vec![7, 8]);
     }
 }

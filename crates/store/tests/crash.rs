@@ -20,6 +20,10 @@
 //!
 //! The state observed after a reopen is the next child's starting point, so each round also tests
 //! recovery of a store that already recovered from a crash.
+//!
+//! A third test kills a child writing batches (`Store::create_all`) alongside single creates: after
+//! each reopen every acknowledged batch is stored whole at its revisions, and the batch in flight
+//! is stored whole or not at all.
 
 // The parent reports its seed and a summary on stderr, so a failure can be replayed.
 #![allow(clippy::print_stderr)]
@@ -185,6 +189,9 @@ fn crash_child() {
             std::thread::sleep(Duration::from_secs(3600));
         }
     }
+    if mode == "batches" {
+        batch_child(store, round, seed);
+    }
     assert_eq!(mode, "random", "unknown child mode");
     let writers: Vec<Writer> = (0..THREADS)
         .map(|t| {
@@ -208,6 +215,53 @@ fn crash_child() {
     for handle in handles {
         handle.join().expect("writer thread");
     }
+}
+
+/// The most objects in one batch of a `batches` child.
+const BATCH_MAX: usize = 40;
+
+/// A `batches` child: one thread writes batches with `create_all`, reporting each before
+/// (`I <batch> <size>`) and after (`A <batch> <size> <first revision>`), while another creates
+/// single objects under `s/` (unreported), so that batches share group commits with other
+/// writes. Never returns.
+fn batch_child(store: Arc<SledStore>, round: u64, seed: u64) -> ! {
+    let singles = store.clone();
+    std::thread::spawn(move || {
+        for n in 0u64.. {
+            let key = format!("s/{round}-{n}");
+            singles
+                .create(&key, make_value(&key, n, 100))
+                .unwrap_or_else(|e| panic!("child: create {key:?}: {e}"));
+        }
+    });
+    let mut rng = StdRng::seed_from_u64(seed);
+    report(format_args!("S {round}"));
+    for n in 1u64.. {
+        let size = rng.random_range(1..=BATCH_MAX);
+        let batch = format!("b{round}-{n}");
+        let seq = round << 32 | n;
+        let items: Vec<(String, Bytes)> = (0..size)
+            .map(|j| {
+                let key = format!("{batch}/{j:02}");
+                let len = match rng.random_range(0..100) {
+                    // Some large values make appends long enough to be cut by the kill.
+                    0..8 => rng.random_range(LARGE_VALUE..=LARGE_VALUE + 64 * 1024),
+                    _ => rng.random_range(0..=2000),
+                };
+                let value = make_value(&key, seq, len);
+                (key, value)
+            })
+            .collect();
+        report(format_args!("I {batch} {size}"));
+        let objects =
+            store.create_all(items).unwrap_or_else(|e| panic!("child: batch {batch}: {e}"));
+        let first = objects[0].mod_revision;
+        for (j, object) in objects.iter().enumerate() {
+            assert_eq!(object.mod_revision, first + j as u64, "child: batch {batch}");
+        }
+        report(format_args!("A {batch} {size} {first}"));
+    }
+    unreachable!("the batch child runs until it is killed")
 }
 
 /// A key one writer thread owns, as that thread last left it.
@@ -909,4 +963,159 @@ fn exactly_the_acknowledged_writes_survive_a_kill_of_a_blocked_writer() {
             model.keys.iter().map(|(k, s)| (k.clone(), s.known.clone())).collect();
         assert_eq!(after, known, "round {round}: state after reopen");
     }
+}
+
+/// What the parent knows of the batches a `batches` child wrote: each acknowledged batch's size
+/// and first revision, and the one batch in flight.
+#[derive(Debug, Default)]
+struct Batches {
+    acked: BTreeMap<String, (usize, Revision)>,
+    in_flight: Option<(String, usize)>,
+}
+
+impl Batches {
+    fn apply(&mut self, line: &str) {
+        let fields: Vec<&str> = line.strip_prefix(MARK).expect("marked line").split(' ').collect();
+        let num = |i: usize| -> u64 {
+            fields
+                .get(i)
+                .and_then(|f| f.parse().ok())
+                .unwrap_or_else(|| panic!("bad line {line:?}"))
+        };
+        match fields[0] {
+            "S" => {}
+            "I" => {
+                assert!(self.in_flight.is_none(), "{line:?}: a second batch in flight");
+                self.in_flight = Some((fields[1].to_owned(), num(2) as usize));
+            }
+            "A" => {
+                let in_flight = self.in_flight.take();
+                assert_eq!(
+                    in_flight,
+                    Some((fields[1].to_owned(), num(2) as usize)),
+                    "{line:?}: not the batch in flight"
+                );
+                self.acked.insert(fields[1].to_owned(), (num(2) as usize, num(3)));
+            }
+            _ => panic!("bad line {line:?}"),
+        }
+    }
+
+    /// Reopen the store after a kill: every acknowledged batch is there whole, at its revisions;
+    /// the batch in flight is there whole or not at all; no other batch is there. A batch
+    /// found whole becomes acknowledged, one not found is forgotten.
+    fn verify(&mut self, dir: &Path) -> Result<bool, String> {
+        let store = SledStore::open(dir, Options::default())
+            .map_err(|e| format!("reopen after the kill failed: {e} ({e:?})"))?;
+        let page = store.list("b", &ListOptions::default()).map_err(|e| format!("list: {e}"))?;
+        let mut found: BTreeMap<String, Vec<Object>> = BTreeMap::new();
+        for object in page.items {
+            check_value(&object.key, &object.value)?;
+            let batch = object.key.split('/').next().unwrap_or_default().to_owned();
+            found.entry(batch).or_default().push(object);
+        }
+        let in_flight = self.in_flight.take();
+        let mut applied = false;
+        for (batch, objects) in &found {
+            let first = objects[0].mod_revision;
+            let (size, acked_first) = match (self.acked.get(batch), &in_flight) {
+                (Some(&(size, first)), _) => (size, Some(first)),
+                (None, Some((name, size))) if name == batch => (*size, None),
+                _ => return Err(format!("batch {batch} was never written, yet it is stored")),
+            };
+            if objects.len() != size {
+                return Err(format!(
+                    "batch {batch} of {size} objects is stored in part: {} of them \
+                     (acknowledged: {})",
+                    objects.len(),
+                    acked_first.is_some()
+                ));
+            }
+            for (j, object) in objects.iter().enumerate() {
+                let due = acked_first.unwrap_or(first) + j as u64;
+                if object.key != format!("{batch}/{j:02}")
+                    || object.mod_revision != due
+                    || object.create_revision != due
+                {
+                    return Err(format!(
+                        "batch {batch}: {:?} at {}/{} where revision {due} was due",
+                        object.key, object.mod_revision, object.create_revision
+                    ));
+                }
+            }
+            if acked_first.is_none() {
+                applied = true;
+                self.acked.insert(batch.clone(), (size, first));
+            }
+        }
+        for batch in self.acked.keys() {
+            if !found.contains_key(batch) {
+                return Err(format!("acknowledged batch {batch} is lost"));
+            }
+        }
+        Ok(applied)
+    }
+}
+
+#[test]
+fn a_batch_survives_kill_9_whole_or_not_at_all() {
+    let _one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let rounds: u64 = std::env::var(ENV_ITERATIONS)
+        .ok()
+        .map(|s| s.parse().expect("CARREL_CRASH_ITERATIONS is a number"))
+        .map_or(10, |n: u64| n.div_ceil(2));
+    let seed = parent_seed();
+    eprintln!("batch crash test: {rounds} rounds, {ENV_PARENT_SEED}={seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = store_dir(&tmp);
+    let mut batches = Batches::default();
+    let (mut in_flight_applied, mut in_flight_lost) = (0, 0);
+    for round in 1..=rounds {
+        let child_seed: u64 = rng.random();
+        let mut child = ChildGuard::spawn(&dir, round, "batches", child_seed);
+        let deadline = Instant::now() + CHILD_START_TIMEOUT;
+        loop {
+            match child.lines.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    batches.apply(&line);
+                    if line[MARK.len()..].starts_with('S') {
+                        break;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+            }
+            if let Some(status) = child.exited() {
+                panic!("round {round}: the child exited by itself ({status}):\n{}", child.stderr());
+            }
+            assert!(Instant::now() < deadline, "round {round}: the child did not start");
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(20..=400)));
+        if let Some(status) = child.exited() {
+            panic!("round {round}: the child exited by itself ({status}):\n{}", child.stderr());
+        }
+        let (status, lines, _) = child.kill();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "round {round}: {status}");
+        for line in &lines {
+            batches.apply(line);
+        }
+        let had_in_flight = batches.in_flight.is_some();
+        match batches.verify(&dir) {
+            Ok(true) => in_flight_applied += 1,
+            Ok(false) => in_flight_lost += usize::from(had_in_flight),
+            Err(e) => panic!(
+                "round {round} (seed {seed}, child seed {child_seed}): {e}\nchild stderr:\n{}",
+                child.stderr()
+            ),
+        }
+    }
+    eprintln!(
+        "batch crash test: {} batches acknowledged, batches in flight applied {in_flight_applied} \
+         / lost {in_flight_lost}",
+        batches.acked.len()
+    );
+    assert!(!batches.acked.is_empty(), "no batch was acknowledged");
 }

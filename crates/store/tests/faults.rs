@@ -281,6 +281,38 @@ fn an_uncertain_write_error_fails_the_store_and_loses_nothing_acknowledged() {
 }
 
 #[test]
+fn a_batch_that_meets_an_uncertain_write_error_is_recovered_whole_or_not_at_all() {
+    for (fault, name) in uncertain_write_faults() {
+        let dir = Dir::new();
+        let store = dir.open(options());
+        store.create("a", v("acknowledged")).unwrap();
+        dir.inject(fault);
+        let batch: Vec<_> = (0..10).map(|i| (format!("b/{i}"), v(&"y".repeat(100 * i)))).collect();
+        let failed = store.create_all(batch.clone());
+        assert!(failed.is_err(), "{name}: the batch must not be acknowledged");
+        assert_failed(&store, name);
+        assert_eq!(store.current_revision(), 1, "{name}");
+        drop(store);
+
+        dir.clear();
+        let store = dir.open(options());
+        assert_eq!(value_of(&store, "a"), Some(v("acknowledged")), "{name}");
+        let stored = contents(&store);
+        let found: Vec<_> = stored.iter().filter(|(k, _)| k.starts_with("b/")).cloned().collect();
+        let mut sorted = batch.clone();
+        sorted.sort();
+        assert!(
+            found.is_empty() || found == sorted,
+            "{name}: {} of the batch's 10 objects recovered",
+            found.len()
+        );
+        assert_eq!(store.current_revision(), 1 + found.len() as Revision, "{name}");
+        // Whichever it was, the store goes on from there.
+        store.create("c", v("1")).unwrap();
+    }
+}
+
+#[test]
 fn an_uncertain_checkpoint_error_fails_the_store_and_loses_nothing_acknowledged() {
     let faults = [
         (FaultPoint::CheckpointSync, libc::EIO),

@@ -34,7 +34,12 @@ pub fn admin_kubeconfig(
         return Ok(kubeconfig::admin(url, None));
     };
     let ca = TenantCa::load_or_generate(pki, name)?;
-    let (cert, key) =
-        ca.load_or_issue_client(pki, "admin", ADMIN_USER, &[ADMIN_GROUP], ADMIN_VALIDITY)?;
+    let (cert, key) = admin_credential(&ca, pki)?;
     Ok(kubeconfig::with_client_certificate(url, server_ca, &cert, &key))
+}
+
+/// The admin client certificate and key (PEM) from the tenant's CA `ca`, kept in `pki` as
+/// `admin.crt` and `admin.key`: issued on first use (a new key), read afterwards.
+pub fn admin_credential(ca: &TenantCa, pki: &Path) -> Result<(String, String), CredentialError> {
+    ca.load_or_issue_client(pki, "admin", ADMIN_USER, &[ADMIN_GROUP], ADMIN_VALIDITY)
 }

@@ -100,7 +100,8 @@ pub enum ManagerError {
         /// The host namespace.
         namespace: String,
     },
-    /// A blocking step (opening a store, removing a directory) did not finish.
+    /// A blocking step (opening a store, making credentials, removing a directory) did not
+    /// finish.
     #[error("a blocking task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
@@ -191,11 +192,23 @@ impl Manager {
     }
 
     /// The tenant's admin kubeconfig: a `system:masters` certificate from its CA, kept in its
-    /// data directory so that it is the same after a restart.
+    /// data directory so that it is the same after a restart. Reads (and, the first time, makes)
+    /// keys and files: blocks, so the manager itself runs it on the blocking pool.
     pub fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
         let pki = self.dir(name).pki();
         identity::admin_kubeconfig(name, &self.url(name), self.server_ca_pem.as_deref(), &pki)
             .map_err(|source| ManagerError::Credentials { tenant: name.to_owned(), source })
+    }
+
+    /// [`Manager::tenant_kubeconfig`] on the blocking pool.
+    async fn admin_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
+        let (tenant, url, pki) = (name.to_owned(), self.url(name), self.dir(name).pki());
+        let server_ca = self.server_ca_pem.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            identity::admin_kubeconfig(&tenant, &url, server_ca.as_deref(), &pki)
+        })
+        .await?;
+        made.map_err(|source| ManagerError::Credentials { tenant: name.to_owned(), source })
     }
 
     /// Stop serving a tenant: its cluster, its admission, its hooks.
@@ -290,7 +303,7 @@ impl Manager {
                 return Err(e);
             }
         }
-        let kubeconfig = self.tenant_kubeconfig(name)?;
+        let kubeconfig = self.admin_kubeconfig(name).await?;
         namespace::keep_kubeconfig(&self.host, name, &kubeconfig).await?;
         let admission = self.admissions.lock().get(name).cloned();
         if let Some(admission) = admission {
@@ -415,7 +428,9 @@ impl Manager {
         Ok(self.host.replace(host::TENANTS, name, &updated).await?)
     }
 
-    /// Serve the tenant's API, opening (or creating) its store, bounded by the tenant's limits.
+    /// Serve the tenant's API, opening (or creating) its store, bounded by the tenant's limits,
+    /// and its credentials at the same time (see [`tenant_cluster::open`]); it is served
+    /// as soon as both are ready.
     async fn serve(&self, name: &str, tenant: &Value) -> Result<(), ManagerError> {
         if self.clusters.tenant(name).is_some() {
             return Ok(());
@@ -427,9 +442,10 @@ impl Manager {
         }
         let (dir, quota, secured) =
             (self.dir(name), store_quota(tenant), self.server_ca_pem.is_some());
-        let opened =
-            tokio::task::spawn_blocking(move || tenant_cluster::open(&dir, quota, secured))
-                .await??;
+        let opened = tenant_cluster::open(dir, quota, secured).await?;
+        // The tenant's pod rules hold from its first request, not only from the end of this
+        // reconcile (a restarted manager serves tenants whose clients are already connected).
+        opened.admission.set(Self::policy_of(tenant));
         self.admissions.lock().insert(name.to_owned(), opened.admission);
         self.clusters.insert(name, opened.server);
         tracing::info!(tenant = %name, "serving the tenant's API");

@@ -523,3 +523,65 @@ async fn on_a_secured_host_the_service_accounts_rules_allow_all_the_manager_does
     assert_eq!(f.host.get(&tenants(), "team-a").unwrap_err().code(), 404);
     assert!(f.clusters.names().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_tenant_is_bootstrapped_in_one_commit_and_a_restart_writes_nothing() {
+    let f = fixture_in(tempfile::tempdir().unwrap());
+    create(&f, "team-a", json!({}));
+    f.manager.reconcile("team-a").await.unwrap();
+    let store = f.clusters.tenant("team-a").unwrap().api().store().clone();
+    let stats = store.commit_stats();
+    assert_eq!(stats.commits, 1, "the bootstrap is one durable commit: {stats:?}");
+    assert_eq!(stats.revisions, store.current_revision());
+    assert_eq!(stats.revisions, store.usage().objects, "each object written once");
+    let revision = store.current_revision();
+    for path in ["namespaces/kube-system", "namespaces/default/serviceaccounts/default"] {
+        assert_eq!(status_of(&f, &format!("/tenants/team-a/api/v1/{path}")).await, 200, "{path}");
+    }
+    drop(store);
+
+    let Fixture { dir, host, clusters, manager } = f;
+    drop((host, clusters, manager));
+    let f = fixture_in(dir);
+    f.manager.resume().await.unwrap();
+    let store = f.clusters.tenant("team-a").unwrap().api().store().clone();
+    assert_eq!(store.commit_stats().commits, 0, "nothing missing, nothing written");
+    assert_eq!(store.current_revision(), revision);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secured_tenant_gets_its_credentials_and_its_kubeconfig_carries_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("host"), Options::create()).unwrap();
+    let host = Arc::new(Api::host(Arc::new(store)).unwrap());
+    let server = Arc::new(Server::new(host.clone(), ""));
+    let clusters = Arc::new(Clusters::new(server.clone()));
+    let client = local_client::client(router(server), None, "default");
+    let server_ca = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
+    let manager = Manager::new(
+        client,
+        clusters.clone(),
+        dir.path(),
+        "https://127.0.0.1:6443",
+        Some(server_ca.to_owned()),
+    );
+    let f = Fixture { dir, host, clusters, manager };
+    create(&f, "team-a", json!({}));
+    f.manager.reconcile("team-a").await.unwrap();
+    let tenant = f.host.get(&tenants(), "team-a").unwrap();
+    assert_eq!(tenant["status"]["phase"], "Ready", "{tenant}");
+    let pki = f.dir.path().join("tenants/team-a/pki");
+    for file in ["ca.crt", "ca.key", "sa.key", "admin.crt", "admin.key"] {
+        assert!(pki.join(file).is_file(), "{file}");
+    }
+    let secrets = Target { rt: rt("secrets"), namespace: Some("carrel-team-a".into()) };
+    let secret = f.host.get(&secrets, KUBECONFIG_SECRET).unwrap();
+    let encoded = secret["data"]["kubeconfig"].as_str().unwrap();
+    use base64::Engine;
+    let kubeconfig = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap();
+    let kubeconfig = String::from_utf8(kubeconfig).unwrap();
+    assert!(kubeconfig.contains("client-certificate-data"), "{kubeconfig}");
+    // The tenant authenticates: a request without a credential is not served.
+    assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 401);
+    assert_eq!(f.clusters.tenant("team-a").unwrap().api().store().commit_stats().commits, 1);
+}

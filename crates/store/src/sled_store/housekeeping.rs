@@ -101,6 +101,8 @@ impl Inner {
                 .run("write-ahead log append", || self.wal.lock().append(&batch.wal));
             match outcome {
                 Ok(()) => {
+                    self.commits.fetch_add(1, Ordering::AcqRel);
+                    self.committed_revisions.fetch_add(batch.events.len() as u64, Ordering::AcqRel);
                     // Still the only leader, so events reach the publisher in revision order.
                     let sent = self
                         .publisher

@@ -8,7 +8,8 @@
 //! revision is durable: nothing a client reads can be lost in a crash.
 //!
 //! Opening is in `open`, lists and watches (and the history they rewind or replay) in
-//! `list_watch`, compaction, checkpoints, durability waits and reopening in `housekeeping`.
+//! `list_watch`, compaction, checkpoints, durability waits and reopening in `housekeeping`,
+//! several creates as one write ([`Store::create_all`]) in `batch`.
 
 use std::collections::BTreeMap;
 use std::fs::{File, TryLockError};
@@ -33,14 +34,15 @@ use crate::io::{Failure, Retry};
 use crate::wal::{self, Wal};
 use crate::watch::Watch;
 
+mod batch;
 mod housekeeping;
 mod list_watch;
 mod open;
 
 use self::open::{load, lock_dir, prepare_dir, Loaded};
 use crate::{
-    Error, Event, EventKind, Health, HistoryWindow, ListOptions, ListPage, Object, Quota, Result,
-    Revision, Store, Usage,
+    CommitStats, Error, Event, EventKind, Health, HistoryWindow, ListOptions, ListPage, Object,
+    Quota, Result, Revision, Store, Usage,
 };
 
 /// The longest key a store accepts.
@@ -139,6 +141,9 @@ struct Inner {
     usage: Mutex<Usage>,
     /// The most it may hold.
     quota: Mutex<Quota>,
+    /// Durable commits made since the store was opened, and the revisions they covered.
+    commits: AtomicU64,
+    committed_revisions: AtomicU64,
 }
 
 impl SledStore {
@@ -168,6 +173,8 @@ impl SledStore {
             publisher: Mutex::new(None),
             usage: Mutex::new(usage),
             quota: Mutex::new(Quota::UNLIMITED),
+            commits: AtomicU64::new(0),
+            committed_revisions: AtomicU64::new(0),
             options,
         });
         // Fan-out to watchers runs on its own thread, so that a thousand watchers never delay
@@ -250,6 +257,13 @@ fn unix_millis() -> u64 {
 /// store's usage after it.
 fn event_batch(event: &Event, record: &[u8], usage: Usage) -> sled::Batch {
     let mut batch = sled::Batch::default();
+    add_event(&mut batch, event, record);
+    set_revision(&mut batch, event.revision, usage);
+    batch
+}
+
+/// Add to `batch` the object `event` leaves and its history log entry.
+fn add_event(batch: &mut sled::Batch, event: &Event, record: &[u8]) {
     let object_key = codec::object_key(&event.key);
     match event.kind {
         EventKind::Deleted => batch.remove(object_key),
@@ -259,9 +273,12 @@ fn event_batch(event: &Event, record: &[u8], usage: Usage) -> sled::Batch {
         ),
     }
     batch.insert(&codec::log_key(event.revision), record);
-    batch.insert(codec::META_REVISION, &codec::encode_u64(event.revision));
-    batch.insert(codec::META_USAGE, &codec::encode_usage(event.revision, usage));
-    batch
+}
+
+/// Add to `batch` the store's revision and its usage as of that revision.
+fn set_revision(batch: &mut sled::Batch, revision: Revision, usage: Usage) {
+    batch.insert(codec::META_REVISION, &codec::encode_u64(revision));
+    batch.insert(codec::META_USAGE, &codec::encode_usage(revision, usage));
 }
 
 /// Durable events on their way to watchers, and the revision they bring the hub up to.
@@ -426,6 +443,10 @@ impl Store for SledStore {
         self.inner.write(key, Op::Create(value))
     }
 
+    fn create_all(&self, items: Vec<(String, Bytes)>) -> Result<Vec<Object>> {
+        self.inner.create_all(items)
+    }
+
     fn update(&self, key: &str, value: Bytes, expected: Option<Revision>) -> Result<Object> {
         self.inner.write(key, Op::Update { value, expected, bounded: true })
     }
@@ -477,6 +498,13 @@ impl Store for SledStore {
 
     fn quota(&self) -> Quota {
         *self.inner.quota.lock()
+    }
+
+    fn commit_stats(&self) -> CommitStats {
+        CommitStats {
+            commits: self.inner.commits.load(Ordering::Acquire),
+            revisions: self.inner.committed_revisions.load(Ordering::Acquire),
+        }
     }
 }
 

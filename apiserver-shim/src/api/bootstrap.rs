@@ -1,0 +1,151 @@
+//! What every cluster starts with: the system namespaces, each with its `default`
+//! ServiceAccount, and Kubernetes' default ClusterRoles and ClusterRoleBindings. Whatever is
+//! missing is created in one atomic store write ([`Api::create_all_as_server`]), so a new
+//! cluster's bootstrap is one durable commit; on a store that has them, an administrator's
+//! changes to existing ones are kept.
+
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use serde_json::{json, Value};
+
+use carrel_store::Store;
+
+use crate::object::meta_str;
+use crate::status::{ApiError, ApiResult};
+
+use super::{internal, key_for, namespaces, Api, ListParams, Target, Write, SYSTEM_NAMESPACES};
+
+/// How often the bootstrap is made again when another writer created one of its objects between
+/// its look at the store and its write.
+const ATTEMPTS: usize = 3;
+
+impl Api {
+    /// Create what is missing of the bootstrap, then bring the aggregated ClusterRoles already
+    /// stored up to date with any of their parts just created.
+    pub(super) fn bootstrap(&self) -> ApiResult<()> {
+        for attempt in 1..=ATTEMPTS {
+            let missing = self.missing_bootstrap()?;
+            if missing.is_empty() {
+                break;
+            }
+            let count = missing.len();
+            match self.create_all_as_server(missing) {
+                Ok(_) => {
+                    tracing::debug!(objects = count, "created the cluster's bootstrap objects");
+                    break;
+                }
+                Err(e @ ApiError::AlreadyExists { .. }) if attempt < ATTEMPTS => {
+                    tracing::debug!(error = %e, "a bootstrap object was created meanwhile; again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.aggregate_cluster_roles()
+    }
+
+    fn exists(&self, key: &str) -> ApiResult<bool> {
+        Ok(self.store.get(key).map_err(internal)?.is_some())
+    }
+
+    /// The bootstrap objects not stored, in the order they are created: each missing namespace
+    /// followed by its `default` ServiceAccount (what its create would add), then the missing
+    /// ClusterRoles and ClusterRoleBindings.
+    fn missing_bootstrap(&self) -> ApiResult<Vec<(Target<'_>, Value)>> {
+        let namespaces = self.rt("", "namespaces");
+        let service_accounts = self.rt("", "serviceaccounts");
+        let mut missing = Vec::new();
+        for ns in SYSTEM_NAMESPACES {
+            if self.exists(&key_for(namespaces, None, ns))? {
+                continue;
+            }
+            let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            missing.push((Target { rt: namespaces, namespace: None }, body));
+            let account = namespaces::default_service_account();
+            let name = meta_str(&account, "name").unwrap_or_default();
+            if !self.exists(&key_for(service_accounts, Some(ns), name))? {
+                let target = Target { rt: service_accounts, namespace: Some((*ns).to_owned()) };
+                missing.push((target, account));
+            }
+        }
+        missing.extend(self.missing_rbac()?);
+        Ok(missing)
+    }
+
+    /// The default ClusterRoles and ClusterRoleBindings not stored. A missing aggregated role
+    /// comes with its rules aggregated from every ClusterRole, stored or missing, as the
+    /// aggregation after their creates would have made them.
+    fn missing_rbac(&self) -> ApiResult<Vec<(Target<'_>, Value)>> {
+        let roles_rt = self.rt("rbac.authorization.k8s.io", "clusterroles");
+        let bindings_rt = self.rt("rbac.authorization.k8s.io", "clusterrolebindings");
+        let mut roles = Vec::new();
+        for role in crate::rbac::bootstrap::cluster_roles() {
+            let name = role.metadata.name.as_deref().unwrap_or_default();
+            if !self.exists(&key_for(roles_rt, None, name))? {
+                roles.push(role);
+            }
+        }
+        let mut bindings = Vec::new();
+        for binding in crate::rbac::bootstrap::cluster_role_bindings() {
+            let name = binding.metadata.name.as_deref().unwrap_or_default();
+            if !self.exists(&key_for(bindings_rt, None, name))? {
+                bindings.push(binding);
+            }
+        }
+        if !roles.is_empty() {
+            let mut all = self.stored_cluster_roles()?;
+            all.extend(roles.iter().cloned());
+            for aggregated in crate::rbac::aggregate(&all) {
+                if let Some(role) =
+                    roles.iter_mut().find(|r| r.metadata.name == aggregated.metadata.name)
+                {
+                    role.rules = aggregated.rules;
+                }
+            }
+        }
+        let encode = |v: Result<Value, serde_json::Error>| {
+            v.map_err(|e| ApiError::internal(format!("encoding the bootstrap policy: {e}")))
+        };
+        let mut missing = Vec::with_capacity(roles.len() + bindings.len());
+        for role in roles {
+            missing.push((
+                Target { rt: roles_rt, namespace: None },
+                encode(serde_json::to_value(role))?,
+            ));
+        }
+        for binding in bindings {
+            let target = Target { rt: bindings_rt, namespace: None };
+            missing.push((target, encode(serde_json::to_value(binding))?));
+        }
+        Ok(missing)
+    }
+
+    /// Every stored ClusterRole, typed (one that does not decode is left out).
+    fn stored_cluster_roles(&self) -> ApiResult<Vec<ClusterRole>> {
+        let rt = self.rt("rbac.authorization.k8s.io", "clusterroles");
+        let listed = self.list(&Target { rt, namespace: None }, &ListParams::default())?;
+        Ok(listed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| serde_json::from_value(r.clone()).ok())
+            .collect())
+    }
+
+    /// Store the rules of every aggregated ClusterRole whose labelled parts changed.
+    pub(crate) fn aggregate_cluster_roles(&self) -> ApiResult<()> {
+        let rt = self.rt("rbac.authorization.k8s.io", "clusterroles");
+        let target = Target { rt, namespace: None };
+        let roles = self.stored_cluster_roles()?;
+        for changed in crate::rbac::aggregate(&roles) {
+            let name = changed.metadata.name.clone().unwrap_or_default();
+            let mut current = self.get(&target, &name)?;
+            current["rules"] = serde_json::to_value(&changed.rules)
+                .map_err(|e| ApiError::internal(format!("encoding aggregated rules: {e}")))?;
+            match self.update(&target, &name, current, None, &Write::server()) {
+                // A concurrent write of the role: it aggregates again itself.
+                Ok(_) | Err(ApiError::AlreadyExists { .. } | ApiError::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
