@@ -270,3 +270,40 @@ async fn a_stopped_syncer_leaves_nothing_subscribed() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_taken_up_on_the_shared_host_side_give_their_room_back() {
+    use std::sync::Arc;
+
+    use carrel_apiserver::intake::PodIntake;
+    use carrel_syncer::taken_up;
+    // One pod at a time, and no room given back by time: each create after the first waits
+    // until the watch beside the syncer, shown the host pods by the shared host side, reports
+    // the pod before it taken up.
+    let intake = Arc::new(PodIntake::new(1, Duration::from_secs(3600)));
+    let (_host_dir, host_addr) = server(true, Some(&intake)).await;
+    let (_tenant_dir, tenant_addr) = server(false, Some(&intake)).await;
+    let host = client(host_addr.port());
+    let tenant = client(tenant_addr.port());
+    create_namespace(&host, "carrel-t").await;
+    let shared = HostWatch::new(host.clone());
+    let settled = intake.clone();
+    let watch = tokio::spawn(taken_up::watch_shared(
+        "t".into(),
+        tenant.clone(),
+        shared.clone(),
+        "carrel-t".into(),
+        move |namespace, name| settled.settled("t", namespace, name),
+    ));
+    let (stop, run) = start(Syncer::new(tenant.clone(), &shared, config("t")));
+    for name in ["one", "two", "three"] {
+        let created = tokio::time::timeout(Duration::from_secs(30), create_pod(&tenant, name));
+        assert!(created.await.is_ok(), "creating {name} waited 30 s for room in the window");
+    }
+    eventually("the host pods", || async { host_pods(&host, "carrel-t").await.len() == 3 }).await;
+    let _ = stop.send(true);
+    run.await.expect("the syncer stops");
+    watch.abort();
+    let _ = watch.await;
+    assert!(shared.subscribed_tenants().is_empty());
+}

@@ -143,10 +143,10 @@ impl TenantHooks for Syncers {
             };
             let taken_up = intake.map(|intake| {
                 let tenant = name.clone();
-                let watch = taken_up::watch(
+                let watch = taken_up::watch_shared(
                     name.clone(),
                     client.clone(),
-                    host.clone(),
+                    host_watch.clone(),
                     config.host_namespace.clone(),
                     move |namespace, pod| intake.settled(&tenant, namespace, pod),
                 );
