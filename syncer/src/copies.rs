@@ -6,17 +6,16 @@ use crate::*;
 /// The tenant objects (namespace, name) that the host copies in `copies` stand for; token
 /// Secrets, which stand for none, are left out.
 pub(crate) fn copied_objects<K: Copied>(copies: &Store<K>) -> Vec<Key> {
-    copies
-        .state()
-        .iter()
-        .filter_map(|copy| {
-            let a = copy.meta().annotations.as_ref()?;
-            Some((
-                a.get(host_names::ANNOTATION_NAMESPACE)?.clone(),
-                a.get(host_names::ANNOTATION_NAME)?.clone(),
-            ))
-        })
-        .collect()
+    copies.state().iter().filter_map(|copy| copied_object(&**copy)).collect()
+}
+
+/// The tenant object (namespace, name) host copy `copy` stands for; `None` for a token Secret.
+fn copied_object<K: Copied>(copy: &K) -> Option<Key> {
+    let a = copy.meta().annotations.as_ref()?;
+    Some((
+        a.get(host_names::ANNOTATION_NAMESPACE)?.clone(),
+        a.get(host_names::ANNOTATION_NAME)?.clone(),
+    ))
 }
 
 /// A namespaced kind whose objects the syncer copies to the host (ConfigMaps, Secrets).
@@ -41,41 +40,13 @@ impl<K> Copied for K where
 impl Syncer {
     /// Keep the host copies of ConfigMaps or Secrets (the ones pods referenced) in line with
     /// the tenant's objects as these change. Both sides are watched: a tenant change seen before
-    /// the host watch shows the copy it concerns is looked at again when the copy shows up.
-    /// `(copies, writer)` is the store the host watch fills.
-    pub(crate) async fn mirror<K>(self, (copies, writer): (Store<K>, reflector::store::Writer<K>))
+    /// the host side shows the copy it concerns is looked at again when the copy shows up.
+    /// `host`: the tenant's host objects of the kind, as the shared host side shows them.
+    pub(crate) async fn mirror<K>(self, mut host: Subscription<K>)
     where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Copied + Fed,
     {
-        let host: Api<K> =
-            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let config =
-            watcher::Config::default().labels(&host_names::host_selector(&self.inner.tenant));
-        let host_stream = reflector::reflector(writer, watcher(host, config)).default_backoff();
-        // The tenant object each copy the host watch shows stands for.
-        let (copied_tx, mut copied) = mpsc::unbounded_channel::<Key>();
-        let _host_watch = AbortOnDrop(tokio::spawn(async move {
-            futures::pin_mut!(host_stream);
-            while let Some(event) = host_stream.next().await {
-                if let Ok(watcher::Event::Apply(copy) | watcher::Event::InitApply(copy)) = event {
-                    // Token Secrets carry no tenant object's name: they are not copies.
-                    let Some(a) = copy.meta().annotations.as_ref() else { continue };
-                    if let (Some(ns), Some(name)) = (
-                        a.get(host_names::ANNOTATION_NAMESPACE),
-                        a.get(host_names::ANNOTATION_NAME),
-                    ) {
-                        let _ = copied_tx.send((ns.clone(), name.clone()));
-                    }
-                }
-            }
-        }));
+        let copies = host.store();
         let _ = copies.wait_until_ready().await;
         let tenant: Api<K> = Api::all(self.inner.tenant_client.clone());
         let stream = watcher(tenant, watcher::Config::default()).default_backoff();
@@ -115,7 +86,13 @@ impl Syncer {
                     Some(Err(_)) => continue,
                     None => return,
                 },
-                Some((ns, name)) = copied.recv() => {
+                Some(change) = host.next() => {
+                    let (watcher::Event::Apply(copy) | watcher::Event::InitApply(copy)) = change
+                    else {
+                        continue;
+                    };
+                    // Token Secrets carry no tenant object's name: they are not copies.
+                    let Some((ns, name)) = copied_object(&copy) else { continue };
                     // Read the tenant object afresh: the tenant watch may not have shown its
                     // latest version yet, and an older one must not overwrite the copy.
                     let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), &ns);

@@ -50,15 +50,12 @@ impl SeenEvents {
 }
 
 impl Syncer {
-    pub(crate) async fn watch_host_events(self) {
-        let api: Api<Event> =
-            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let stream = watcher(api, watcher::Config::default()).default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
+    /// The host events of the tenant's host namespace, as the shared host side shows them.
+    pub(crate) async fn watch_host_events(self, mut events: Subscription<Event>) {
+        while let Some(event) = events.next().await {
             let seen = || self.inner.events_seen.lock();
             match event {
-                Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => {
+                watcher::Event::Apply(e) | watcher::Event::InitApply(e) => {
                     if let Some(uid) = e.metadata.uid.as_deref() {
                         seen().listed(uid);
                     }
@@ -66,16 +63,13 @@ impl Syncer {
                         tracing::debug!(tenant = %self.inner.tenant, error = %err, "copying a host event");
                     }
                 }
-                Ok(watcher::Event::Delete(e)) => {
+                watcher::Event::Delete(e) => {
                     if let Some(uid) = e.metadata.uid.as_deref() {
                         seen().forget(uid);
                     }
                 }
-                Ok(watcher::Event::Init) => seen().relisting(),
-                Ok(watcher::Event::InitDone) => seen().relisted(),
-                Err(e) => {
-                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host events")
-                }
+                watcher::Event::Init => seen().relisting(),
+                watcher::Event::InitDone => seen().relisted(),
             }
         }
     }
@@ -87,11 +81,7 @@ impl Syncer {
             return Ok(());
         }
         let Some(host_name) = involved.name.as_deref() else { return Ok(()) };
-        let Some(host) =
-            self.inner.host_pods.get(&ObjectRef::new(host_name).within(&self.inner.host_namespace))
-        else {
-            return Ok(());
-        };
+        let Some(host) = self.cached_host_pod(host_name) else { return Ok(()) };
         let Some((namespace, name)) = tenant_key(&host) else { return Ok(()) };
         let uid = host
             .metadata

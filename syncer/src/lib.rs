@@ -6,6 +6,9 @@
 //! Every change queues the tenant pod's key; [`Syncer::reconcile`] brings the two sides in line
 //! from what both clusters hold, so a restarted syncer picks up where the last one stopped.
 //!
+//! The host side is watched once for every syncer of a process ([`HostWatch`]): each syncer is
+//! sent the changes to its own tenant's host objects, and reads caches of its own objects.
+//!
 //! One module per synced kind:
 //!
 //! - `pods`: a tenant pod and its host pod. Tenant pod without host pod: copy what it references,
@@ -30,6 +33,7 @@
 mod copies;
 mod events_up;
 pub mod host_names;
+pub mod host_watch;
 pub mod placement;
 mod pods;
 pub mod taken_up;
@@ -37,6 +41,8 @@ mod tokens;
 pub mod translate;
 mod virtual_nodes;
 
+pub use host_watch::HostWatch;
+use host_watch::{Fed, Listener, Subscription};
 use pods::finished;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -45,7 +51,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
@@ -55,10 +61,8 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use parking_lot::{Mutex, RwLock};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use carrel_events::{EventTarget, EventType, Recorder};
-use carrel_gpu::leases::Selection;
 use carrel_gpu::requests::{gpu_requests, WHOLE_GPU};
 use carrel_gpu::Holder;
 
@@ -140,16 +144,19 @@ struct Inner {
     tenant_client: kube::Client,
     /// Writes the syncer's own Events in the tenant.
     recorder: Recorder,
+    /// The host side, shared with the other syncers of the process.
+    host: HostWatch,
     host_client: kube::Client,
     tenant_pods: Store<Pod>,
-    host_pods: Store<Pod>,
+    /// The writer of the tenant pods' cache, until [`Syncer::run`] starts the watches.
+    tenant_writer: Mutex<Option<reflector::store::Writer<Pod>>>,
+    /// The host pods of the tenant, once the syncer runs (kept by [`HostWatch`]).
+    host_pods: std::sync::OnceLock<Store<Pod>>,
     /// The host's nodes: virtual nodes follow them, and GPU placement reads their inventories.
     host_nodes: Store<Node>,
     /// Every claim Lease: GPU placement reads the fleet's holders from it, and a change to one
     /// of the tenant's claims (the node agent made its device) triggers its pod's reconcile.
     claim_leases: Store<Lease>,
-    /// The writers of the caches above, until [`Syncer::run`] starts the watches.
-    writers: Mutex<Option<Writers>>,
     /// Requests to reconcile a tenant pod, now or later: the scheduler's input.
     queue: UnboundedSender<ScheduleRequest<Key>>,
     /// An instant before the scheduler's queue was made: what a request due now is dated.
@@ -202,24 +209,14 @@ impl<T: Eq + std::hash::Hash> Relist<T> {
     }
 }
 
-/// The writers of a syncer's caches.
-struct Writers {
-    tenant_pods: reflector::store::Writer<Pod>,
-    host_pods: reflector::store::Writer<Pod>,
-    host_nodes: reflector::store::Writer<Node>,
-    claim_leases: reflector::store::Writer<Lease>,
-}
-
 /// `source.component` and `reportingComponent` of the syncer's own Events in the tenant.
 pub const COMPONENT: &str = "carrel-syncer";
 
 impl Syncer {
-    /// A syncer between a tenant API (`tenant`, as the tenant's admin) and the host (`host`).
-    pub fn new(tenant: kube::Client, host: kube::Client, config: Config) -> Syncer {
+    /// A syncer between a tenant API (`tenant`, as the tenant's admin) and the host, whose side
+    /// it shares with the other syncers on `host`.
+    pub fn new(tenant: kube::Client, host: &HostWatch, config: Config) -> Syncer {
         let (tenant_pods, tenant_writer) = reflector::store();
-        let (host_pods, host_writer) = reflector::store();
-        let (host_nodes, nodes_writer) = reflector::store();
-        let (claim_leases, leases_writer) = reflector::store();
         let (tx, rx) = futures::channel::mpsc::unbounded();
         Syncer {
             inner: Arc::new(Inner {
@@ -231,17 +228,13 @@ impl Syncer {
                 resync: config.resync,
                 recorder: Recorder::for_component(tenant.clone(), COMPONENT, ""),
                 tenant_client: tenant,
-                host_client: host,
+                host_client: host.client().clone(),
+                host_nodes: host.nodes(),
+                claim_leases: host.claim_leases(),
+                host: host.clone(),
                 tenant_pods,
-                host_pods,
-                host_nodes,
-                claim_leases,
-                writers: Mutex::new(Some(Writers {
-                    tenant_pods: tenant_writer,
-                    host_pods: host_writer,
-                    host_nodes: nodes_writer,
-                    claim_leases: leases_writer,
-                })),
+                tenant_writer: Mutex::new(Some(tenant_writer)),
+                host_pods: std::sync::OnceLock::new(),
                 queue: tx,
                 due: tokio::time::Instant::now(),
                 queue_rx: Mutex::new(Some(rx)),
@@ -254,6 +247,13 @@ impl Syncer {
                 host_secrets: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// A syncer with a host side of its own, watching its host namespace only (as
+    /// `carrel-syncer` runs one tenant's).
+    pub fn standalone(tenant: kube::Client, host: kube::Client, config: Config) -> Syncer {
+        let host = HostWatch::in_namespace(host, &config.host_namespace);
+        Syncer::new(tenant, &host, config)
     }
 
     /// The tenant.
@@ -278,24 +278,26 @@ impl Syncer {
     }
 
     /// Watch and reconcile until `stop` turns true. Only the first call runs.
+    ///
+    /// The syncer subscribes to its tenant's part of the host side as it starts, and is
+    /// unsubscribed from all of it when this returns.
     pub async fn run(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let writers = self.inner.writers.lock().take();
+        let writer = self.inner.tenant_writer.lock().take();
         let rx = self.inner.queue_rx.lock().take();
-        let (Some(writers), Some(rx)) = (writers, rx) else {
+        let (Some(writer), Some(rx)) = (writer, rx) else {
             return;
         };
+        let host = self.inner.host.subscribe(&self.inner.tenant, &self.inner.host_namespace);
+        let _ = self.inner.host_pods.set(host.pods.store());
+        let _ = self.inner.host_secrets.set(host.secrets.store());
         let tasks = vec![
-            tokio::spawn(self.clone().watch_tenant_pods(writers.tenant_pods)),
-            tokio::spawn(self.clone().watch_host_pods(writers.host_pods)),
-            tokio::spawn(self.clone().watch_claims(writers.claim_leases)),
-            tokio::spawn(self.clone().watch_host_events()),
-            tokio::spawn(self.clone().watch_host_nodes(writers.host_nodes)),
-            tokio::spawn(self.clone().mirror::<ConfigMap>(reflector::store())),
-            tokio::spawn(self.clone().mirror::<Secret>({
-                let (secrets, writer) = reflector::store();
-                let _ = self.inner.host_secrets.set(secrets.clone());
-                (secrets, writer)
-            })),
+            tokio::spawn(self.clone().watch_tenant_pods(writer)),
+            tokio::spawn(self.clone().watch_host_pods(host.pods)),
+            tokio::spawn(self.clone().watch_claims(host.claims)),
+            tokio::spawn(self.clone().watch_host_events(host.events)),
+            tokio::spawn(self.clone().watch_host_nodes(host.nodes)),
+            tokio::spawn(self.clone().mirror::<ConfigMap>(host.config_maps)),
+            tokio::spawn(self.clone().mirror::<Secret>(host.secrets)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];
@@ -304,9 +306,25 @@ impl Syncer {
                 break;
             }
         }
-        for t in tasks {
+        for t in &tasks {
             t.abort();
         }
+        // The subscriptions end with the tasks that hold them: once these are done, nothing of
+        // the tenant is left subscribed.
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// The host pods of the tenant cached now (none before [`Syncer::run`]).
+    fn cached_host_pods(&self) -> Vec<Arc<Pod>> {
+        self.inner.host_pods.get().map(Store::state).unwrap_or_default()
+    }
+
+    /// Host pod `name` of the tenant, from the cache.
+    fn cached_host_pod(&self, name: &str) -> Option<Arc<Pod>> {
+        let key = ObjectRef::new(name).within(&self.inner.host_namespace);
+        self.inner.host_pods.get()?.get(&key)
     }
 
     /// Reconcile tenant pod `key` as soon as it is not being reconciled.
@@ -330,35 +348,17 @@ impl Syncer {
     async fn watch_tenant_pods(self, writer: reflector::store::Writer<Pod>) {
         let api: Api<Pod> = Api::all(self.inner.tenant_client.clone());
         let key_of = |p: &Pod| Some((p.metadata.namespace.clone()?, p.metadata.name.clone()?));
-        self.watch_pods(api, watcher::Config::default(), writer, key_of, "the tenant's pods").await;
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
+        self.queue_changes(stream, key_of, "the tenant's pods").await;
     }
 
-    /// Keep the cache of the claim Leases; a change to one of this tenant's claims queues the
-    /// pod holding it (the node agent writes the device it made on the claim: the pod waiting
-    /// for it can now run).
-    async fn watch_claims(self, writer: reflector::store::Writer<Lease>) {
-        let api = carrel_gpu::leases::api(&self.inner.host_client);
-        let config = watcher::Config::default().labels(&Selection::All.labels());
-        let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(
-                    watcher::Event::Apply(lease)
-                    | watcher::Event::Delete(lease)
-                    | watcher::Event::InitApply(lease),
-                ) => {
-                    let Some(annotations) = lease.metadata.annotations.as_ref() else { continue };
-                    let Ok(claim) = carrel_gpu::Claim::from_metadata(annotations) else { continue };
-                    if claim.holder.tenant == self.inner.tenant {
-                        self.enqueue((claim.holder.namespace, claim.holder.pod));
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the claim Leases")
-                }
-            }
+    /// A change to one of this tenant's claims (the shared host side sends only those) queues
+    /// the pod holding it: the node agent writes the device it made on the claim, so the pod
+    /// waiting for it can now run.
+    async fn watch_claims(self, mut claims: Listener<Key>) {
+        while let Some(key) = claims.next().await {
+            self.enqueue(key);
         }
     }
 
@@ -374,24 +374,19 @@ impl Syncer {
         })
     }
 
-    async fn watch_host_pods(self, writer: reflector::store::Writer<Pod>) {
-        let api: Api<Pod> =
-            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let config =
-            watcher::Config::default().labels(&host_names::host_selector(&self.inner.tenant));
-        self.watch_pods(api, config, writer, tenant_key, "the host pods").await;
+    /// The tenant's host pods, as the shared host side shows them.
+    async fn watch_host_pods(self, pods: Subscription<Pod>) {
+        let stream = pods.map(Ok::<_, watcher::Error>);
+        self.queue_changes(stream, tenant_key, "the host pods").await;
     }
 
-    /// Keep `writer`'s cache of `api`'s pods, queueing the tenant pod each change is about.
-    async fn watch_pods(
+    /// Queue the tenant pod each change to a pod is about.
+    async fn queue_changes(
         &self,
-        api: Api<Pod>,
-        config: watcher::Config,
-        writer: reflector::store::Writer<Pod>,
+        stream: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
         key_of: impl Fn(&Pod) -> Option<Key>,
         what: &str,
     ) {
-        let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             match event {
@@ -416,7 +411,9 @@ impl Syncer {
         // Garbage is what neither side wants: that can only be told once both caches are full.
         let ready = async {
             let _ = self.inner.tenant_pods.wait_until_ready().await;
-            let _ = self.inner.host_pods.wait_until_ready().await;
+            if let Some(host_pods) = self.inner.host_pods.get() {
+                let _ = host_pods.wait_until_ready().await;
+            }
         };
         ready.await;
         let mut tick = tokio::time::interval(self.inner.resync);
@@ -431,7 +428,7 @@ impl Syncer {
                     keys.insert((ns, name));
                 }
             }
-            for p in self.inner.host_pods.state() {
+            for p in self.cached_host_pods() {
                 if let Some(key) = tenant_key(&p) {
                     keys.insert(key);
                 }
@@ -501,7 +498,7 @@ impl Syncer {
     async fn collect_garbage(&self) -> Result<(), SyncError> {
         let mut live_hosts: HashSet<String> = HashSet::new();
         let mut used_nodes: HashSet<String> = HashSet::new();
-        for p in self.inner.host_pods.state() {
+        for p in self.cached_host_pods() {
             if finished(&p) {
                 continue;
             }

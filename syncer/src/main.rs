@@ -94,7 +94,7 @@ async fn main() -> anyhow::Result<()> {
         tenant_ca_pem,
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
-    let syncer = Syncer::new(tenant, host, config);
+    let syncer = Syncer::standalone(tenant, host, config);
     syncer.set_allowed_tolerations(args.allowed_tolerations);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn({

@@ -5,16 +5,17 @@
 //! through the APIs (a failed attempt, a host name taken) is never reported.
 //!
 //! `carrel up` runs it beside each tenant's syncer and gives the pod's room in its intake window
-//! back on each report; it reaches both APIs as a client, as the syncer does.
+//! back on each report; it reaches both APIs as a client, as the syncer does, and is shown the
+//! host pods by the host side the syncers share ([`watch_shared`]).
 
 use std::collections::HashSet;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 
-use crate::host_names;
+use crate::{host_names, HostWatch};
 
 /// Whether the syncer has shown on tenant pod `pod` that it took it up.
 fn shows_taken_up(pod: &Pod) -> bool {
@@ -50,15 +51,38 @@ pub async fn watch(
     host_namespace: String,
     settled: impl Fn(&str, &str),
 ) {
-    let tenant_pods = watcher(Api::<Pod>::all(tenant_client), watcher::Config::default())
-        .default_backoff()
-        .map(|e| (true, e));
     let host_pods = watcher(
         Api::<Pod>::namespaced(host, &host_namespace),
         watcher::Config::default().labels(&host_names::host_selector(&tenant)),
     )
-    .default_backoff()
-    .map(|e| (false, e));
+    .default_backoff();
+    follow(tenant, tenant_client, host_pods, settled).await;
+}
+
+/// [`watch`], shown the host pods by the host side `host` that the syncers share rather than by
+/// a watch of its own. Call it within a Tokio runtime.
+pub async fn watch_shared(
+    tenant: String,
+    tenant_client: kube::Client,
+    host: HostWatch,
+    host_namespace: String,
+    settled: impl Fn(&str, &str),
+) {
+    let host_pods = host.pods(&tenant, &host_namespace).map(Ok::<_, watcher::Error>);
+    follow(tenant, tenant_client, host_pods, settled).await;
+}
+
+/// Report the tenant pods taken up, from the tenant's pods and `host_pods`, its host pods.
+async fn follow(
+    tenant: String,
+    tenant_client: kube::Client,
+    host_pods: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>>,
+    settled: impl Fn(&str, &str),
+) {
+    let tenant_pods = watcher(Api::<Pod>::all(tenant_client), watcher::Config::default())
+        .default_backoff()
+        .map(|e| (true, e));
+    let host_pods = host_pods.map(|e| (false, e));
     let mut events = std::pin::pin!(futures::stream::select(tenant_pods, host_pods));
     let mut reported = Reported::default();
     while let Some((in_tenant, event)) = events.next().await {

@@ -63,21 +63,13 @@ impl Syncer {
 
     /// Keep the virtual nodes in line with their host nodes (readiness, cordon, taints, labels,
     /// addresses) and with the quota, writing only when what the tenant is shown changes.
-    pub(crate) async fn watch_host_nodes(self, writer: reflector::store::Writer<Node>) {
-        // One cache of the host's nodes, which GPU placement reads too.
-        let api: Api<Node> = Api::all(self.inner.host_client.clone());
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-            .default_backoff();
-        futures::pin_mut!(stream);
+    /// `nodes`: the host nodes as they change (the shared host side keeps one cache of them,
+    /// which GPU placement reads too).
+    pub(crate) async fn watch_host_nodes(self, mut nodes: Listener<Arc<Node>>) {
         loop {
             let changed: Vec<Arc<Node>> = tokio::select! {
-                event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n))) => vec![Arc::new(n)],
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => {
-                        tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching host nodes");
-                        continue;
-                    }
+                node = nodes.next() => match node {
+                    Some(n) => vec![n],
                     None => return,
                 },
                 () = self.inner.quota_changed.notified() => {

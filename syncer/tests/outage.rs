@@ -122,7 +122,7 @@ fn start_syncer(
         "carrel-t".into(),
         move |namespace, name| intake.settled("t", namespace, name),
     );
-    let syncer = Syncer::new(tenant, host, config);
+    let syncer = Syncer::standalone(tenant, host, config);
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(async move {
         let taken_up = tokio::spawn(taken_up);

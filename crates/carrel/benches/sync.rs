@@ -375,6 +375,8 @@ fn syncers_main(args: &[String]) -> BenchResult<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
         let host = client_from(Path::new(host_kubeconfig)).await?;
+        // One host side for every syncer, as in `carrel up`.
+        let host_watch = carrel_syncer::HostWatch::new(host.clone());
         let (_stop, stop_rx) = tokio::sync::watch::channel(false);
         let mut runs = Vec::new();
         for pair in tenants {
@@ -396,7 +398,7 @@ fn syncers_main(args: &[String]) -> BenchResult<()> {
                 resync: Duration::from_secs(10),
             };
             let tenant = client_from(Path::new(path)).await?;
-            let syncer = carrel_syncer::Syncer::new(tenant, host.clone(), config);
+            let syncer = carrel_syncer::Syncer::new(tenant, &host_watch, config);
             let stop = stop_rx.clone();
             runs.push(tokio::spawn(async move { syncer.run(stop).await }));
         }

@@ -22,12 +22,14 @@ use carrel_apiserver::registry::core::pods::subresources::{
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_sim::{LogLine, LogStore};
-use carrel_syncer::{host_names, taken_up, Config, Syncer};
+use carrel_syncer::{host_names, taken_up, Config, HostWatch, Syncer};
 use carrel_tenants::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {
     host: kube::Client,
+    /// The host side every tenant's syncer shares: one watch per host kind.
+    host_watch: HostWatch,
     /// The window tenants' new pods wait for, when there is one.
     intake: Option<Arc<PodIntake>>,
     handle: tokio::runtime::Handle,
@@ -71,7 +73,17 @@ impl Syncers {
         resync: Duration,
         intake: Option<Arc<PodIntake>>,
     ) -> Syncers {
-        Syncers { host, intake, handle, ca_pem, resync, start: true, running: Mutex::default() }
+        let host_watch = HostWatch::new(host.clone());
+        Syncers {
+            host,
+            host_watch,
+            intake,
+            handle,
+            ca_pem,
+            resync,
+            start: true,
+            running: Mutex::default(),
+        }
     }
 
     /// Start no syncers, for syncers run as processes of their own: tenants still read their
@@ -122,6 +134,7 @@ impl TenantHooks for Syncers {
         }
         let intake = self.intake.clone();
         let host = self.host.clone();
+        let host_watch = self.host_watch.clone();
         self.handle.spawn(async move {
             let name = config.tenant.clone();
             let Some(client) = tenant_client(&host, &config.host_namespace, stop_rx.clone()).await
@@ -130,16 +143,16 @@ impl TenantHooks for Syncers {
             };
             let taken_up = intake.map(|intake| {
                 let tenant = name.clone();
-                let watch = taken_up::watch(
+                let watch = taken_up::watch_shared(
                     name.clone(),
                     client.clone(),
-                    host.clone(),
+                    host_watch.clone(),
                     config.host_namespace.clone(),
                     move |namespace, pod| intake.settled(&tenant, namespace, pod),
                 );
                 AbortOnDrop(tokio::spawn(watch))
             });
-            let syncer = Syncer::new(client, host, config);
+            let syncer = Syncer::new(client, &host_watch, config);
             syncer.set_allowed_tolerations(tolerations);
             *slot.lock() = Some(syncer.clone());
             tracing::info!(tenant = %name, "syncer started");

@@ -710,8 +710,11 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
                 tenant_ca_pem: None,
                 resync: Duration::from_secs(10),
             };
-            let syncer =
-                carrel_syncer::Syncer::new(kube_client(&t).await, kube_client(&host).await, config);
+            let syncer = carrel_syncer::Syncer::standalone(
+                kube_client(&t).await,
+                kube_client(&host).await,
+                config,
+            );
             syncer.run(stop_rx).await;
         }
     });

@@ -164,9 +164,7 @@ impl Syncer {
         host_name: &str,
         confirm: bool,
     ) -> Result<Option<Arc<Pod>>, SyncError> {
-        let cached =
-            self.inner.host_pods.get(&ObjectRef::new(host_name).within(&self.inner.host_namespace));
-        match cached {
+        match self.cached_host_pod(host_name) {
             Some(p) => Ok(Some(p)),
             None if !confirm => Ok(None),
             None => {

@@ -1,6 +1,7 @@
 //! What the syncer's tests share: real API servers in the test's process.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use carrel_apiserver::intake::PodIntake;
@@ -12,6 +13,16 @@ pub async fn server(
     host: bool,
     intake: Option<&Arc<PodIntake>>,
 ) -> (tempfile::TempDir, SocketAddr) {
+    let (dir, addr, _) = counting_server(host, intake).await;
+    (dir, addr)
+}
+
+/// [`server`], and the number of watch requests (`?watch=true`) it has been sent so far.
+#[allow(dead_code)] // Not every test binary counts.
+pub async fn counting_server(
+    host: bool,
+    intake: Option<&Arc<PodIntake>>,
+) -> (tempfile::TempDir, SocketAddr, Arc<AtomicUsize>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let store =
         carrel_store::SledStore::open(dir.path().join("store"), carrel_store::Options::create())
@@ -28,8 +39,22 @@ pub async fn server(
     }
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
+    let watches = Arc::new(AtomicUsize::new(0));
+    let counter = watches.clone();
+    let router = carrel_apiserver::router(server).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let watch = request
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+            if watch {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+            next.run(request)
+        },
+    ));
     tokio::spawn(async move {
-        let _ = axum::serve(listener, carrel_apiserver::router(server)).await;
+        let _ = axum::serve(listener, router).await;
     });
-    (dir, addr)
+    (dir, addr, watches)
 }

@@ -1,0 +1,340 @@
+//! The host side shared by every syncer of a process: one watch per host kind, whatever the
+//! number of tenants, each change routed to the syncer of the tenant it belongs to.
+//!
+//! - Host pods, ConfigMaps and Secrets: those the syncers wrote (their `managed-by` label), in
+//!   every namespace; each goes to the partition its namespace and tenant label name.
+//! - Host Events about pods: each goes to the partition of its namespace (a tenant's host
+//!   namespace).
+//! - Nodes: one cache; every change goes to every syncer (virtual nodes follow them).
+//! - Claim Leases: one cache (placement reads the whole fleet); a change goes to the syncer of
+//!   the tenant whose pod holds the claim.
+//!
+//! A syncer subscribes to its tenant's partitions when it starts and unsubscribes when it stops;
+//! a change for a tenant with no syncer is dropped (its partition's cache still follows it, so a
+//! syncer that starts later is shown it). The watches start with the first subscription and end
+//! with the last [`HostWatch`] handle.
+
+mod fanout;
+mod feed;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use parking_lot::Mutex;
+
+use carrel_gpu::leases::Selection;
+use carrel_machinery::tenancy::HOST_NAMESPACE_PREFIX;
+
+use fanout::Fanout;
+pub use fanout::Listener;
+use feed::Feed;
+pub use feed::{Fed, Partition, Subscription};
+
+use crate::{host_names, AbortOnDrop, Key};
+
+/// The host side of every syncer of a process: see the [module](self).
+#[derive(Clone)]
+pub struct HostWatch {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: kube::Client,
+    /// The one namespace watched, for a syncer whose host credentials reach only its own;
+    /// `None`: every namespace.
+    namespace: Option<String>,
+    pods: Arc<Feed<Pod>>,
+    config_maps: Arc<Feed<ConfigMap>>,
+    secrets: Arc<Feed<Secret>>,
+    events: Arc<Feed<Event>>,
+    nodes: Store<Node>,
+    claim_leases: Store<Lease>,
+    node_changes: Arc<Fanout<Arc<Node>>>,
+    claim_changes: Arc<Fanout<Key>>,
+    /// The writers of the node and Lease caches until the watches start, then the watches.
+    started: Mutex<Started>,
+}
+
+enum Started {
+    No(reflector::store::Writer<Node>, reflector::store::Writer<Lease>),
+    Yes(#[allow(dead_code)] Vec<AbortOnDrop>),
+}
+
+impl std::fmt::Debug for HostWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostWatch").field("namespace", &self.inner.namespace).finish()
+    }
+}
+
+/// What one syncer is given of the host side: its partitions and the node and claim changes
+/// that concern it. Dropped, it is unsubscribed from all of them.
+pub(crate) struct TenantFeed {
+    pub(crate) pods: Subscription<Pod>,
+    pub(crate) config_maps: Subscription<ConfigMap>,
+    pub(crate) secrets: Subscription<Secret>,
+    pub(crate) events: Subscription<Event>,
+    pub(crate) nodes: Listener<Arc<Node>>,
+    pub(crate) claims: Listener<Key>,
+}
+
+/// The partition a host object the syncers wrote belongs to: its namespace and tenant label.
+fn labelled<K: kube::Resource>(object: &K) -> Option<Partition> {
+    let meta = object.meta();
+    let labels = meta.labels.as_ref()?;
+    if labels.get(host_names::LABEL_MANAGED_BY).map(String::as_str) != Some(host_names::MANAGED_BY)
+    {
+        return None;
+    }
+    Some(Partition {
+        namespace: meta.namespace.clone()?,
+        tenant: labels.get(host_names::LABEL_TENANT)?.clone(),
+    })
+}
+
+/// The partition of a host Event: its namespace.
+fn in_namespace(event: &Event) -> Option<Partition> {
+    Some(Partition { namespace: event.metadata.namespace.clone()?, tenant: String::new() })
+}
+
+/// The tenant pod whose claim a Lease records, and the tenant.
+fn claim_of(lease: &Lease) -> Option<(String, Key)> {
+    let annotations = lease.metadata.annotations.as_ref()?;
+    let claim = carrel_gpu::Claim::from_metadata(annotations).ok()?;
+    Some((claim.holder.tenant, (claim.holder.namespace, claim.holder.pod)))
+}
+
+impl HostWatch {
+    /// The host side for syncers of any tenants, watching every namespace of the host reached
+    /// with `host`.
+    pub fn new(host: kube::Client) -> HostWatch {
+        HostWatch::make(host, None)
+    }
+
+    /// The host side for syncers whose host namespace is `namespace`, watching that namespace
+    /// only (nodes and claims are cluster-wide all the same): for a syncer whose host
+    /// credentials reach only its own namespace.
+    pub fn in_namespace(host: kube::Client, namespace: &str) -> HostWatch {
+        HostWatch::make(host, Some(namespace.to_owned()))
+    }
+
+    fn make(client: kube::Client, namespace: Option<String>) -> HostWatch {
+        // Events of namespaces no syncer subscribes to are kept only where they may be a
+        // tenant's; labelled objects are the syncers' own wherever they are.
+        let one_namespace = namespace.is_some();
+        let keep_events =
+            move |p: &Partition| one_namespace || p.namespace.starts_with(HOST_NAMESPACE_PREFIX);
+        let (nodes, nodes_writer) = reflector::store();
+        let (claim_leases, leases_writer) = reflector::store();
+        HostWatch {
+            inner: Arc::new(Inner {
+                client,
+                namespace,
+                pods: Arc::new(Feed::new(labelled, |_| true)),
+                config_maps: Arc::new(Feed::new(labelled, |_| true)),
+                secrets: Arc::new(Feed::new(labelled, |_| true)),
+                events: Arc::new(Feed::new(in_namespace, keep_events)),
+                nodes,
+                claim_leases,
+                node_changes: Arc::new(Fanout::default()),
+                claim_changes: Arc::new(Fanout::default()),
+                started: Mutex::new(Started::No(nodes_writer, leases_writer)),
+            }),
+        }
+    }
+
+    /// The client of the host.
+    pub fn client(&self) -> &kube::Client {
+        &self.inner.client
+    }
+
+    /// The host's nodes.
+    pub fn nodes(&self) -> Store<Node> {
+        self.inner.nodes.clone()
+    }
+
+    /// Every claim Lease.
+    pub fn claim_leases(&self) -> Store<Lease> {
+        self.inner.claim_leases.clone()
+    }
+
+    /// The host pods the syncer of `tenant` wrote in `host_namespace`, and their changes.
+    /// Starts the watches if they are not running: call it within a Tokio runtime.
+    pub fn pods(&self, tenant: &str, host_namespace: &str) -> Subscription<Pod> {
+        self.start();
+        self.inner.pods.subscribe(partition(tenant, host_namespace))
+    }
+
+    /// Everything the syncer of `tenant` in `host_namespace` is told of the host.
+    pub(crate) fn subscribe(&self, tenant: &str, host_namespace: &str) -> TenantFeed {
+        self.start();
+        let labelled = partition(tenant, host_namespace);
+        let events = Partition { namespace: host_namespace.to_owned(), tenant: String::new() };
+        let nodes = self.inner.nodes.clone();
+        let leases = self.inner.claim_leases.clone();
+        let mine = tenant.to_owned();
+        TenantFeed {
+            pods: self.inner.pods.subscribe(labelled.clone()),
+            config_maps: self.inner.config_maps.subscribe(labelled.clone()),
+            secrets: self.inner.secrets.subscribe(labelled),
+            events: self.inner.events.subscribe(events),
+            // Shown what the caches hold, as a watch of their own would be at its start.
+            nodes: self.inner.node_changes.listen(tenant, |send| {
+                nodes.state().into_iter().for_each(send);
+            }),
+            claims: self.inner.claim_changes.listen(tenant, |send| {
+                for lease in leases.state() {
+                    match claim_of(&lease) {
+                        Some((holder, key)) if holder == mine => send(key),
+                        _ => {}
+                    }
+                }
+            }),
+        }
+    }
+
+    /// The tenants with a subscription to any part of the host side.
+    pub fn subscribed_tenants(&self) -> BTreeSet<String> {
+        let inner = &self.inner;
+        let mut tenants: BTreeSet<String> =
+            [inner.pods.subscribed(), inner.config_maps.subscribed(), inner.secrets.subscribed()]
+                .into_iter()
+                .flatten()
+                .map(|p| p.tenant)
+                .collect();
+        tenants.extend(inner.node_changes.listening());
+        tenants.extend(inner.claim_changes.listening());
+        tenants
+    }
+
+    /// The host namespaces whose Events a syncer subscribes to.
+    pub fn subscribed_namespaces(&self) -> BTreeSet<String> {
+        self.inner.events.subscribed().into_iter().map(|p| p.namespace).collect()
+    }
+
+    /// The partitions whose host pods are cached: those subscribed to, and those with pods.
+    pub fn cached_pod_partitions(&self) -> BTreeSet<Partition> {
+        self.inner.pods.cached()
+    }
+
+    /// Start the watches, once.
+    fn start(&self) {
+        let mut started = self.inner.started.lock();
+        let Started::No(..) = &*started else { return };
+        let placeholder = Started::Yes(Vec::new());
+        let Started::No(nodes_writer, leases_writer) =
+            std::mem::replace(&mut *started, placeholder)
+        else {
+            return;
+        };
+        let inner = &self.inner;
+        let labels = format!("{}={}", host_names::LABEL_MANAGED_BY, host_names::MANAGED_BY);
+        let labelled = watcher::Config::default().labels(&labels);
+        let tasks = vec![
+            self.spawn_feed(&inner.pods, labelled.clone(), "host pods"),
+            self.spawn_feed(&inner.config_maps, labelled.clone(), "host ConfigMaps"),
+            self.spawn_feed(&inner.secrets, labelled, "host Secrets"),
+            self.spawn_feed(
+                &inner.events,
+                watcher::Config::default().fields("involvedObject.kind=Pod"),
+                "host events",
+            ),
+            AbortOnDrop(tokio::spawn(watch_nodes(
+                Api::all(inner.client.clone()),
+                nodes_writer,
+                inner.node_changes.clone(),
+            ))),
+            AbortOnDrop(tokio::spawn(watch_claims(
+                carrel_gpu::leases::api(&inner.client),
+                leases_writer,
+                inner.claim_changes.clone(),
+            ))),
+        ];
+        *started = Started::Yes(tasks);
+    }
+
+    fn spawn_feed<K>(
+        &self,
+        feed: &Arc<Feed<K>>,
+        config: watcher::Config,
+        what: &'static str,
+    ) -> AbortOnDrop
+    where
+        K: Fed
+            + kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + serde::de::DeserializeOwned,
+    {
+        let api: Api<K> = match &self.inner.namespace {
+            Some(namespace) => Api::namespaced(self.inner.client.clone(), namespace),
+            None => Api::all(self.inner.client.clone()),
+        };
+        let feed = feed.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            let stream = watcher(api, config).default_backoff();
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(event) => feed.apply(event),
+                    Err(e) => tracing::warn!(error = %e, "watching the {what}"),
+                }
+            }
+        }))
+    }
+}
+
+fn partition(tenant: &str, host_namespace: &str) -> Partition {
+    Partition { namespace: host_namespace.to_owned(), tenant: tenant.to_owned() }
+}
+
+/// Keep the cache of the host's nodes; every change goes to every syncer.
+async fn watch_nodes(
+    api: Api<Node>,
+    writer: reflector::store::Writer<Node>,
+    changes: Arc<Fanout<Arc<Node>>>,
+) {
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => {
+                changes.send_all(&Arc::new(node));
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "watching host nodes"),
+        }
+    }
+}
+
+/// Keep the cache of the claim Leases; a change to a claim goes to the syncer of the tenant
+/// whose pod holds it, as that pod's key (the node agent writes the device it made on the
+/// claim: the pod waiting for it can now run).
+async fn watch_claims(
+    api: Api<Lease>,
+    writer: reflector::store::Writer<Lease>,
+    changes: Arc<Fanout<Key>>,
+) {
+    let config = watcher::Config::default().labels(&Selection::All.labels());
+    let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(
+                watcher::Event::Apply(lease)
+                | watcher::Event::Delete(lease)
+                | watcher::Event::InitApply(lease),
+            ) => {
+                if let Some((tenant, key)) = claim_of(&lease) {
+                    changes.send(&tenant, key);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "watching the claim Leases"),
+        }
+    }
+}
