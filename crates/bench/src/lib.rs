@@ -14,6 +14,19 @@ pub fn watchdog(limit: Duration, what: &'static str) {
     });
 }
 
+/// Keep every CPU out of its idle states for as long as the returned file stays open: a Linux
+/// PM QoS request of 0 µs on `/dev/cpu_dma_latency`, so that idle CPUs poll instead of halting
+/// (what latency benchmarks such as cyclictest do). Without it, a server that answers in a few
+/// microseconds lets the CPUs halt between requests and pays their wake-up on every round trip,
+/// while a server that keeps more threads busy does not: a bare baseline then comes out slower
+/// than the server it is the baseline of. Needs write access to the file (root).
+pub fn hold_cpus_awake() -> std::io::Result<std::fs::File> {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new().write(true).open("/dev/cpu_dma_latency")?;
+    file.write_all(&0i32.to_ne_bytes())?;
+    Ok(file)
+}
+
 /// Latencies of a bounded run of operations, and how long it took in all.
 #[derive(Debug, Default)]
 pub struct Run {
