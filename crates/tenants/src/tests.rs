@@ -597,3 +597,15 @@ async fn the_in_process_admin_client_is_the_admin_certificates_user_and_creates_
         other => panic!("a privileged pod: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manager_stopped_before_its_first_list_stops() {
+    let f = fixture_in(tempfile::tempdir().unwrap());
+    create(&f, "team-a", json!({}));
+    let manager = Arc::new(f.manager);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Stopped at once: before the controller has listed the tenants.
+    let _ = stop.send(true);
+    let run = tokio::spawn(manager.run(Duration::from_millis(50), stopped));
+    tokio::time::timeout(Duration::from_secs(10), run).await.expect("the manager stops").unwrap();
+}
