@@ -6,6 +6,11 @@
 //! On a secured server the client is a service account: [`ServiceAccount::ensure`] creates it,
 //! with a ClusterRole of exactly the rules it is given bound to it, and every request carries a
 //! token for it signed with the server's key (re-issued before it expires).
+//!
+//! [`loopback`] is the other kind: a client of one server that carries no credential at all, but
+//! an identity in its requests' extensions, which only this transport can put there (as
+//! kube-apiserver's privileged loopback client). `carrel up` gives one to each tenant's syncer
+//! for its tenant, and one to its controllers for the host.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,7 +22,8 @@ use serde_json::{json, Value};
 
 use crate::api::{Api, Target, Write};
 use crate::auth::token::{ObjectRef, Signer, TokenClaims};
-use crate::auth::CredentialError;
+use crate::auth::{CredentialError, UserInfo};
+use crate::http::{router, Loopback, Server};
 use crate::object::meta_str;
 use crate::resource::built_in;
 use crate::status::ApiError;
@@ -198,16 +204,50 @@ pub fn client(
     kube::Client::new(service, default_namespace)
 }
 
+/// A client of `server` in this process, acting as `user` with every permission: its requests
+/// carry no credential but a [`Loopback`] identity, which the server's authentication layer
+/// takes to be `user` and its authorization layer allows everything (on a server served open,
+/// nothing is checked anyway). They go through the rest of the server's layers (audit, request
+/// info, admission) as any request does, under the server's base path (`/tenants/<name>`).
+/// `default_namespace` is the client's default.
+pub fn loopback(server: Arc<Server>, user: UserInfo, default_namespace: &str) -> kube::Client {
+    let base = server.base().to_owned();
+    let identity = Loopback::new(server.clone(), user);
+    let service = tower::ServiceBuilder::new()
+        .map_request(move |request: Request<kube::client::Body>| {
+            let mut request = request.map(axum::body::Body::new);
+            if !base.is_empty() {
+                let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+                match format!("{base}{path}").parse() {
+                    Ok(uri) => *request.uri_mut() = uri,
+                    // Sent as it is: the server answers 404, which the caller reports.
+                    Err(e) => tracing::warn!(error = %e, "a loopback request's path"),
+                }
+            }
+            request.extensions_mut().insert(identity.clone());
+            request
+        })
+        .service(router(server));
+    kube::Client::new(service, default_namespace)
+}
+
 #[cfg(test)]
 mod tests {
+    use axum::http::{HeaderName, StatusCode};
     use carrel_store::{Options, SledStore};
-    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use futures::StreamExt;
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+    use kube::api::{PostParams, WatchEvent, WatchParams};
     use rustls::pki_types::CertificateDer;
+    use tower::ServiceExt;
 
     use super::*;
     use crate::access::Security;
-    use crate::http::router;
-    use crate::Server;
+    use crate::api::DeleteParams;
+    use crate::http::{clusters_router, Clusters};
+    use crate::rbac::SYSTEM_MASTERS;
+    use crate::tls::Certificates;
 
     fn host(dir: &tempfile::TempDir) -> Arc<Api> {
         let store = SledStore::open(dir.path().join("host"), Options::create()).unwrap();
@@ -253,5 +293,181 @@ mod tests {
             Err(kube::Error::Api(status)) => assert_eq!(status.code, 401, "{status:?}"),
             other => panic!("an anonymous read: {other:?}"),
         }
+    }
+
+    /// The admin of a cluster: who an admin certificate names, in `system:masters`.
+    fn admin() -> UserInfo {
+        UserInfo::new("carrel-admin", [SYSTEM_MASTERS]).with_authenticated_group()
+    }
+
+    /// Delete the bootstrap binding of `cluster-admin` to `system:masters`: RBAC then grants the
+    /// admin group nothing.
+    fn revoke_the_admins(api: &Api) {
+        let rt = built_in("rbac.authorization.k8s.io", "clusterrolebindings").unwrap();
+        let target = Target { rt, namespace: None };
+        api.delete(&target, "cluster-admin", &DeleteParams::default()).unwrap();
+    }
+
+    fn code<T: std::fmt::Debug>(answer: Result<T, kube::Error>) -> u16 {
+        match answer {
+            Ok(_) => 200,
+            Err(kube::Error::Api(status)) => status.code,
+            Err(other) => panic!("not an answer: {other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_loopback_client_creates_and_watches_pods_in_a_tenant_whatever_its_rbac_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path().join("tenant"), Options::create()).unwrap();
+        let api = Arc::new(Api::new(Arc::new(store)).unwrap());
+        let signer = Signer::load_or_generate(&dir.path().join("pki")).unwrap();
+        let issuer = "https://kubernetes.default.svc/tenants/team-a";
+        let security = Security::new(CertificateDer::from(Vec::new()), Some(signer), issuer);
+        let server = Arc::new(Server::secured(api.clone(), "/tenants/team-a", Arc::new(security)));
+        revoke_the_admins(&api);
+        let client = loopback(server, admin(), "default");
+
+        // Who it is: the admin, by the same name and groups as the admin's certificate.
+        let reviews: kube::Api<SelfSubjectReview> = kube::Api::all(client.clone());
+        let review = reviews.create(&PostParams::default(), &Default::default()).await.unwrap();
+        let user = review.status.and_then(|s| s.user_info).unwrap();
+        assert_eq!(user.username.as_deref(), Some("carrel-admin"));
+        assert_eq!(
+            user.groups.unwrap_or_default(),
+            [SYSTEM_MASTERS, crate::auth::AUTHENTICATED_GROUP]
+        );
+
+        // A watch from the start, then a pod created: the watch sees it.
+        let pods: kube::Api<Pod> = kube::Api::namespaced(client, "default");
+        let listed = pods.list(&Default::default()).await.unwrap();
+        let version = listed.metadata.resource_version.unwrap();
+        let events = pods.watch(&WatchParams::default().timeout(10), &version).await.unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "train"},
+            "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+        }))
+        .unwrap();
+        let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+        // Through the server's layers: defaulted and stored as any pod.
+        assert!(created.metadata.uid.is_some());
+        let mut events = std::pin::pin!(events);
+        let added = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("a watch event in time")
+            .expect("the watch goes on")
+            .unwrap();
+        match added {
+            WatchEvent::Added(pod) => assert_eq!(pod.metadata.name.as_deref(), Some("train")),
+            other => panic!("{other:?}"),
+        }
+        let names: Vec<String> = pods
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        assert_eq!(names, ["train"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_loopback_identity_holds_for_its_own_cluster_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let api = host(&dir);
+        let signer = Signer::load_or_generate(&dir.path().join("pki")).unwrap();
+        let security =
+            Arc::new(Security::new(CertificateDer::from(Vec::new()), Some(signer), ISSUER));
+        let mine = Arc::new(Server::secured(api.clone(), "", security.clone()));
+        let other = Arc::new(Server::secured(api, "", security));
+        let request = |loopback: Loopback| {
+            let mut request =
+                Request::get("/api/v1/namespaces").body(axum::body::Body::empty()).unwrap();
+            request.extensions_mut().insert(loopback);
+            request
+        };
+        let answer = router(mine.clone())
+            .oneshot(request(Loopback::new(mine.clone(), admin())))
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK);
+        let answer = router(other).oneshot(request(Loopback::new(mine, admin()))).await.unwrap();
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED);
+    }
+
+    /// A client of the listener at `endpoint` trusting `certs`' CA: with the admin's certificate
+    /// or with no credential, and with `headers` on every request.
+    async fn network_client(
+        endpoint: &str,
+        certs: &Certificates,
+        with_certificate: bool,
+        headers: &[(&str, &str)],
+    ) -> kube::Client {
+        let text = crate::kubeconfig::admin(endpoint, Some(certs));
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let options = kube::config::KubeConfigOptions::default();
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.unwrap();
+        if !with_certificate {
+            config.auth_info = Default::default();
+        }
+        config.headers = headers
+            .iter()
+            .map(|(name, value)| {
+                (
+                    HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    HeaderValue::from_str(value).unwrap(),
+                )
+            })
+            .collect();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn no_request_over_the_listener_gets_the_loopback_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let api = host(&dir);
+        let certs = Certificates::generate(&["127.0.0.1".into()]).unwrap();
+        let signer = Signer::load_or_generate(&dir.path().join("pki")).unwrap();
+        let security = Security::new(certs.ca_der().unwrap(), Some(signer), ISSUER);
+        let server = Arc::new(Server::secured(api.clone(), "", Arc::new(security)));
+        // Served as `carrel up` serves its clusters: over TLS, every cluster on one listener.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("https://{}", listener.local_addr().unwrap());
+        let router = clusters_router(Arc::new(Clusters::new(server.clone())));
+        let config = certs.server_config().unwrap();
+        tokio::spawn(crate::tls::serve(listener, config, router, std::future::pending()));
+        // RBAC grants the admins nothing: only the loopback identity may still read.
+        revoke_the_admins(&api);
+        let namespaces = |client| kube::Api::<Namespace>::all(client);
+        let in_process = loopback(server, admin(), "default");
+        assert_eq!(code(namespaces(in_process).list(&Default::default()).await), 200);
+
+        // Headers that name the admin, its group or a loopback in every way a client could try.
+        let header_sets: &[&[(&str, &str)]] = &[
+            &[],
+            &[("impersonate-user", "carrel-admin"), ("impersonate-group", SYSTEM_MASTERS)],
+            &[("impersonate-user", "system:apiserver"), ("impersonate-group", SYSTEM_MASTERS)],
+            &[("x-remote-user", "carrel-admin"), ("x-remote-group", SYSTEM_MASTERS)],
+            &[("loopback", "carrel-admin"), ("x-carrel-loopback", "true")],
+            &[("authorization", "Bearer loopback")],
+        ];
+        for headers in header_sets {
+            // The admin's own certificate: the same user and groups as the loopback client, and
+            // nothing RBAC does not grant.
+            let admin = network_client(&endpoint, &certs, true, headers).await;
+            let answer = code(namespaces(admin).list(&Default::default()).await);
+            assert!(matches!(answer, 401 | 403), "with the certificate and {headers:?}: {answer}");
+            let anonymous = network_client(&endpoint, &certs, false, headers).await;
+            let answer = code(namespaces(anonymous).list(&Default::default()).await);
+            assert_eq!(answer, 401, "without a certificate, with {headers:?}");
+        }
+        // The certificate alone is the admin, refused by RBAC.
+        let admin = network_client(&endpoint, &certs, true, &[]).await;
+        let reviews: kube::Api<SelfSubjectReview> = kube::Api::all(admin.clone());
+        let review = reviews.create(&PostParams::default(), &Default::default()).await.unwrap();
+        let user = review.status.and_then(|s| s.user_info).unwrap();
+        assert_eq!(user.username.as_deref(), Some("carrel-admin"));
+        assert_eq!(code(namespaces(admin).list(&Default::default()).await), 403);
     }
 }

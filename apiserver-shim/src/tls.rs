@@ -47,6 +47,11 @@ fn write_private(path: &std::path::Path, content: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
+/// The user name of the admin certificate [`Certificates::generate`] makes.
+pub const ADMIN_USER: &str = "carrel-admin";
+/// Its group: every permission.
+pub const ADMIN_GROUP: &str = crate::rbac::SYSTEM_MASTERS;
+
 /// A CA and a serving certificate it signed, as PEM.
 #[derive(Clone, Debug)]
 pub struct Certificates {
@@ -82,8 +87,8 @@ impl Certificates {
 
         let admin_key = rcgen::KeyPair::generate()?;
         let mut admin = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        admin.distinguished_name.push(rcgen::DnType::CommonName, "carrel-admin");
-        admin.distinguished_name.push(rcgen::DnType::OrganizationName, "system:masters");
+        admin.distinguished_name.push(rcgen::DnType::CommonName, ADMIN_USER);
+        admin.distinguished_name.push(rcgen::DnType::OrganizationName, ADMIN_GROUP);
         admin.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let admin_cert = admin.signed_by(&admin_key, &issuer)?;
         Ok(Certificates {

@@ -12,13 +12,14 @@ use futures::future::BoxFuture;
 
 use crate::access::{self, PeerCertificates, Security};
 use crate::api::Api;
+use crate::auth::UserInfo;
 use crate::rbac::Attributes;
 use crate::status::{ApiError, ApiResult};
 
 use super::gate::{run, Gate, Next, Step};
 use super::request::Query;
 use super::request_info::{Kind, RequestInfo, ResourcePath};
-use super::{blocking, cluster_of, in_place, Caller};
+use super::{blocking, cluster_of, in_place, Caller, Loopback, Server};
 
 /// The authentication layer: on a cluster with security, the request goes on with its
 /// [`Caller`] in its extensions, or is answered 401.
@@ -32,9 +33,19 @@ impl Gate for Authenticate {
             Err(e) => return Step::Answer(e.into_response()),
         };
         let Some(security) = &server.security else { return Step::Go(request) };
-        let peer = request.extensions().get::<PeerCertificates>();
+        let credentials = match Credentials::of(&request, &server) {
+            Ok(credentials) => credentials,
+            Err(e) => return Step::Answer(e.into_response()),
+        };
         let path = request.uri().path();
-        match identify_now(&server.api, security, request.headers(), peer, path, &server.base) {
+        match identify_now(
+            &server.api,
+            security,
+            request.headers(),
+            credentials,
+            path,
+            &server.base,
+        ) {
             Some(Ok(caller)) => {
                 request.extensions_mut().insert(caller);
                 Step::Go(request)
@@ -52,10 +63,13 @@ impl Gate for Authenticate {
                 Err(e) => return e.into_response(),
             };
             let Some(security) = &server.security else { return run(next, request).await };
-            let peer = request.extensions().get::<PeerCertificates>().cloned();
+            let credentials = match Credentials::of(&request, &server) {
+                Ok(credentials) => credentials.owned(),
+                Err(e) => return e.into_response(),
+            };
             let path = request.uri().path();
-            match identify(&server.api, security, request.headers(), peer, path, &server.base).await
-            {
+            let headers = request.headers();
+            match identify(&server.api, security, headers, credentials, path, &server.base).await {
                 Ok(caller) => {
                     request.extensions_mut().insert(caller);
                     run(next, request).await
@@ -99,22 +113,65 @@ fn authorize_request(request: &Request) -> ApiResult<()> {
     }
 }
 
+/// What a request proves who it is with, beside its headers.
+#[derive(Clone, Debug)]
+pub(super) enum Credentials<P> {
+    /// The client certificates of the connection it came on (none for a request that came on
+    /// none).
+    Peer(Option<P>),
+    /// The identity of the in-process transport it came through ([`Loopback`]).
+    Loopback(UserInfo),
+}
+
+impl<'a> Credentials<&'a PeerCertificates> {
+    /// Those of `request` to `server`: a [`Loopback`] identity when it came through the
+    /// in-process transport of `server` (401 when it came through that of another cluster), else
+    /// its connection's certificates.
+    fn of(request: &'a Request, server: &Arc<Server>) -> ApiResult<Self> {
+        match request.extensions().get::<Loopback>() {
+            Some(loopback) => match loopback.user_for(server) {
+                Some(user) => Ok(Credentials::Loopback(user.clone())),
+                None => Err(ApiError::unauthorized()),
+            },
+            None => Ok(Credentials::Peer(request.extensions().get::<PeerCertificates>())),
+        }
+    }
+
+    /// The same, owned.
+    fn owned(self) -> Credentials<PeerCertificates> {
+        match self {
+            Credentials::Peer(peer) => Credentials::Peer(peer.cloned()),
+            Credentials::Loopback(user) => Credentials::Loopback(user),
+        }
+    }
+}
+
+impl Credentials<PeerCertificates> {
+    fn as_ref(&self) -> Credentials<&PeerCertificates> {
+        match self {
+            Credentials::Peer(peer) => Credentials::Peer(peer.as_ref()),
+            Credentials::Loopback(user) => Credentials::Loopback(user.clone()),
+        }
+    }
+}
+
 /// Authenticate a request (401 for bad credentials, and for anonymous requests beyond the
 /// public paths), and apply impersonation.
 pub(super) async fn identify(
     api: &Arc<Api>,
     security: &Arc<Security>,
     headers: &HeaderMap,
-    peer: Option<PeerCertificates>,
+    credentials: Credentials<PeerCertificates>,
     path: &str,
     base: &str,
 ) -> ApiResult<Caller> {
-    if let Some(found) = identify_now(api, security, headers, peer.as_ref(), path, base) {
+    if let Some(found) = identify_now(api, security, headers, credentials.as_ref(), path, base) {
         return found;
     }
     let relative = relative(path, base).to_owned();
     let (api, security, headers) = (api.clone(), security.clone(), headers.clone());
-    blocking(move || identify_here(&api, &security, &headers, peer.as_ref(), &relative)).await
+    blocking(move || identify_here(&api, &security, &headers, credentials.as_ref(), &relative))
+        .await
 }
 
 /// [`identify`], when it can be done on this worker: without a bearer token (whose service
@@ -125,17 +182,18 @@ fn identify_now(
     api: &Api,
     security: &Arc<Security>,
     headers: &HeaderMap,
-    peer: Option<&PeerCertificates>,
+    credentials: Credentials<&PeerCertificates>,
     path: &str,
     base: &str,
 ) -> Option<ApiResult<Caller>> {
     let relative = relative(path, base);
-    let reads_store =
-        headers.contains_key(header::AUTHORIZATION) || security.current_policy(api).is_none();
+    let token =
+        matches!(credentials, Credentials::Peer(_)) && headers.contains_key(header::AUTHORIZATION);
+    let reads_store = token || security.current_policy(api).is_none();
     if !reads_store {
-        return Some(identify_here(api, security, headers, peer, relative));
+        return Some(identify_here(api, security, headers, credentials, relative));
     }
-    in_place(|| identify_here(api, security, headers, peer, relative))
+    in_place(|| identify_here(api, security, headers, credentials, relative))
 }
 
 fn relative<'a>(path: &'a str, base: &str) -> &'a str {
@@ -146,16 +204,26 @@ fn identify_here(
     api: &Api,
     security: &Arc<Security>,
     headers: &HeaderMap,
-    peer: Option<&PeerCertificates>,
+    credentials: Credentials<&PeerCertificates>,
     relative: &str,
 ) -> ApiResult<Caller> {
-    let user = security.authenticate(api, headers, peer)?;
+    let (user, loopback) = match credentials {
+        Credentials::Loopback(user) => (user, true),
+        Credentials::Peer(peer) => (security.authenticate(api, headers, peer)?, false),
+    };
     if user.name == crate::auth::ANONYMOUS_USER && !access::is_public(relative) {
         return Err(ApiError::unauthorized());
     }
     let policy = security.policy(api)?;
+    // A loopback client acting as someone else has that one's rights only.
+    let privileged = loopback && !impersonates(headers);
     let user = security.impersonate(&policy, user, headers)?;
-    Ok(Caller { user, policy, security: security.clone() })
+    Ok(Caller { user, policy, security: security.clone(), privileged })
+}
+
+/// Whether a request asks to act as another user.
+fn impersonates(headers: &HeaderMap) -> bool {
+    headers.contains_key("impersonate-user") || headers.contains_key("impersonate-group")
 }
 
 /// 403 unless the caller (if the cluster has security) may make this resource request.

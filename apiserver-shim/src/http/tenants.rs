@@ -14,7 +14,7 @@ use crate::rbac::Attributes;
 use crate::status::ApiError;
 
 use super::gate::{run, Gate, Next, Step};
-use super::identity::identify;
+use super::identity::{identify, Credentials};
 use super::Cluster;
 
 /// The tenant-selection layer: the request goes on with its [`Cluster`] in its extensions.
@@ -64,7 +64,8 @@ async fn unknown_tenant<S: Next>(clusters: &Clusters, mut request: Request, next
             return run(next, request).await;
         }
     }
-    let peer = request.extensions().get::<PeerCertificates>().cloned();
+    // Only the listener's certificates count: an in-process client is a client of one cluster.
+    let peer = Credentials::Peer(request.extensions().get::<PeerCertificates>().cloned());
     let tenant_path = format!("/apis/{}/tenants/{name}", crate::tenant::types::GROUP);
     let caller = match identify(&host.api, security, headers, peer, &tenant_path, "").await {
         Ok(caller) => caller,

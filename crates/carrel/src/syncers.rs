@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{AsyncReadExt, StreamExt};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::LogParams;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Api;
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -23,7 +22,7 @@ use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_sim::{LogLine, LogStore};
 use carrel_syncer::{host_names, taken_up, Config, HostWatch, Syncer};
-use carrel_tenants::{host_namespace, TenantHooks, KUBECONFIG_SECRET};
+use carrel_tenants::{host_namespace, TenantHooks};
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {
@@ -133,14 +132,11 @@ impl TenantHooks for Syncers {
             server.set_pod_intake(intake.clone(), tenant);
         }
         let intake = self.intake.clone();
-        let host = self.host.clone();
         let host_watch = self.host_watch.clone();
+        // The tenant's API in this process, as its admin: no socket, no kubeconfig.
+        let client = carrel_tenants::admin_client(server.clone());
         self.handle.spawn(async move {
             let name = config.tenant.clone();
-            let Some(client) = tenant_client(&host, &config.host_namespace, stop_rx.clone()).await
-            else {
-                return;
-            };
             let taken_up = intake.map(|intake| {
                 let tenant = name.clone();
                 let watch = taken_up::watch_shared(
@@ -168,45 +164,6 @@ impl TenantHooks for Syncers {
         }
         if let Some(intake) = &self.intake {
             intake.forget(tenant);
-        }
-    }
-}
-
-/// A client of the tenant's API as its admin, from the kubeconfig the manager keeps in the host
-/// namespace; `None` once stopped.
-async fn tenant_client(
-    host: &kube::Client,
-    host_namespace: &str,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Option<kube::Client> {
-    let secrets: Api<Secret> = Api::namespaced(host.clone(), host_namespace);
-    let mut delay = Duration::from_millis(50);
-    loop {
-        if *stop.borrow() {
-            return None;
-        }
-        let attempt = async {
-            let secret = secrets.get(KUBECONFIG_SECRET).await.map_err(|e| e.to_string())?;
-            let bytes = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get("kubeconfig"))
-                .ok_or("the kubeconfig Secret has no kubeconfig")?;
-            let text = String::from_utf8(bytes.0.clone()).map_err(|e| e.to_string())?;
-            let kubeconfig = Kubeconfig::from_yaml(&text).map_err(|e| e.to_string())?;
-            let config =
-                kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-            kube::Client::try_from(config).map_err(|e| e.to_string())
-        };
-        match attempt.await {
-            Ok(client) => return Some(client),
-            Err(e) => {
-                tracing::debug!(namespace = %host_namespace, error = %e, "waiting for the tenant's kubeconfig");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-            }
         }
     }
 }

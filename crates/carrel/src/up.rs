@@ -11,14 +11,15 @@ use anyhow::Context;
 use carrel_apiserver::access::Security;
 use carrel_apiserver::api::{Target, Write};
 use carrel_apiserver::auth::token::Signer;
+use carrel_apiserver::auth::UserInfo;
 use carrel_apiserver::http::clusters_router;
 use carrel_apiserver::http::Clusters;
 use carrel_apiserver::intake::PodIntake;
-use carrel_apiserver::kubeconfig;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
 use carrel_apiserver::tenant::descriptors::Descriptors;
-use carrel_apiserver::tls::Certificates;
+use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::ApiError;
+use carrel_apiserver::{kubeconfig, local_client};
 use carrel_apiserver::{Api, Server};
 use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_sim::kubelet::Kubelet;
@@ -35,17 +36,13 @@ const INTAKE_LIMIT: Duration = Duration::from_secs(2);
 /// The issuer of the host API's service-account tokens.
 const HOST_ISSUER: &str = "https://kubernetes.default.svc";
 
-/// Descriptors kept for the process whatever client connections want: its own files and the
-/// connections of its in-process clients (syncers, node agents) to its own API.
+/// Descriptors kept for the process whatever client connections want: its own files. Its
+/// controllers, syncers and node agents hold none: they reach its APIs without sockets.
 const FD_RESERVE_BASE: u64 = 512;
 
-/// Descriptors kept for each store served (its log, checkpoint files and blobs) and the
-/// syncer of its tenant.
+/// Descriptors kept for each store served (its log, checkpoint files and blobs; four while
+/// idle). A tenant's syncer adds none.
 const FD_RESERVE_PER_STORE: u64 = 24;
-
-/// The connections to this listener one tenant's syncer holds at most (to its own API and to
-/// the host, and the intake window's watch of its pods; measured at 8 to 9 per tenant).
-const FD_PER_TENANT_SYNCER: u64 = 16;
 
 /// `carrel up` options.
 #[derive(Debug, clap::Args)]
@@ -138,8 +135,10 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let kubeconfig_path = data.join(KUBECONFIG_FILE);
     std::fs::write(&kubeconfig_path, kubeconfig::admin(&endpoint, Some(&certs)))
         .with_context(|| format!("writing {}", kubeconfig_path.display()))?;
-    // Syncers and node agents reach the host through its API, as they would a real cluster's.
-    let client = crate::host::client(Some(&kubeconfig_path)).await?;
+    // Syncers, node agents, kubelets and the scheduler reach the host through its API, as they
+    // would a real cluster's: here in this process, with no socket, as the host's admin (whom
+    // the host kubeconfig's certificate names). One client, cloned for each.
+    let client = local_client::loopback(host_server.clone(), host_admin(), "default");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // The window needs syncers that give room back; syncers run apart know nothing of it.
     let window = if args.no_syncers {
@@ -188,9 +187,9 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // Client connections may not take the descriptors the stores need: those of the process,
     // and those of the host store and of every tenant's store served.
     let mut limits = args.listener.limits();
-    // The syncers and node agents run here hold about ten connections per tenant from the
-    // loopback address: the per-address limit is for other clients (the total still counts
-    // them).
+    // Loopback is exempt from the per-address limit (the total still counts it), as when this
+    // process's own syncers and node agents connected from there: `carrel-syncer` processes
+    // started beside `--no-syncers` still do, about ten connections each.
     if !args.no_syncers || args.sim_nodes > 0 {
         limits.per_ip_exempt = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
     }
@@ -198,8 +197,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     limits.fd_reserve =
         FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.count());
     // A new tenant is served only while the listener's reckoning leaves room for it: its
-    // store's reserve and its syncer's connections, beside the stores' reserves and the
-    // connections open now. Otherwise it goes Failed with the reason, before any connection or
+    // store's reserve, beside the stores' reserves and the connections open now. Otherwise it goes Failed with the reason, before any connection or
     // store would fail, and the tenants served keep working.
     let (stores, gate) = (clusters.clone(), limits.gate.clone());
     let in_use = move || {
@@ -208,8 +206,11 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         let connections = u64::try_from(gate.open()).unwrap_or(u64::MAX);
         Ok((FD_RESERVE_PER_STORE.saturating_mul(stores).saturating_add(connections), nofile))
     };
-    let per_tenant = FD_RESERVE_PER_STORE + if args.no_syncers { 0 } else { FD_PER_TENANT_SYNCER };
-    manager.set_descriptors(Descriptors::counted(FD_RESERVE_BASE, per_tenant, Arc::new(in_use)));
+    manager.set_descriptors(Descriptors::counted(
+        FD_RESERVE_BASE,
+        FD_RESERVE_PER_STORE,
+        Arc::new(in_use),
+    ));
     manager.resume().await.context("resuming tenants")?;
     let config = certs.server_config().context("TLS configuration")?;
 
@@ -225,6 +226,12 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     stopped();
     Ok(())
+}
+
+/// Who the host's admin kubeconfig authenticates as (its certificate's CN and O), and so who the
+/// in-process clients of the host act as.
+fn host_admin() -> UserInfo {
+    UserInfo::new(tls::ADMIN_USER, [tls::ADMIN_GROUP]).with_authenticated_group()
 }
 
 /// Create `name` on the host if it is missing.

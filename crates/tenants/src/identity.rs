@@ -3,11 +3,12 @@
 //! service-account tokens.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use carrel_apiserver::auth::ca::TenantCa;
-use carrel_apiserver::auth::CredentialError;
-use carrel_apiserver::kubeconfig;
+use carrel_apiserver::auth::{CredentialError, UserInfo};
+use carrel_apiserver::{kubeconfig, local_client, Server};
 
 /// The user of a tenant's admin kubeconfig.
 pub const ADMIN_USER: &str = "carrel-admin";
@@ -15,6 +16,20 @@ pub const ADMIN_USER: &str = "carrel-admin";
 pub const ADMIN_GROUP: &str = "system:masters";
 /// How long the admin certificate is valid.
 pub const ADMIN_VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// The user a tenant's admin certificate authenticates as: [`ADMIN_USER`] in [`ADMIN_GROUP`]
+/// and `system:authenticated`. `carrel up`'s syncer acts in its tenant as this user through an
+/// in-process client ([`admin_client`]).
+pub fn admin_user() -> UserInfo {
+    UserInfo::new(ADMIN_USER, [ADMIN_GROUP]).with_authenticated_group()
+}
+
+/// A client of tenant `server`, in this process, as its admin ([`admin_user`]): no socket and no
+/// credential, but the in-process transport's identity, which RBAC objects neither grant nor
+/// take away ([`local_client::loopback`]).
+pub fn admin_client(server: Arc<Server>) -> kube::Client {
+    local_client::loopback(server, admin_user(), "default")
+}
 
 /// The issuer (and default audience) of a tenant's service-account tokens.
 pub fn issuer(tenant: &str) -> String {

@@ -13,7 +13,7 @@
 //! - [`tenant_cluster`]: opening a tenant's store and credentials and mounting its API;
 //! - [`tenant_status`]: the status the manager writes (phase, conditions, expiry);
 //! - [`host_namespace`]: the tenant's host namespace and its kubeconfig Secret;
-//! - [`identity`]: the tenant's admin credential and token issuer;
+//! - [`identity`]: the tenant's admin credential, its in-process admin client and token issuer;
 //! - [`service_account`]: what the manager may do on a host, and its client of an in-process one;
 //! - [`host`]: the host API as JSON objects, through the client.
 //!
@@ -32,7 +32,7 @@ mod tests;
 
 pub use carrel_machinery::tenancy::host_namespace;
 pub use host_namespace::{owned_by, KUBECONFIG_SECRET, NOT_OWNED, OWNER_LABEL, OWNER_UID};
-pub use identity::{issuer, ADMIN_GROUP, ADMIN_USER};
+pub use identity::{admin_client, admin_user, issuer, ADMIN_GROUP, ADMIN_USER};
 pub use manager::{Manager, ManagerError, TenantHooks, FINALIZER, MANAGER};
 pub use service_account::in_process_client;
 pub use tenant_status::{expires_at, STORE_CONDITION};

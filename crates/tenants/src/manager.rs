@@ -539,7 +539,9 @@ impl Manager {
                 let _ = stop.wait_for(|stopped| *stopped).await;
             }
         };
-        let context = Arc::new(Context { manager: self.clone(), retry: tick });
+        let (in_flight, _) = tokio::sync::watch::channel(0usize);
+        let running = in_flight.subscribe();
+        let context = Arc::new(Context { manager: self.clone(), retry: tick, in_flight });
         let controller = Controller::new(tenants, watcher::Config::default())
             .watches(leases, claims, |lease: Lease| {
                 let labels = lease.metadata.labels.as_ref()?;
@@ -552,6 +554,23 @@ impl Manager {
                     tracing::debug!(error = %e, "tenant controller");
                 }
             });
+        // kube-runtime's graceful shutdown ends the controller once its reconciles are done, but
+        // a stop that comes before the controller's first list is in leaves it waiting for that
+        // list forever. So once stopped, the controller also ends when no reconcile is running:
+        // none starts after the stop, and one not started is only one not done yet.
+        let idle = {
+            let (mut stop, mut running) = (stop.clone(), running);
+            async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+                let _ = running.wait_for(|running| *running == 0).await;
+            }
+        };
+        let controller = async {
+            tokio::select! {
+                () = controller => {}
+                () = idle => tracing::debug!("the tenant controller stopped with none running"),
+            }
+        };
         tokio::join!(controller, self.watch_store_health(tick, stop));
     }
 
@@ -591,9 +610,28 @@ struct Context {
     /// How soon a tenant not served for a passing reason, or whose reconcile failed, is looked
     /// at again.
     retry: Duration,
+    /// How many reconciles are running.
+    in_flight: tokio::sync::watch::Sender<usize>,
+}
+
+/// One running reconcile, counted in [`Context::in_flight`] until it ends or is dropped.
+struct Running<'a>(&'a tokio::sync::watch::Sender<usize>);
+
+impl<'a> Running<'a> {
+    fn start(in_flight: &'a tokio::sync::watch::Sender<usize>) -> Running<'a> {
+        in_flight.send_modify(|running| *running += 1);
+        Running(in_flight)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|running| *running = running.saturating_sub(1));
+    }
 }
 
 async fn reconcile(tenant: Arc<Tenant>, context: Arc<Context>) -> Result<Action, ManagerError> {
+    let _running = Running::start(&context.in_flight);
     let Some(name) = tenant.metadata.name.as_deref() else { return Ok(Action::await_change()) };
     let manager = &context.manager;
     let next = manager.reconcile_next(name).await?;

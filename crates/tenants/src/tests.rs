@@ -585,3 +585,89 @@ async fn a_secured_tenant_gets_its_credentials_and_its_kubeconfig_carries_them()
     assert_eq!(status_of(&f, "/tenants/team-a/api/v1/namespaces").await, 401);
     assert_eq!(f.clusters.tenant("team-a").unwrap().api().store().commit_stats().commits, 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_in_process_admin_client_is_the_admin_certificates_user_and_creates_and_watches_pods() {
+    use carrel_apiserver::auth::ca::TenantCa;
+    use carrel_apiserver::auth::client_cert;
+    use futures::StreamExt;
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{PostParams, WatchEvent, WatchParams};
+    use rustls::pki_types::{pem::PemObject, CertificateDer, UnixTime};
+
+    use crate::tenant_cluster::{open, TenantDir};
+
+    let dir = tempfile::tempdir().unwrap();
+    let tenant = TenantDir::new(dir.path(), "team-a");
+    let opened = open(tenant.clone(), Quota::default(), true).await.unwrap();
+    let client = crate::admin_client(opened.server.clone());
+
+    // The user the admin kubeconfig's certificate authenticates as.
+    let kubeconfig =
+        crate::identity::admin_kubeconfig("team-a", "https://x", Some("ca"), &tenant.pki())
+            .unwrap();
+    assert!(kubeconfig.contains("client-certificate-data"), "{kubeconfig}");
+    let ca = TenantCa::load_or_generate(&tenant.pki(), "team-a").unwrap();
+    let (cert, _) = ca
+        .load_or_issue_client(
+            &tenant.pki(),
+            "admin",
+            crate::ADMIN_USER,
+            &[crate::ADMIN_GROUP],
+            crate::identity::ADMIN_VALIDITY,
+        )
+        .unwrap();
+    let chain = [CertificateDer::from_pem_slice(cert.as_bytes()).unwrap()];
+    let certified = client_cert::verify(&chain, ca.cert_der(), UnixTime::now()).unwrap();
+    let user = crate::admin_user();
+    assert_eq!((&certified.name, &certified.groups), (&user.name, &user.groups));
+    // Who the in-process client is, as the tenant's API says.
+    let reviews: kube::Api<SelfSubjectReview> = kube::Api::all(client.clone());
+    let review = reviews.create(&PostParams::default(), &Default::default()).await.unwrap();
+    let info = review.status.and_then(|s| s.user_info).unwrap();
+    assert_eq!(info.username.as_ref(), Some(&user.name));
+    assert_eq!(info.groups.as_ref(), Some(&user.groups));
+
+    // Pods created, and watched, through the tenant's whole stack (admission included).
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "default");
+    let version = pods.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    let events = pods.watch(&WatchParams::default().timeout(30), &version).await.unwrap();
+    let mut events = std::pin::pin!(events);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "train"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(10), events.next()).await.unwrap();
+    match event {
+        Some(Ok(WatchEvent::Added(pod))) => {
+            assert_eq!(pod.metadata.name.as_deref(), Some("train"))
+        }
+        other => panic!("{other:?}"),
+    }
+    // A pod the tenant's admission refuses is refused to it too.
+    let privileged: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "root"},
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+                                 "securityContext": {"privileged": true}}]},
+    }))
+    .unwrap();
+    match pods.create(&PostParams::default(), &privileged).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("a privileged pod: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manager_stopped_before_its_first_list_stops() {
+    let f = fixture_in(tempfile::tempdir().unwrap());
+    create(&f, "team-a", json!({}));
+    let manager = Arc::new(f.manager);
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    // Stopped at once: before the controller has listed the tenants.
+    let _ = stop.send(true);
+    let run = tokio::spawn(manager.run(Duration::from_millis(50), stopped));
+    tokio::time::timeout(Duration::from_secs(10), run).await.expect("the manager stops").unwrap();
+}
