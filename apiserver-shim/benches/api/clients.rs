@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -486,31 +485,8 @@ pub(crate) fn store_writes(store: &SledStore, round: usize, value: &Bytes) -> Be
 
 /// The store's own durable write from `threads` threads at once, for `STORE_ROUND_TIME`.
 pub(crate) fn store_writers(store: &SledStore, threads: usize, value: &Bytes) -> BenchResult<Run> {
-    let barrier = std::sync::Barrier::new(threads + 1);
-    thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let barrier = &barrier;
-                scope.spawn(move || -> BenchResult<Vec<Duration>> {
-                    let mut latencies = Vec::new();
-                    barrier.wait();
-                    let deadline = Instant::now() + STORE_ROUND_TIME;
-                    while latencies.len() < STORE_WRITES_CAP && Instant::now() < deadline {
-                        let key = format!("/bench/t{threads}/{t:02}/{:08}", latencies.len());
-                        let op = Instant::now();
-                        store.create(&key, value.clone())?;
-                        latencies.push(op.elapsed());
-                    }
-                    Ok(latencies)
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let mut all = Vec::new();
-        for handle in handles {
-            all.extend(handle.join().map_err(|_| "writer thread panicked")??);
-        }
-        Ok(Run::from_parts(all, start.elapsed()))
+    carrel_bench::on_threads(threads, STORE_ROUND_TIME, STORE_WRITES_CAP, |t, n| {
+        store.create(&format!("/bench/t{threads}/{t:02}/{n:08}"), value.clone())?;
+        Ok(())
     })
 }

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -332,31 +331,8 @@ pub(crate) fn store_writers(
     tag: &str,
     time: Duration,
 ) -> BenchResult<Run> {
-    let barrier = std::sync::Barrier::new(threads + 1);
-    thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let barrier = &barrier;
-                scope.spawn(move || -> BenchResult<Vec<Duration>> {
-                    let mut latencies = Vec::new();
-                    barrier.wait();
-                    let deadline = Instant::now() + time;
-                    while latencies.len() < STORE_WRITES_CAP && Instant::now() < deadline {
-                        let key = format!("/bench/{tag}/{t:02}/{:08}", latencies.len());
-                        let op = Instant::now();
-                        store.create(&key, value.clone())?;
-                        latencies.push(op.elapsed());
-                    }
-                    Ok(latencies)
-                })
-            })
-            .collect();
-        barrier.wait();
-        let start = Instant::now();
-        let mut all = Vec::new();
-        for handle in handles {
-            all.extend(handle.join().map_err(|_| "writer thread panicked")??);
-        }
-        Ok(Run::from_parts(all, start.elapsed()))
+    carrel_bench::on_threads(threads, time, STORE_WRITES_CAP, |t, n| {
+        store.create(&format!("/bench/{tag}/{t:02}/{n:08}"), value.clone())?;
+        Ok(())
     })
 }

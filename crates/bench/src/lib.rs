@@ -3,7 +3,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// End the process if a benchmark is still running after `limit`: a hang must not run forever.
 pub fn watchdog(limit: Duration, what: &'static str) {
@@ -25,6 +25,46 @@ pub fn hold_cpus_awake() -> std::io::Result<std::fs::File> {
     let mut file = std::fs::OpenOptions::new().write(true).open("/dev/cpu_dma_latency")?;
     file.write_all(&0i32.to_ne_bytes())?;
     Ok(file)
+}
+
+/// Run `op(thread, n)` on `threads` threads at once, started together, each until `time` has
+/// passed or it has made `cap` calls (`n` counts its calls from 0); every call's latency and the
+/// wall time from the start. The first error ends the run with it.
+pub fn on_threads<E>(
+    threads: usize,
+    time: Duration,
+    cap: usize,
+    op: impl Fn(usize, usize) -> Result<(), E> + Sync,
+) -> Result<Run, E>
+where
+    E: Send + From<&'static str>,
+{
+    let barrier = std::sync::Barrier::new(threads + 1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (barrier, op) = (&barrier, &op);
+                scope.spawn(move || -> Result<Vec<Duration>, E> {
+                    let mut latencies = Vec::new();
+                    barrier.wait();
+                    let deadline = Instant::now() + time;
+                    while latencies.len() < cap && Instant::now() < deadline {
+                        let started = Instant::now();
+                        op(t, latencies.len())?;
+                        latencies.push(started.elapsed());
+                    }
+                    Ok(latencies)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let start = Instant::now();
+        let mut all = Vec::new();
+        for handle in handles {
+            all.extend(handle.join().map_err(|_| E::from("a benchmark thread panicked"))??);
+        }
+        Ok(Run::from_parts(all, start.elapsed()))
+    })
 }
 
 /// Latencies of a bounded run of operations, and how long it took in all.
