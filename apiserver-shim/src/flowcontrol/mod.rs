@@ -154,6 +154,12 @@ impl Serving {
     pub fn served(&self) -> Served {
         Served(self.0.subscribe())
     }
+
+    /// How many [`Served`] handles are held: the cluster's requests under way, from their
+    /// classification to the end of their response (of its body, for a long-running one).
+    pub fn in_use(&self) -> usize {
+        self.0.receiver_count()
+    }
 }
 
 impl Default for Serving {

@@ -1,36 +1,151 @@
 //! Every cluster one listener serves: the host API at the root, and each tenant's API under
 //! `/tenants/<name>`. It also tells flow control which flow a request belongs to, and ends a
 //! tenant's long-running requests when the tenant stops being served.
+//!
+//! A tenant may be mounted *dormant*: served, with nothing of its cluster open. With
+//! [`Clusters::set_idle`], a tenant that no request has reached for the idle time and that
+//! holds no request open (a watch, a log stream) is closed: its `Server` is let go, so its
+//! store and everything over it close, and [`Wake::closed`] stops what runs beside it. The next
+//! request for it opens it again through [`Wake::open`] before going on; concurrent requests
+//! share one opening. Only requests that come through the listener count as use: the
+//! in-process controllers beside a tenant (its syncer) never keep it open.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use carrel_store::Store;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use parking_lot::{Mutex, RwLock};
 
 use super::Server;
 use crate::flowcontrol::{Classified, Classify, Flow, ObjectCount, Serving};
+use crate::status::ApiError;
 
 /// The path prefix of tenants' APIs.
 pub const TENANTS_PREFIX: &str = "/tenants/";
+
+/// How long a closed tenant's store may take to let go of its files before the tenant is
+/// opened again.
+const CLOSING_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens a dormant tenant's cluster, and hears when one is closed: given by whoever mounts
+/// tenants (the tenant manager).
+pub trait Wake: Send + Sync + std::fmt::Debug {
+    /// Open tenant `name`'s cluster (closed while idle, or mounted dormant).
+    fn open(&self, name: &str) -> BoxFuture<'static, Result<Arc<Server>, ApiError>>;
+    /// Tenant `name`'s cluster was closed while idle: stop what runs beside it.
+    fn closed(&self, name: &str);
+}
+
+/// When idle tenants are closed, and what opens them again.
+#[derive(Clone, Debug)]
+pub struct Idle {
+    /// How long a tenant goes without requests before it is closed.
+    pub after: Duration,
+    /// What opens it again.
+    pub wake: Arc<dyn Wake>,
+}
 
 /// The host API and the tenants' APIs, by tenant name.
 #[derive(Debug)]
 pub struct Clusters {
     host: Arc<Server>,
-    tenants: RwLock<HashMap<String, Tenant>>,
+    tenants: RwLock<HashMap<String, Arc<Tenant>>>,
+    idle: OnceLock<Idle>,
 }
 
-/// A served tenant: its API, and what ends its long-running requests when it is dropped.
+/// A mounted tenant: its cluster, what ends its long-running requests when it is dropped (and
+/// counts the requests under way), and when a request last reached it.
 #[derive(Debug)]
 struct Tenant {
-    server: Arc<Server>,
+    state: Mutex<State>,
     serving: Serving,
+    /// Milliseconds since [`epoch`].
+    last_used: AtomicU64,
+}
+
+/// The opening of a dormant tenant, shared by the requests that wait for it.
+type Opening = Shared<BoxFuture<'static, Result<Arc<Server>, ApiError>>>;
+
+enum State {
+    /// Its cluster is open.
+    Open(Arc<Server>),
+    /// Nothing of it is open; `closing` is its last cluster's store, while that closes.
+    Dormant { closing: Option<Weak<dyn Store>> },
+    /// Being opened.
+    Opening(Opening),
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            State::Open(_) => "Open",
+            State::Dormant { .. } => "Dormant",
+            State::Opening(_) => "Opening",
+        })
+    }
+}
+
+/// Where a request path goes.
+pub(crate) enum Route {
+    /// To this open cluster.
+    Open(Arc<Server>),
+    /// To tenant `0`, mounted dormant: open it first ([`Clusters::wake`]).
+    Dormant(String),
+    /// To a tenant that is not served.
+    Unknown,
+}
+
+/// The time [`Tenant::last_used`] counts from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Tenant {
+    fn new(state: State) -> Arc<Tenant> {
+        Arc::new(Tenant {
+            state: Mutex::new(state),
+            serving: Serving::new(),
+            last_used: AtomicU64::new(now_ms()),
+        })
+    }
+
+    fn touch(&self) {
+        self.last_used.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// How long since a request last reached it.
+    fn unused_for(&self) -> Duration {
+        Duration::from_millis(now_ms().saturating_sub(self.last_used.load(Ordering::Relaxed)))
+    }
+
+    fn open_server(&self) -> Option<Arc<Server>> {
+        match &*self.state.lock() {
+            State::Open(server) => Some(server.clone()),
+            _ => None,
+        }
+    }
 }
 
 impl Clusters {
     /// Serve `host` at the root, and no tenant yet.
     pub fn new(host: Arc<Server>) -> Clusters {
-        Clusters { host, tenants: RwLock::default() }
+        Clusters { host, tenants: RwLock::default(), idle: OnceLock::new() }
+    }
+
+    /// Close tenants idle for `idle.after` and open them again with `idle.wake` (see the
+    /// [module](self)); without this, tenants stay open while they are served, and none may be
+    /// mounted dormant. Only the first call has an effect; tenants already open are closed once
+    /// idle from their next request on.
+    pub fn set_idle(&self, idle: Idle) {
+        let _ = self.idle.set(idle);
     }
 
     /// The host API.
@@ -38,48 +153,214 @@ impl Clusters {
         &self.host
     }
 
-    /// A tenant's API, if it is served.
+    /// A tenant's API, if it is served and open.
     pub fn tenant(&self, name: &str) -> Option<Arc<Server>> {
-        self.tenants.read().get(name).map(|t| t.server.clone())
+        self.tenants.read().get(name)?.open_server()
     }
 
-    /// Serve a tenant's API (replacing any it had, whose watches and log streams end).
+    /// Whether a tenant is served, open or dormant.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tenants.read().contains_key(name)
+    }
+
+    /// Serve a tenant's API, open (replacing any it had, whose watches and log streams end).
+    /// Within a Tokio runtime and with [`Clusters::set_idle`], it is closed once idle.
     pub fn insert(&self, name: &str, server: Arc<Server>) {
-        let tenant = Tenant { server, serving: Serving::new() };
+        let tenant = Tenant::new(State::Open(server));
+        let replaced = self.tenants.write().insert(name.to_owned(), tenant.clone());
+        drop(replaced);
+        self.close_when_idle(name, &tenant);
+    }
+
+    /// Serve a tenant dormant: its cluster is opened by the first request for it. Without
+    /// [`Clusters::set_idle`] there is nothing to open it with, and it is not mounted: false.
+    pub fn insert_dormant(&self, name: &str) -> bool {
+        if self.idle.get().is_none() {
+            return false;
+        }
+        let tenant = Tenant::new(State::Dormant { closing: None });
         let replaced = self.tenants.write().insert(name.to_owned(), tenant);
         drop(replaced);
+        true
     }
 
-    /// Stop serving a tenant's API: its watches and log streams end now. It is returned so that
-    /// its store can be closed.
+    /// Stop serving a tenant's API: its watches and log streams end now. Its cluster, if open,
+    /// is returned so that its store can be closed.
     pub fn remove(&self, name: &str) -> Option<Arc<Server>> {
-        let removed = self.tenants.write().remove(name);
-        removed.map(|t| t.server)
+        let removed = self.tenants.write().remove(name)?;
+        let server = removed.open_server();
+        // An opening under way finds the tenant gone and lets its cluster go.
+        *removed.state.lock() = State::Dormant { closing: None };
+        server
     }
 
-    /// How many tenants are served.
+    /// How many tenants are served, open or dormant.
     pub fn count(&self) -> usize {
         self.tenants.read().len()
     }
 
-    /// The names of the tenants served.
+    /// The names of the tenants served, open or dormant.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.tenants.read().keys().cloned().collect();
         names.sort();
         names
     }
 
-    /// The cluster a request path is for, and whether the path names a tenant that is not
-    /// served (`None` then).
-    pub fn route(&self, path: &str) -> Option<Arc<Server>> {
-        match path.strip_prefix(TENANTS_PREFIX) {
-            Some(rest) => {
-                let name = rest.split('/').next().unwrap_or_default();
-                self.tenant(name)
-            }
-            None => Some(self.host.clone()),
+    /// The tenants whose cluster is open, with it.
+    pub fn open(&self) -> Vec<(String, Arc<Server>)> {
+        let tenants = self.tenants.read();
+        let mut open: Vec<(String, Arc<Server>)> = tenants
+            .iter()
+            .filter_map(|(name, tenant)| Some((name.clone(), tenant.open_server()?)))
+            .collect();
+        open.sort_by(|a, b| a.0.cmp(&b.0));
+        open
+    }
+
+    /// Where a request path goes; a tenant's use is counted from here.
+    pub(crate) fn route(&self, path: &str) -> Route {
+        let Some(rest) = path.strip_prefix(TENANTS_PREFIX) else {
+            return Route::Open(self.host.clone());
+        };
+        let name = rest.split('/').next().unwrap_or_default();
+        let tenants = self.tenants.read();
+        let Some(tenant) = tenants.get(name) else { return Route::Unknown };
+        tenant.touch();
+        match tenant.open_server() {
+            Some(server) => Route::Open(server),
+            None => Route::Dormant(name.to_owned()),
         }
     }
+
+    /// Tenant `name`'s cluster, opened if it is dormant; `None` if the tenant is not served.
+    /// Requests that come while it is being opened wait for the same opening. Opening may fail
+    /// (a store that cannot be opened now, no room for its files): the tenant stays dormant, and
+    /// the next request tries again.
+    pub async fn wake(self: &Arc<Self>, name: &str) -> Option<Result<Arc<Server>, ApiError>> {
+        let tenant = self.tenants.read().get(name)?.clone();
+        let opening = {
+            let mut state = tenant.state.lock();
+            match &mut *state {
+                State::Open(server) => return Some(Ok(server.clone())),
+                State::Opening(opening) => opening.clone(),
+                State::Dormant { closing } => {
+                    let Some(idle) = self.idle.get() else {
+                        return Some(Err(ApiError::unavailable(format!(
+                            "the cluster of tenant {name} is not open"
+                        ))));
+                    };
+                    let opening = open(idle.wake.clone(), name.to_owned(), closing.take());
+                    *state = State::Opening(opening.clone());
+                    opening
+                }
+            }
+        };
+        let opened = opening.await;
+        let mounted = self.tenants.read().get(name).is_some_and(|t| Arc::ptr_eq(t, &tenant));
+        let mut state = tenant.state.lock();
+        if let State::Opening(_) = &*state {
+            *state = match &opened {
+                Ok(server) if mounted => State::Open(server.clone()),
+                _ => State::Dormant { closing: None },
+            };
+            drop(state);
+            match &opened {
+                Ok(_) if mounted => {
+                    tracing::debug!(tenant = %name, "opened the idle tenant's cluster");
+                    self.close_when_idle(name, &tenant);
+                }
+                Ok(_) => {
+                    // Removed while it opened: what it started stops.
+                    if let Some(idle) = self.idle.get() {
+                        idle.wake.closed(name);
+                    }
+                    return None;
+                }
+                Err(e) => tracing::warn!(tenant = %name, error = %e, "opening the tenant failed"),
+            }
+        } else if !mounted {
+            return None;
+        }
+        Some(opened)
+    }
+
+    /// Close `tenant`'s cluster once it has been idle for the idle time: a timer that ends
+    /// when it is closed (or removed), so dormant tenants cost no task.
+    fn close_when_idle(&self, name: &str, tenant: &Arc<Tenant>) {
+        let (Some(idle), Ok(runtime)) = (self.idle.get(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let (idle, name, tenant) = (idle.clone(), name.to_owned(), Arc::downgrade(tenant));
+        runtime.spawn(async move {
+            loop {
+                let Some(wait) =
+                    tenant.upgrade().map(|t| idle.after.saturating_sub(t.unused_for()))
+                else {
+                    return;
+                };
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                let Some(tenant) = tenant.upgrade() else { return };
+                match close_if_idle(&tenant) {
+                    Closed::Yes(server) => {
+                        idle.wake.closed(&name);
+                        tracing::debug!(tenant = %name, "closed the idle tenant's cluster");
+                        // The store checkpoints as it closes: not on an async worker.
+                        drop(tokio::task::spawn_blocking(move || drop(server)));
+                        return;
+                    }
+                    Closed::NotOpen => return,
+                    // A watch or a log stream is open: look again an idle time later.
+                    Closed::InUse => {
+                        tenant.touch();
+                    }
+                }
+            }
+        });
+    }
+}
+
+enum Closed {
+    Yes(Arc<Server>),
+    NotOpen,
+    InUse,
+}
+
+/// Make `tenant` dormant if no request is under way; its cluster, to be let go.
+fn close_if_idle(tenant: &Tenant) -> Closed {
+    let mut state = tenant.state.lock();
+    // A request counts from flow control's classification, before it reaches `route`: one
+    // counted now finds the tenant dormant and opens it again.
+    if tenant.serving.in_use() > 0 {
+        return Closed::InUse;
+    }
+    let State::Open(server) = &*state else { return Closed::NotOpen };
+    let server = server.clone();
+    *state = State::Dormant { closing: Some(Arc::downgrade(server.api().store())) };
+    Closed::Yes(server)
+}
+
+/// Open tenant `name` with `wake`, once the store of its last cluster has closed.
+fn open(wake: Arc<dyn Wake>, name: String, closing: Option<Weak<dyn Store>>) -> Opening {
+    async move {
+        if let Some(closing) = closing {
+            let deadline = Instant::now() + CLOSING_WAIT;
+            while closing.strong_count() > 0 {
+                if Instant::now() >= deadline {
+                    return Err(ApiError::unavailable(format!(
+                        "the cluster of tenant {name} is still closing"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        wake.open(&name).await
+    }
+    .boxed()
+    .shared()
 }
 
 impl Classify for Clusters {
@@ -97,11 +378,17 @@ impl Classify for Clusters {
         let within = &rest[name.len()..];
         let tenants = self.tenants.read();
         let (flow, pod_intake, objects) = match tenants.get(name) {
-            Some(tenant) => (
-                Flow::Tenant { name: name.to_owned(), served: tenant.serving.served() },
-                tenant.server.has_pod_intake(),
-                Some(tenant.server.api().clone() as Arc<dyn ObjectCount>),
-            ),
+            Some(tenant) => {
+                // Counted as under way from here (see `close_if_idle`).
+                let served = tenant.serving.served();
+                tenant.touch();
+                let server = tenant.open_server();
+                (
+                    Flow::Tenant { name: name.to_owned(), served },
+                    server.as_ref().is_some_and(|s| s.has_pod_intake()),
+                    server.map(|s| s.api().clone() as Arc<dyn ObjectCount>),
+                )
+            }
             None => (Flow::Unserved, false, None),
         };
         Classified { flow, path: within, pod_intake, objects }
@@ -112,10 +399,13 @@ impl Classify for Clusters {
 mod tests {
     use std::time::Duration;
 
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
     use carrel_store::{Options, SledStore};
     use http_body_util::BodyExt;
+    use serde_json::Value;
     use tower::ServiceExt;
 
     use super::*;
@@ -141,6 +431,183 @@ mod tests {
 
     fn get(path: &str) -> Request<Body> {
         Request::get(path).body(Body::empty()).unwrap()
+    }
+
+    /// Opens tenants' stores under a directory, counting openings and closings; fails the next
+    /// opening when told to.
+    #[derive(Debug)]
+    struct Reopen {
+        dir: std::path::PathBuf,
+        opened: AtomicUsize,
+        closed: AtomicUsize,
+        fail_next: AtomicBool,
+    }
+
+    impl Reopen {
+        fn new(dir: &tempfile::TempDir) -> Arc<Reopen> {
+            Arc::new(Reopen {
+                dir: dir.path().to_owned(),
+                opened: AtomicUsize::new(0),
+                closed: AtomicUsize::new(0),
+                fail_next: AtomicBool::new(false),
+            })
+        }
+    }
+
+    impl Wake for Reopen {
+        fn open(&self, name: &str) -> BoxFuture<'static, Result<Arc<Server>, ApiError>> {
+            self.opened.fetch_add(1, Ordering::SeqCst);
+            let fail = self.fail_next.swap(false, Ordering::SeqCst);
+            let (path, name) = (self.dir.join(name), name.to_owned());
+            Box::pin(async move {
+                if fail {
+                    return Err(ApiError::unavailable("no room to open it"));
+                }
+                let store =
+                    tokio::task::spawn_blocking(move || SledStore::open(path, Options::create()))
+                        .await
+                        .unwrap()
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                let api = Arc::new(Api::new(Arc::new(store))?);
+                Ok(Arc::new(Server::new(api, &format!("/tenants/{name}"))))
+            })
+        }
+
+        fn closed(&self, _name: &str) {
+            self.closed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    const IDLE: Duration = Duration::from_millis(200);
+
+    /// The host, and tenant `a` opened by `reopen`, closed after [`IDLE`].
+    async fn idle_clusters(dir: &tempfile::TempDir, reopen: &Arc<Reopen>) -> Arc<Clusters> {
+        let host = api(dir, "host");
+        let clusters = Arc::new(Clusters::new(Arc::new(Server::new(host, ""))));
+        clusters.set_idle(Idle { after: IDLE, wake: reopen.clone() });
+        let server = reopen.open("a").await.unwrap();
+        clusters.insert("a", server);
+        clusters
+    }
+
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        for _ in 0..500 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{what} did not happen within 5 s");
+    }
+
+    async fn status_and_body(router: &axum::Router, request: Request<Body>) -> (StatusCode, Value) {
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    fn create_config_map(name: &str) -> Request<Body> {
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name}, "data": {"kept": "yes"}});
+        Request::post("/tenants/a/api/v1/namespaces/default/configmaps")
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_idle_tenant_is_closed_and_its_next_requests_open_it_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let reopen = Reopen::new(&dir);
+        let clusters = idle_clusters(&dir, &reopen).await;
+        let router = clusters_router_with(clusters.clone(), &FlowConfig::for_cores(2));
+        let (status, _) = status_and_body(&router, create_config_map("before")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let store = Arc::downgrade(clusters.tenant("a").unwrap().api().store());
+        until("the idle tenant closed", || clusters.tenant("a").is_none()).await;
+        assert!(clusters.contains("a"), "a closed tenant is still served");
+        assert_eq!(clusters.names(), vec!["a".to_owned()]);
+        assert!(clusters.open().is_empty());
+        until("its store let go", || store.strong_count() == 0).await;
+        assert_eq!(reopen.closed.load(Ordering::SeqCst), 1);
+
+        // Eight requests at once: one opening, every one answered from the same store.
+        let path = "/tenants/a/api/v1/namespaces/default/configmaps/before";
+        let reads = (0..8).map(|_| status_and_body(&router, get(path)));
+        for (status, body) in futures::future::join_all(reads).await {
+            assert_eq!(status, StatusCode::OK, "{body}");
+            assert_eq!(body["data"]["kept"], "yes");
+        }
+        assert_eq!(reopen.opened.load(Ordering::SeqCst), 2);
+        assert!(clusters.tenant("a").is_some());
+        // Open again, it writes, and is closed again once idle.
+        let (status, _) = status_and_body(&router, create_config_map("after")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        until("the tenant closed again", || clusters.tenant("a").is_none()).await;
+        assert_eq!(reopen.closed.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_open_watch_keeps_its_tenant_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let reopen = Reopen::new(&dir);
+        let clusters = idle_clusters(&dir, &reopen).await;
+        let router = clusters_router_with(clusters.clone(), &FlowConfig::for_cores(2));
+        let watch = "/tenants/a/api/v1/namespaces/default/configmaps?watch=true";
+        let response = router.clone().oneshot(get(watch)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        tokio::time::sleep(IDLE * 4).await;
+        assert!(clusters.tenant("a").is_some(), "closed under an open watch");
+        // The watch still sees writes.
+        let mut body = response.into_body();
+        let (status, _) = status_and_body(&router, create_config_map("seen")).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let frame = tokio::time::timeout(Duration::from_secs(5), body.frame()).await.unwrap();
+        let text = frame.unwrap().unwrap().into_data().unwrap();
+        assert!(String::from_utf8_lossy(&text).contains("\"seen\""));
+        drop(body);
+        until("the tenant closed once its watch ended", || clusters.tenant("a").is_none()).await;
+        assert_eq!(reopen.opened.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_failed_opening_is_a_503_and_the_next_request_tries_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let reopen = Reopen::new(&dir);
+        let clusters = idle_clusters(&dir, &reopen).await;
+        let router = clusters_router_with(clusters.clone(), &FlowConfig::for_cores(2));
+        until("the idle tenant closed", || clusters.tenant("a").is_none()).await;
+        reopen.fail_next.store(true, Ordering::SeqCst);
+        let namespaces = "/tenants/a/api/v1/namespaces";
+        let (status, body) = status_and_body(&router, get(namespaces)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["reason"], "ServiceUnavailable");
+        assert!(clusters.tenant("a").is_none());
+        let (status, _) = status_and_body(&router, get(namespaces)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(reopen.opened.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_tenant_mounted_dormant_is_opened_by_its_first_request_and_removing_it_ends_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let reopen = Reopen::new(&dir);
+        let clusters = idle_clusters(&dir, &reopen).await;
+        assert!(clusters.insert_dormant("b"));
+        assert!(clusters.tenant("b").is_none());
+        assert_eq!(reopen.opened.load(Ordering::SeqCst), 1, "mounting opened nothing");
+        let router = clusters_router_with(clusters.clone(), &FlowConfig::for_cores(2));
+        let (status, _) = status_and_body(&router, get("/tenants/b/api/v1/namespaces")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(clusters.tenant("b").is_some());
+        assert!(clusters.remove("b").is_some());
+        assert!(!clusters.contains("b"));
+        let (status, _) = status_and_body(&router, get("/tenants/b/api/v1/namespaces")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        // Without an idle time, nothing is mounted dormant.
+        let plain = Clusters::new(clusters.host().clone());
+        assert!(!plain.insert_dormant("c"));
     }
 
     #[tokio::test(flavor = "multi_thread")]

@@ -46,7 +46,7 @@ use crate::status::{ApiError, ApiResult};
 use gate::GateLayer;
 use request_info::RequestInfo;
 
-pub use clusters::Clusters;
+pub use clusters::{Clusters, Idle, Wake};
 pub(crate) use routing::is_health;
 
 /// What the router serves.

@@ -8,7 +8,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 
-use super::Clusters;
+use super::clusters::Route;
+use super::{Clusters, Server};
 use crate::access::{self, PeerCertificates};
 use crate::rbac::Attributes;
 use crate::status::ApiError;
@@ -24,18 +25,55 @@ pub(super) struct SelectCluster(pub(super) Arc<Clusters>);
 impl Gate for SelectCluster {
     fn check(&self, mut request: Request) -> Step {
         match self.0.route(request.uri().path()) {
-            Some(server) => {
+            Route::Open(server) => {
                 request.extensions_mut().insert(Cluster(server));
                 Step::Go(request)
             }
-            None => Step::Slow(request),
+            Route::Dormant(_) | Route::Unknown => Step::Slow(request),
         }
     }
 
     fn slow<S: Next>(&self, request: Request, next: S) -> BoxFuture<'static, Response> {
         let clusters = self.0.clone();
-        Box::pin(async move { unknown_tenant(&clusters, request, next).await })
+        Box::pin(async move {
+            match clusters.route(request.uri().path()) {
+                Route::Open(server) => go(server, request, next).await,
+                Route::Dormant(name) => dormant(&clusters, &name, request, next).await,
+                Route::Unknown => unknown_tenant(&clusters, request, next).await,
+            }
+        })
     }
+}
+
+async fn go<S: Next>(server: Arc<Server>, mut request: Request, next: S) -> Response {
+    request.extensions_mut().insert(Cluster(server));
+    run(next, request).await
+}
+
+/// A request for a dormant tenant. On a listener that authenticates, one that carries no
+/// credentials is answered as for a tenant that is not served, which is what the tenant itself
+/// would answer (401, or a public path as the host answers it): a stranger does not open a
+/// tenant. Anything else opens the tenant's cluster, then goes on.
+async fn dormant<S: Next>(
+    clusters: &Arc<Clusters>,
+    name: &str,
+    request: Request,
+    next: S,
+) -> Response {
+    if clusters.host().security.is_some() && !has_credentials(&request) {
+        return unknown_tenant(clusters, request, next).await;
+    }
+    match clusters.wake(name).await {
+        Some(Ok(server)) => go(server, request, next).await,
+        Some(Err(e)) => e.into_response(),
+        None => unknown_tenant(clusters, request, next).await,
+    }
+}
+
+/// Whether a request carries a token or a client certificate.
+fn has_credentials(request: &Request) -> bool {
+    request.headers().contains_key(header::AUTHORIZATION)
+        || request.extensions().get::<PeerCertificates>().is_some_and(|p| !p.is_empty())
 }
 
 /// A request under `/tenants/<name>/` for a tenant that is not served. It is answered as a
@@ -50,10 +88,7 @@ async fn unknown_tenant<S: Next>(clusters: &Clusters, mut request: Request, next
     let not_found = ApiError::not_found(crate::tenant::types::GROUP, "tenants", &name);
     let host = clusters.host();
     let Some(security) = &host.security else { return not_found.into_response() };
-    let headers = request.headers();
-    let has_credentials = headers.contains_key(header::AUTHORIZATION)
-        || request.extensions().get::<PeerCertificates>().is_some_and(|p| !p.is_empty());
-    if !has_credentials && access::is_public(&relative) {
+    if !has_credentials(&request) && access::is_public(&relative) {
         let target = match request.uri().query() {
             Some(query) => format!("{relative}?{query}"),
             None => relative,
@@ -65,6 +100,7 @@ async fn unknown_tenant<S: Next>(clusters: &Clusters, mut request: Request, next
         }
     }
     // Only the listener's certificates count: an in-process client is a client of one cluster.
+    let headers = request.headers();
     let peer = Credentials::Peer(request.extensions().get::<PeerCertificates>().cloned());
     let tenant_path = format!("/apis/{}/tenants/{name}", crate::tenant::types::GROUP);
     let caller = match identify(&host.api, security, headers, peer, &tenant_path, "").await {
