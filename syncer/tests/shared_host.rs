@@ -307,3 +307,34 @@ async fn pods_taken_up_on_the_shared_host_side_give_their_room_back() {
     let _ = watch.await;
     assert!(shared.subscribed_tenants().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_change_for_a_tenant_without_a_running_syncer_is_told() {
+    let (_host_dir, host_addr) = server(true, None).await;
+    let (_tenant_dir, tenant_addr) = server(false, None).await;
+    let host = client(host_addr.port());
+    let tenant = client(tenant_addr.port());
+    create_namespace(&host, "carrel-t").await;
+    let shared = HostWatch::new(host.clone());
+    let told = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let record = told.clone();
+    shared.on_unheard(move |tenant| record.lock().push(tenant.to_owned()));
+    let (stop, run) = start(Syncer::new(tenant.clone(), &shared, config("t")));
+    create_pod(&tenant, "p").await;
+    eventually("the host pod", || async { host_pods(&host, "carrel-t").await == ["p-x-default"] })
+        .await;
+    // Heard by the syncer: nothing told.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(told.lock().is_empty(), "{:?}", told.lock());
+    let _ = stop.send(true);
+    run.await.expect("the syncer stops");
+
+    // The host pod changes while no syncer runs for its tenant: told, with the tenant.
+    let host_pods_api = Api::<Pod>::namespaced(host.clone(), "carrel-t");
+    let patch = json!({"metadata": {"annotations": {"changed": "on the host"}}});
+    host_pods_api
+        .patch("p-x-default", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("patch the host pod");
+    eventually("the change told", || async { told.lock().iter().any(|t| t == "t") }).await;
+}

@@ -199,6 +199,12 @@ impl Clusters {
         self.tenants.read().len()
     }
 
+    /// How many tenants' clusters are open.
+    pub fn open_count(&self) -> usize {
+        let tenants = self.tenants.read();
+        tenants.values().filter(|t| matches!(*t.state.lock(), State::Open(_))).count()
+    }
+
     /// The names of the tenants served, open or dormant.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.tenants.read().keys().cloned().collect();

@@ -14,6 +14,7 @@ use kube::Api;
 use parking_lot::Mutex;
 use serde_json::Value;
 
+use carrel_apiserver::http::Clusters;
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::registry::core::pods::subresources::{
     container_of, LogOptions, LogStream, PodLogs,
@@ -91,6 +92,23 @@ impl Syncers {
         Syncers { start: false, ..self }
     }
 
+    /// Open an idle tenant (whose syncer then starts) when one of its host pods or claims
+    /// changes: its syncer has something to do.
+    pub fn open_idle_tenants_on_host_changes(&self, clusters: Arc<Clusters>) {
+        if !self.start {
+            return;
+        }
+        let handle = self.handle.clone();
+        self.host_watch.on_unheard(move |tenant| {
+            let (clusters, tenant) = (clusters.clone(), tenant.to_owned());
+            handle.spawn(async move {
+                if let Some(Err(e)) = clusters.wake(&tenant).await {
+                    tracing::warn!(%tenant, error = %e, "opening an idle tenant for a host change");
+                }
+            });
+        });
+    }
+
     /// Stop every syncer.
     pub fn stop_all(&self) {
         for (_, running) in self.running.lock().drain() {
@@ -159,11 +177,17 @@ impl TenantHooks for Syncers {
     }
 
     fn gone(&self, tenant: &str) {
-        if let Some(r) = self.running.lock().remove(tenant) {
-            let _ = r.stop.send(true);
-        }
+        self.idle(tenant);
         if let Some(intake) = &self.intake {
             intake.forget(tenant);
+        }
+    }
+
+    /// Its syncer stops, and starts again with its cluster (a change on the host side for it
+    /// opens it: see [`Syncers::open_idle_tenants_on_host_changes`]).
+    fn idle(&self, tenant: &str) {
+        if let Some(r) = self.running.lock().remove(tenant) {
+            let _ = r.stop.send(true);
         }
     }
 }

@@ -75,8 +75,20 @@ pub struct Args {
     /// started apart, as against a real host cluster. No sync window then.
     #[arg(long, conflicts_with = "sync_window")]
     no_syncers: bool,
+    /// Close a tenant's cluster (its store, its syncer) once no request has reached it for
+    /// this long, as a Go duration (`90s`, `5m`); its next request opens it again, in a few
+    /// milliseconds. `0s` keeps every tenant open.
+    #[arg(long, default_value = "5m", value_parser = go_duration)]
+    tenant_idle_after: Duration,
     #[command(flatten)]
     listener: ListenerFlags,
+}
+
+/// A non-negative Go duration.
+fn go_duration(text: &str) -> Result<Duration, String> {
+    let nanos = carrel_machinery::duration::parse(text).map_err(|e| e.to_string())?;
+    let nanos = u64::try_from(nanos).map_err(|_| format!("{text} is negative"))?;
+    Ok(Duration::from_nanos(nanos))
 }
 
 /// The name of simulated node `i`.
@@ -160,6 +172,10 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
+    if !args.tenant_idle_after.is_zero() {
+        manager.close_idle_tenants(args.tenant_idle_after);
+        syncers.open_idle_tenants_on_host_changes(clusters.clone());
+    }
     let mut logs = BTreeMap::new();
     let mut tasks = Vec::new();
     for i in 0..args.sim_nodes {
@@ -195,14 +211,14 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     let stores = clusters.clone();
     limits.fd_reserve =
-        FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.count());
+        FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.open_count());
     // A new tenant is served only while the listener's reckoning leaves room for it: its
     // store's reserve, beside the stores' reserves and the connections open now. Otherwise it goes Failed with the reason, before any connection or
     // store would fail, and the tenants served keep working.
     let (stores, gate) = (clusters.clone(), limits.gate.clone());
     let in_use = move || {
         let nofile = rlimit::getrlimit(rlimit::Resource::NOFILE)?.0;
-        let stores = u64::try_from(1 + stores.count()).unwrap_or(u64::MAX);
+        let stores = u64::try_from(1 + stores.open_count()).unwrap_or(u64::MAX);
         let connections = u64::try_from(gate.open()).unwrap_or(u64::MAX);
         Ok((FD_RESERVE_PER_STORE.saturating_mul(stores).saturating_add(connections), nofile))
     };

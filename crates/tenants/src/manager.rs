@@ -10,9 +10,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::controller::{Action, Controller};
@@ -23,10 +24,10 @@ use serde_json::{json, Value};
 
 use carrel_apiserver::admission::{Level, TenantAdmission, TenantPolicy};
 use carrel_apiserver::auth::CredentialError;
-use carrel_apiserver::http::Clusters;
+use carrel_apiserver::http::{Clusters, Idle, Wake};
 use carrel_apiserver::object::{finalizers, is_deleting, meta_str};
 use carrel_apiserver::tenant::descriptors::{Descriptors, NoRoom, REASON as NO_DESCRIPTORS};
-use carrel_apiserver::tenant::types::{gpu_quota, store_quota, Tenant};
+use carrel_apiserver::tenant::types::{gpu_quota, store_quota, Tenant, GROUP};
 use carrel_apiserver::{ApiError, Server};
 use carrel_gpu::claim::LABEL_TENANT;
 use carrel_gpu::leases::{self, LeaseError, Selection};
@@ -92,6 +93,12 @@ pub enum ManagerError {
         /// The count.
         source: NoRoom,
     },
+    /// The tenant is gone, or being deleted: its cluster is not opened again.
+    #[error("tenant {tenant} is gone")]
+    Gone {
+        /// The tenant.
+        tenant: String,
+    },
     /// The tenant's host namespace exists and was not created for this tenant.
     #[error("tenant {tenant}: host namespace {namespace} exists and does not record this tenant's UID: it belongs to something else")]
     NotOwned {
@@ -112,6 +119,9 @@ pub trait TenantHooks: Send + Sync + std::fmt::Debug {
     fn serving(&self, tenant: &str, server: &Arc<Server>, object: &Value);
     /// The tenant is no longer served.
     fn gone(&self, tenant: &str);
+    /// The tenant's cluster was closed while idle: stop what runs for it until `serving` is
+    /// called again, when its next request opens it.
+    fn idle(&self, tenant: &str);
 }
 
 /// When a tenant is to be reconciled again, besides on a change to it or its claims.
@@ -139,6 +149,8 @@ pub struct Manager {
     descriptors: OnceLock<Descriptors>,
     /// One reconcile at a time: the room for a new tenant is counted, then taken.
     serial: tokio::sync::Mutex<()>,
+    /// Opening an idle tenant (read) and tearing one down (write) exclude each other.
+    lifecycle: tokio::sync::RwLock<()>,
     /// The time TTLs are measured against.
     pub(crate) clock: fn() -> chrono::DateTime<chrono::Utc>,
 }
@@ -167,6 +179,7 @@ impl Manager {
             hooks: OnceLock::new(),
             descriptors: OnceLock::new(),
             serial: tokio::sync::Mutex::new(()),
+            lifecycle: tokio::sync::RwLock::new(()),
             clock: chrono::Utc::now,
         }
     }
@@ -180,6 +193,15 @@ impl Manager {
     /// [`carrel_apiserver::tenant::descriptors`]). Only the first call has an effect.
     pub fn set_descriptors(&self, descriptors: Descriptors) {
         let _ = self.descriptors.set(descriptors);
+    }
+
+    /// Close a tenant's cluster once no request has reached it for `after`, and open it again on
+    /// its next request (see [`carrel_apiserver::http::clusters`]): an idle tenant then holds
+    /// no store, no threads and nothing run for it (its [`TenantHooks::idle`]). Tenants whose
+    /// data exists are then also mounted dormant when served again (a restart opens none).
+    pub fn close_idle_tenants(self: &Arc<Self>, after: Duration) {
+        let wake = Arc::new(Reopen(Arc::downgrade(self)));
+        self.clusters.set_idle(Idle { after, wake });
     }
 
     /// The tenant's API URL.
@@ -432,7 +454,12 @@ impl Manager {
     /// and its credentials at the same time (see [`tenant_cluster::open`]); it is served
     /// as soon as both are ready.
     async fn serve(&self, name: &str, tenant: &Value) -> Result<(), ManagerError> {
-        if self.clusters.tenant(name).is_some() {
+        if self.clusters.contains(name) {
+            return Ok(());
+        }
+        let dir = self.dir(name);
+        if dir.is_made() && self.clusters.insert_dormant(name) {
+            tracing::info!(tenant = %name, "serving the tenant's API, opened by its next request");
             return Ok(());
         }
         if let Some(descriptors) = self.descriptors.get() {
@@ -440,8 +467,7 @@ impl Manager {
                 .room_for_one()
                 .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source })?;
         }
-        let (dir, quota, secured) =
-            (self.dir(name), store_quota(tenant), self.server_ca_pem.is_some());
+        let (quota, secured) = (store_quota(tenant), self.server_ca_pem.is_some());
         let opened = tenant_cluster::open(dir, quota, secured).await?;
         // The tenant's pod rules hold from its first request, not only from the end of this
         // reconcile (a restarted manager serves tenants whose clients are already connected).
@@ -496,6 +522,7 @@ impl Manager {
             status["phase"] = json!("Terminating");
             self.write_status(name, &tenant, status).await?;
         }
+        let lifecycle = self.lifecycle.write().await;
         self.unserve(name);
         leases::release_tenant(self.host.client(), name).await?;
         let dir = self.dir(name).path;
@@ -507,6 +534,7 @@ impl Manager {
         })
         .await?;
         removed.map_err(|(path, source)| ManagerError::Io { tenant: name.into(), path, source })?;
+        drop(lifecycle);
         namespace::delete_owned(&self.host, name, &tenant).await?;
         let mut updated = self.host.get(host::TENANTS, name).await?;
         let kept: Vec<Value> =
@@ -589,10 +617,10 @@ impl Manager {
                 _ = stop.wait_for(|stopped| *stopped) => return,
                 _ = ticker.tick() => {}
             }
-            let served = self.clusters.names();
-            seen.retain(|name, _| served.contains(name));
-            for name in served {
-                let Some(server) = self.clusters.tenant(&name) else { continue };
+            // Only open tenants have a store whose health can change.
+            let open = self.clusters.open();
+            seen.retain(|name, _| open.iter().any(|(open, _)| open == name));
+            for (name, server) in open {
                 let health = server.api().store_health();
                 // A tenant is served healthy: its status said so then.
                 let before = seen.insert(name.clone(), health.clone());
@@ -600,6 +628,77 @@ impl Manager {
                     self.report_store_health(&name).await;
                 }
             }
+        }
+    }
+}
+
+impl Manager {
+    /// Open an idle tenant's cluster again: its store, its credentials, its admission and its
+    /// hooks, as the `Tenant` object now says. A store still closing is waited for.
+    async fn reopen(&self, name: &str) -> Result<Arc<Server>, ManagerError> {
+        let _lifecycle = self.lifecycle.read().await;
+        let tenant = match self.host.get_opt(host::TENANTS, name).await? {
+            Some(tenant) if !is_deleting(&tenant) => tenant,
+            _ => return Err(ManagerError::Gone { tenant: name.to_owned() }),
+        };
+        if let Some(descriptors) = self.descriptors.get() {
+            descriptors
+                .room_for_one()
+                .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source })?;
+        }
+        let (quota, secured) = (store_quota(&tenant), self.server_ca_pem.is_some());
+        let deadline = std::time::Instant::now() + REOPEN_WAIT;
+        let opened = loop {
+            match tenant_cluster::open(self.dir(name), quota, secured).await {
+                Err(ManagerError::Store { source: carrel_store::Error::Locked { .. }, .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                opened => break opened?,
+            }
+        };
+        opened.admission.set(Self::policy_of(&tenant));
+        self.admissions.lock().insert(name.to_owned(), opened.admission);
+        if let Some(hooks) = self.hooks.get() {
+            hooks.serving(name, &opened.server, &tenant);
+        }
+        Ok(opened.server)
+    }
+
+    /// An idle tenant's cluster was closed.
+    fn closed(&self, name: &str) {
+        self.admissions.lock().remove(name);
+        if let Some(hooks) = self.hooks.get() {
+            hooks.idle(name);
+        }
+    }
+}
+
+/// How long an idle tenant's last store may take to close before it is opened again.
+const REOPEN_WAIT: Duration = Duration::from_secs(5);
+
+/// Opens idle tenants for [`Clusters`], through the manager.
+#[derive(Debug)]
+struct Reopen(Weak<Manager>);
+
+impl Wake for Reopen {
+    fn open(&self, name: &str) -> BoxFuture<'static, Result<Arc<Server>, ApiError>> {
+        let (manager, name) = (self.0.clone(), name.to_owned());
+        Box::pin(async move {
+            let Some(manager) = manager.upgrade() else {
+                return Err(ApiError::unavailable("the tenant manager has stopped"));
+            };
+            manager.reopen(&name).await.map_err(|e| match e {
+                ManagerError::Gone { tenant } => ApiError::not_found(GROUP, "tenants", &tenant),
+                e => ApiError::unavailable(format!("the tenant's cluster cannot be opened: {e}")),
+            })
+        })
+    }
+
+    fn closed(&self, name: &str) {
+        if let Some(manager) = self.0.upgrade() {
+            manager.closed(name);
         }
     }
 }

@@ -37,6 +37,12 @@ impl TenantDir {
         self.path.join("pki")
     }
 
+    /// Whether the tenant's store was made (by an earlier opening; whatever of its bootstrap
+    /// or credentials is missing is made when it is opened again).
+    pub fn is_made(&self) -> bool {
+        self.path.join("store").is_dir()
+    }
+
     /// Create the directory if it is missing.
     fn create(&self) -> Result<(), ManagerError> {
         std::fs::create_dir_all(&self.path).map_err(|source| ManagerError::Io {

@@ -671,3 +671,113 @@ async fn a_manager_stopped_before_its_first_list_stops() {
     let run = tokio::spawn(manager.run(Duration::from_millis(50), stopped));
     tokio::time::timeout(Duration::from_secs(10), run).await.expect("the manager stops").unwrap();
 }
+
+/// What the manager tells of tenants coming, going and closing, in order.
+#[derive(Debug, Default)]
+struct Told(parking_lot::Mutex<Vec<String>>);
+
+impl crate::TenantHooks for Told {
+    fn serving(&self, tenant: &str, _: &Arc<Server>, _: &Value) {
+        self.0.lock().push(format!("serving {tenant}"));
+    }
+    fn gone(&self, tenant: &str) {
+        self.0.lock().push(format!("gone {tenant}"));
+    }
+    fn idle(&self, tenant: &str) {
+        self.0.lock().push(format!("idle {tenant}"));
+    }
+}
+
+const IDLE: Duration = Duration::from_millis(300);
+
+/// A fixture whose manager closes tenants idle for [`IDLE`], telling `told`.
+fn idle_fixture(dir: tempfile::TempDir) -> (Fixture, Arc<Manager>, Arc<Told>) {
+    let Fixture { dir, host, clusters, manager } = fixture_in(dir);
+    let manager = Arc::new(manager);
+    manager.close_idle_tenants(IDLE);
+    let told = Arc::new(Told::default());
+    manager.set_hooks(told.clone());
+    // The fixture's own manager is not used: the shared one is.
+    let unused = Manager::new(
+        local_client::client(router(clusters.host().clone()), None, "default"),
+        clusters.clone(),
+        dir.path(),
+        "https://127.0.0.1:6443",
+        None,
+    );
+    (Fixture { dir, host, clusters, manager: unused }, manager, told)
+}
+
+async fn until_closed(f: &Fixture, name: &str) {
+    for _ in 0..500 {
+        if f.clusters.tenant(name).is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("tenant {name} was not closed while idle");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_tenant_closes_its_store_and_opens_again_with_its_data_and_rules() {
+    let (f, manager, told) = idle_fixture(tempfile::tempdir().unwrap());
+    create(&f, "team-a", json!({"podSecurity": "restricted"}));
+    manager.reconcile("team-a").await.unwrap();
+    let configmaps = "/tenants/team-a/api/v1/namespaces/default/configmaps";
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept"}});
+    assert_eq!(send(&f, "POST", configmaps, Some(body)).await.0, 201);
+    until_closed(&f, "team-a").await;
+    assert_eq!(*told.0.lock(), ["serving team-a", "idle team-a"]);
+    // Its store is closed: nothing in this process holds it.
+    let store_dir = f.dir.path().join("tenants/team-a/store");
+    let mut opened = None;
+    for _ in 0..500 {
+        match SledStore::open(&store_dir, Options::create()) {
+            Ok(store) => {
+                opened = Some(store);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    drop(opened.expect("the idle tenant's store was let go"));
+    // Still Ready, and its next request opens it: its data, and its pod rules.
+    assert_eq!(f.host.get(&tenants(), "team-a").unwrap()["status"]["phase"], "Ready");
+    let (code, kept) = send(&f, "GET", &format!("{configmaps}/kept"), None).await;
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["metadata"]["name"], "kept");
+    assert_eq!(told.0.lock().last().map(String::as_str), Some("serving team-a"));
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "root"},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "securityContext": {"privileged": true}}]}});
+    let pods = "/tenants/team-a/api/v1/namespaces/default/pods";
+    let (code, refused) = send(&f, "POST", pods, Some(pod)).await;
+    assert_eq!(code, 403, "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("restricted"), "{refused}");
+
+    // Closed again, then deleted while closed: torn down all the same.
+    until_closed(&f, "team-a").await;
+    f.host.delete(&tenants(), "team-a", &DeleteParams::default()).unwrap();
+    manager.reconcile("team-a").await.unwrap();
+    assert!(!f.clusters.contains("team-a"));
+    assert!(!f.dir.path().join("tenants/team-a").exists());
+    assert_eq!(send(&f, "GET", configmaps, None).await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_mounts_existing_tenants_without_opening_them() {
+    let (f, manager, _) = idle_fixture(tempfile::tempdir().unwrap());
+    create(&f, "kept", json!({}));
+    manager.reconcile("kept").await.unwrap();
+    let Fixture { dir, host, clusters, manager: unused } = f;
+    drop((host, clusters, unused, manager));
+    let (f, manager, told) = idle_fixture(dir);
+    manager.resume().await.unwrap();
+    assert_eq!(f.clusters.names(), vec!["kept".to_owned()]);
+    assert!(f.clusters.tenant("kept").is_none(), "a restart opened the tenant");
+    assert!(told.0.lock().is_empty());
+    assert_eq!(f.host.get(&tenants(), "kept").unwrap()["status"]["phase"], "Ready");
+    assert_eq!(send(&f, "GET", "/tenants/kept/api/v1/namespaces", None).await.0, 200);
+    assert!(f.clusters.tenant("kept").is_some());
+    assert_eq!(*told.0.lock(), ["serving kept"]);
+}

@@ -47,14 +47,14 @@ impl<T: Clone> Fanout<T> {
         Listener { fanout: self.clone(), tenant: tenant.to_owned(), id, rx }
     }
 
-    /// Send `item` to the listeners of `tenant`; dropped when there are none.
-    pub(crate) fn send(&self, tenant: &str, item: T) {
+    /// Send `item` to the listeners of `tenant`; dropped when there are none (false then).
+    pub(crate) fn send(&self, tenant: &str, item: T) -> bool {
         let state = self.state.lock();
-        if let Some(listeners) = state.listeners.get(tenant) {
-            for (_, tx) in listeners {
-                let _ = tx.unbounded_send(item.clone());
-            }
+        let Some(listeners) = state.listeners.get(tenant) else { return false };
+        for (_, tx) in listeners {
+            let _ = tx.unbounded_send(item.clone());
         }
+        true
     }
 
     /// Send `item` to every listener.

@@ -15,6 +15,8 @@ use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::Event;
 use parking_lot::Mutex;
 
+use super::Unheard;
+
 /// Where a host object belongs: its namespace, and the tenant its labels name (`""` for a kind
 /// whose objects carry no tenant label: host Events, which belong to their namespace).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -94,6 +96,8 @@ pub(crate) struct Feed<K: Fed> {
     /// Whether the objects of a partition no one subscribes to are kept, for a subscriber to
     /// come (a partition subscribed to is always kept).
     keep: Box<dyn Fn(&Partition) -> bool + Send + Sync>,
+    /// Told of a change to a tenant's partition that no one subscribes to.
+    unheard: Option<Unheard>,
 }
 
 impl<K: Fed> Feed<K> {
@@ -110,6 +114,21 @@ impl<K: Fed> Feed<K> {
             }),
             partition_of,
             keep: Box::new(keep),
+            unheard: None,
+        }
+    }
+
+    /// Tell `unheard` of each change to a tenant's partition no one subscribes to.
+    pub(crate) fn telling(self, unheard: Unheard) -> Feed<K> {
+        Feed { unheard: Some(unheard), ..self }
+    }
+
+    /// Tell of a change to `partition` if no one subscribes to it.
+    fn unheard(&self, state: &State<K>, partition: &Partition) {
+        if let Some(unheard) = &self.unheard {
+            if !partition.tenant.is_empty() && !state.subscribers.contains_key(partition) {
+                unheard.tell(&partition.tenant);
+            }
         }
     }
 
@@ -132,6 +151,7 @@ impl<K: Fed> Feed<K> {
                 if let Some(cache) = state.cache(&partition, create) {
                     cache.writer.apply_watcher_event(&event);
                 }
+                self.unheard(&state, &partition);
                 state.send(&partition, event);
             }
             Event::InitDone => {
@@ -154,12 +174,14 @@ impl<K: Fed> Feed<K> {
                 if let Some(cache) = state.cache(&partition, create) {
                     cache.writer.apply_watcher_event(&event);
                 }
+                self.unheard(&state, &partition);
                 state.send(&partition, event);
             }
             Event::Delete(object) => {
                 let left = state.evict(&object, None);
                 // Its subscribers hear of it even if their cache never held it.
                 if let Some(partition) = (self.partition_of)(&object) {
+                    self.unheard(&state, &partition);
                     if !left.contains(&partition) {
                         state.send(&partition, Event::Delete(object));
                     }

@@ -11,14 +11,16 @@
 //!
 //! A syncer subscribes to its tenant's partitions when it starts and unsubscribes when it stops;
 //! a change for a tenant with no syncer is dropped (its partition's cache still follows it, so a
-//! syncer that starts later is shown it). The watches start with the first subscription and end
-//! with the last [`HostWatch`] handle.
+//! syncer that starts later is shown it), but a change to one of its host pods or claims is told
+//! to [`HostWatch::on_unheard`]'s callback, which can start that syncer (`carrel up` opens the
+//! idle tenant, whose syncer starts with it). The watches start with the first subscription (or
+//! that callback) and end with the last [`HostWatch`] handle.
 
 mod fanout;
 mod feed;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -57,8 +59,26 @@ struct Inner {
     claim_leases: Store<Lease>,
     node_changes: Arc<Fanout<Arc<Node>>>,
     claim_changes: Arc<Fanout<Key>>,
+    /// Told of a change to the host pods or claims of a tenant with no syncer.
+    unheard: Unheard,
     /// The writers of the node and Lease caches until the watches start, then the watches.
     started: Mutex<Started>,
+}
+
+/// Who is told of a change for a tenant whose syncer is not running: set once.
+#[derive(Clone, Default)]
+pub(crate) struct Unheard(Arc<OnceLock<Tell>>);
+
+/// What is told the tenant of an unheard change.
+type Tell = Box<dyn Fn(&str) + Send + Sync>;
+
+impl Unheard {
+    /// Tell of a change for `tenant`, which no syncer heard.
+    pub(crate) fn tell(&self, tenant: &str) {
+        if let Some(tell) = self.0.get() {
+            tell(tenant);
+        }
+    }
 }
 
 enum Started {
@@ -131,11 +151,12 @@ impl HostWatch {
             move |p: &Partition| one_namespace || p.namespace.starts_with(HOST_NAMESPACE_PREFIX);
         let (nodes, nodes_writer) = reflector::store();
         let (claim_leases, leases_writer) = reflector::store();
+        let unheard = Unheard::default();
         HostWatch {
             inner: Arc::new(Inner {
                 client,
                 namespace,
-                pods: Arc::new(Feed::new(labelled, |_| true)),
+                pods: Arc::new(Feed::new(labelled, |_| true).telling(unheard.clone())),
                 config_maps: Arc::new(Feed::new(labelled, |_| true)),
                 secrets: Arc::new(Feed::new(labelled, |_| true)),
                 events: Arc::new(Feed::new(in_namespace, keep_events)),
@@ -143,6 +164,7 @@ impl HostWatch {
                 claim_leases,
                 node_changes: Arc::new(Fanout::default()),
                 claim_changes: Arc::new(Fanout::default()),
+                unheard,
                 started: Mutex::new(Started::No(nodes_writer, leases_writer)),
             }),
         }
@@ -196,6 +218,16 @@ impl HostWatch {
                 }
             }),
         }
+    }
+
+    /// Call `tell` with the tenant of each change to a host pod or a claim that no syncer
+    /// subscribes to (its syncer is not running), as the change comes; from now on, and for the
+    /// host pods listed when the watches start. `tell` runs while the change is routed: it must
+    /// not block (spawn what it does). Starts the watches: call it within a Tokio runtime. Only
+    /// the first call has an effect.
+    pub fn on_unheard(&self, tell: impl Fn(&str) + Send + Sync + 'static) {
+        let _ = self.inner.unheard.0.set(Box::new(tell));
+        self.start();
     }
 
     /// The tenants with a subscription to any part of the host side.
@@ -253,6 +285,7 @@ impl HostWatch {
                 carrel_gpu::leases::api(&inner.client),
                 leases_writer,
                 inner.claim_changes.clone(),
+                inner.unheard.clone(),
             ))),
         ];
         *started = Started::Yes(tasks);
@@ -318,6 +351,7 @@ async fn watch_claims(
     api: Api<Lease>,
     writer: reflector::store::Writer<Lease>,
     changes: Arc<Fanout<Key>>,
+    unheard: Unheard,
 ) {
     let config = watcher::Config::default().labels(&Selection::All.labels());
     let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
@@ -330,7 +364,9 @@ async fn watch_claims(
                 | watcher::Event::InitApply(lease),
             ) => {
                 if let Some((tenant, key)) = claim_of(&lease) {
-                    changes.send(&tenant, key);
+                    if !changes.send(&tenant, key) {
+                        unheard.tell(&tenant);
+                    }
                 }
             }
             Ok(_) => {}
