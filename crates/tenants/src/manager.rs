@@ -147,8 +147,13 @@ pub struct Manager {
     hooks: OnceLock<Arc<dyn TenantHooks>>,
     /// Room for new tenants in the open-file limit; unchecked until set.
     descriptors: OnceLock<Descriptors>,
-    /// One reconcile at a time: the room for a new tenant is counted, then taken.
-    serial: tokio::sync::Mutex<()>,
+    /// One reconcile of a tenant at a time: tenants are reconciled concurrently, each under the
+    /// lock its name hashes to.
+    reconciling: Box<[tokio::sync::Mutex<()>]>,
+    /// How many tenants' clusters are opened at once: the room in the open-file limit is
+    /// counted from the stores open, so the stores being opened, uncounted, stay few (their
+    /// descriptors come out of the process's own reserve).
+    opening: tokio::sync::Semaphore,
     /// Opening an idle tenant (read) and tearing one down (write) exclude each other.
     lifecycle: tokio::sync::RwLock<()>,
     /// The time TTLs are measured against.
@@ -178,7 +183,8 @@ impl Manager {
             admissions: Mutex::default(),
             hooks: OnceLock::new(),
             descriptors: OnceLock::new(),
-            serial: tokio::sync::Mutex::new(()),
+            reconciling: (0..RECONCILE_LOCKS).map(|_| tokio::sync::Mutex::new(())).collect(),
+            opening: tokio::sync::Semaphore::new(OPENING_AT_ONCE),
             lifecycle: tokio::sync::RwLock::new(()),
             clock: chrono::Utc::now,
         }
@@ -278,7 +284,7 @@ impl Manager {
 
     /// [`Manager::reconcile`], and when to look again.
     async fn reconcile_next(&self, name: &str) -> Result<Next, ManagerError> {
-        let _one = self.serial.lock().await;
+        let _one = self.reconciling[lock_of(name)].lock().await;
         let Some(tenant) = self.host.get_opt(host::TENANTS, name).await? else {
             self.unserve(name);
             return Ok(Next::OnChange);
@@ -462,13 +468,12 @@ impl Manager {
             tracing::info!(tenant = %name, "serving the tenant's API, opened by its next request");
             return Ok(());
         }
-        if let Some(descriptors) = self.descriptors.get() {
-            descriptors
-                .room_for_one()
-                .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source })?;
-        }
-        let (quota, secured) = (store_quota(tenant), self.server_ca_pem.is_some());
-        let opened = tenant_cluster::open(dir, quota, secured).await?;
+        let opened = {
+            let _turn = self.opening.acquire().await;
+            self.room_for_one(name)?;
+            let (quota, secured) = (store_quota(tenant), self.server_ca_pem.is_some());
+            tenant_cluster::open(dir, quota, secured).await?
+        };
         // The tenant's pod rules hold from its first request, not only from the end of this
         // reconcile (a restarted manager serves tenants whose clients are already connected).
         opened.admission.set(Self::policy_of(tenant));
@@ -641,11 +646,8 @@ impl Manager {
             Some(tenant) if !is_deleting(&tenant) => tenant,
             _ => return Err(ManagerError::Gone { tenant: name.to_owned() }),
         };
-        if let Some(descriptors) = self.descriptors.get() {
-            descriptors
-                .room_for_one()
-                .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source })?;
-        }
+        let _turn = self.opening.acquire().await;
+        self.room_for_one(name)?;
         let (quota, secured) = (store_quota(&tenant), self.server_ca_pem.is_some());
         let deadline = std::time::Instant::now() + REOPEN_WAIT;
         let opened = loop {
@@ -666,6 +668,16 @@ impl Manager {
         Ok(opened.server)
     }
 
+    /// Whether the open-file limit has room for one more tenant's store.
+    fn room_for_one(&self, name: &str) -> Result<(), ManagerError> {
+        match self.descriptors.get() {
+            Some(descriptors) => descriptors
+                .room_for_one()
+                .map_err(|source| ManagerError::NoDescriptors { tenant: name.into(), source }),
+            None => Ok(()),
+        }
+    }
+
     /// An idle tenant's cluster was closed.
     fn closed(&self, name: &str) {
         self.admissions.lock().remove(name);
@@ -673,6 +685,19 @@ impl Manager {
             hooks.idle(name);
         }
     }
+}
+
+/// How many locks tenants' reconciles are spread over by name.
+const RECONCILE_LOCKS: usize = 64;
+
+/// How many tenants' clusters are opened at once, at most.
+const OPENING_AT_ONCE: usize = 8;
+
+/// The reconcile lock of tenant `name`.
+fn lock_of(name: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
+    usize::try_from(hash % RECONCILE_LOCKS as u64).unwrap_or(0)
 }
 
 /// How long an idle tenant's last store may take to close before it is opened again.
