@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use parking_lot::Mutex;
@@ -388,9 +388,17 @@ impl Manager {
     }
 
     /// The `StoreHealthy` condition of a served tenant's store; `None` when it is not served.
+    /// A tenant closed while idle keeps the condition its store had when it was last open.
     fn store_condition(&self, name: &str, tenant: &Value) -> Option<Value> {
-        let server = self.clusters.tenant(name)?;
-        Some(tenant_status::store_condition(&server.api().store_health(), tenant))
+        match self.clusters.tenant(name) {
+            Some(server) => {
+                Some(tenant_status::store_condition(&server.api().store_health(), tenant))
+            }
+            None if self.clusters.contains(name) => {
+                tenant_status::condition(tenant, tenant_status::STORE_CONDITION).cloned()
+            }
+            None => None,
+        }
     }
 
     /// Whether a served tenant's store's health is not what its status reports.
@@ -575,7 +583,10 @@ impl Manager {
         let (in_flight, _) = tokio::sync::watch::channel(0usize);
         let running = in_flight.subscribe();
         let context = Arc::new(Context { manager: self.clone(), retry: tick, in_flight });
+        // Reconciles run concurrently, a bounded number at once: a stop waits for those only.
+        let config = controller::Config::default().concurrency(RECONCILES_AT_ONCE);
         let controller = Controller::new(tenants, watcher::Config::default())
+            .with_config(config)
             .watches(leases, claims, |lease: Lease| {
                 let labels = lease.metadata.labels.as_ref()?;
                 labels.get(LABEL_TENANT).map(|name| ObjectRef::new(name))
@@ -689,6 +700,9 @@ impl Manager {
 
 /// How many locks tenants' reconciles are spread over by name.
 const RECONCILE_LOCKS: usize = 64;
+
+/// How many tenants are reconciled at once, at most.
+const RECONCILES_AT_ONCE: u16 = 16;
 
 /// How many tenants' clusters are opened at once, at most.
 const OPENING_AT_ONCE: usize = 8;

@@ -27,7 +27,7 @@ pub fn ready_reason_is(tenant: &Value, reason: &str) -> bool {
 }
 
 /// The tenant's reported condition of `kind`, if any.
-fn condition<'a>(tenant: &'a Value, kind: &str) -> Option<&'a Value> {
+pub(crate) fn condition<'a>(tenant: &'a Value, kind: &str) -> Option<&'a Value> {
     tenant
         .pointer("/status/conditions")
         .and_then(Value::as_array)

@@ -769,10 +769,15 @@ async fn a_restart_mounts_existing_tenants_without_opening_them() {
     let (f, manager, _) = idle_fixture(tempfile::tempdir().unwrap());
     create(&f, "kept", json!({}));
     manager.reconcile("kept").await.unwrap();
+    let before = f.host.get(&tenants(), "kept").unwrap();
     let Fixture { dir, host, clusters, manager: unused } = f;
     drop((host, clusters, unused, manager));
     let (f, manager, told) = idle_fixture(dir);
     manager.resume().await.unwrap();
+    // Its status, StoreHealthy condition included, is as it was: nothing written.
+    let after = f.host.get(&tenants(), "kept").unwrap();
+    assert_eq!(after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"]);
+    assert_eq!(after["status"]["conditions"][1]["type"], "StoreHealthy");
     assert_eq!(f.clusters.names(), vec!["kept".to_owned()]);
     assert!(f.clusters.tenant("kept").is_none(), "a restart opened the tenant");
     assert!(told.0.lock().is_empty());
