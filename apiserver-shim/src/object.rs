@@ -83,11 +83,33 @@ pub fn normalize_metadata(object: &mut Value) {
 /// put first in its top-level `metadata`, without decoding it; `None` when the bytes have no
 /// top-level `metadata` object. Serving a read this way skips a parse and a re-encode.
 pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(json.len() + 40);
+    splice_resource_version_into(&mut out, json, rv).then_some(out)
+}
+
+/// [`splice_resource_version`] appended to `out`, with no buffer of its own (a list is written
+/// object after object into one); false, and `out` unchanged, for bytes without a top-level
+/// `metadata` object.
+pub fn splice_resource_version_into(out: &mut Vec<u8>, json: &[u8], rv: u64) -> bool {
+    let Some(at) = metadata_start(json) else { return false };
+    out.extend_from_slice(&json[..at]);
+    out.extend_from_slice(b"\"resourceVersion\":\"");
+    // Writing to a `Vec` cannot fail.
+    let _ = std::io::Write::write_fmt(out, format_args!("{rv}"));
+    out.push(b'"');
+    if json.get(at) != Some(&b'}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(&json[at..]);
+    true
+}
+
+/// Where the members of the top-level `metadata` object of `json` begin.
+fn metadata_start(json: &[u8]) -> Option<usize> {
     const KEY: &[u8] = b"\"metadata\":{";
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
-    let mut at = None;
     for (i, &b) in json.iter().enumerate() {
         if in_string {
             match b {
@@ -99,26 +121,14 @@ pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
             continue;
         }
         match b {
-            b'"' if depth == 1 && json[i..].starts_with(KEY) => {
-                at = Some(i + KEY.len());
-                break;
-            }
+            b'"' if depth == 1 && json[i..].starts_with(KEY) => return Some(i + KEY.len()),
             b'"' => in_string = true,
             b'{' | b'[' => depth += 1,
             b'}' | b']' => depth = depth.checked_sub(1)?,
             _ => {}
         }
     }
-    let at = at?;
-    let field = format!("\"resourceVersion\":\"{rv}\"");
-    let mut out = Vec::with_capacity(json.len() + field.len() + 1);
-    out.extend_from_slice(&json[..at]);
-    out.extend_from_slice(field.as_bytes());
-    if json.get(at) != Some(&b'}') {
-        out.push(b',');
-    }
-    out.extend_from_slice(&json[at..]);
-    Some(out)
+    None
 }
 
 /// Go's `%q` of a string (`strconv.Quote`), as the schema crate words CRD errors too.

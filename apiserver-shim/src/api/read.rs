@@ -63,14 +63,14 @@ impl Api {
                 out.push(b',');
             }
             let spliced = crd::shown_as_stored(target.rt, &object.value, object.mod_revision)
-                .then(|| object::splice_resource_version(&object.value, object.mod_revision))
-                .flatten();
-            match spliced {
-                Some(bytes) => out.extend_from_slice(&bytes),
-                None => out.extend_from_slice(
-                    &serde_json::to_vec(&shown(target.rt, object)?)
-                        .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))?,
-                ),
+                && object::splice_resource_version_into(
+                    &mut out,
+                    &object.value,
+                    object.mod_revision,
+                );
+            if !spliced {
+                serde_json::to_writer(&mut out, &shown(target.rt, object)?)
+                    .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))?;
             }
         }
         out.extend_from_slice(b"]}");

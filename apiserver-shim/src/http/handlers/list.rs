@@ -7,11 +7,15 @@ use serde_json::{json, Value};
 
 use super::Call;
 use crate::api::Target;
+use crate::flowcontrol::ObjectCount;
 use crate::http::blocking;
 use crate::http::request::{accept, include_object, list_params, list_version, wants_plain_json};
 use crate::http::response::{json_bytes_response, json_response, partial_metadata};
 use crate::http::table::{self, TableOptions};
 use crate::status::ApiResult;
+
+/// The most objects a store holds for its plain JSON lists to be read on the worker.
+const INLINE_LIST_OBJECTS: u64 = 5_000;
 
 /// `GET <resource>` without `watch`.
 pub(super) async fn list(call: Call<'_>) -> ApiResult<Response> {
@@ -21,11 +25,14 @@ pub(super) async fn list(call: Call<'_>) -> ApiResult<Response> {
     params.version = list_version(query, &params)?;
     let rt2 = rt.clone();
     if wants_plain_json(headers) && !accept(headers).contains("as=PartialObjectMetadataList") {
-        let bytes = blocking(move || {
-            let target = Target { rt: &rt2, namespace };
-            api.list_json(&target, &params)
-        })
-        .await?;
+        // A small store's list is read on the worker itself, as a GET is (see `get`): handing
+        // the worker's other tasks to another thread costs more than the read. A larger one
+        // may take milliseconds, and goes to a thread of its own.
+        let bytes = if api.objects() <= INLINE_LIST_OBJECTS {
+            api.list_json(&Target { rt: &rt2, namespace }, &params)?
+        } else {
+            blocking(move || api.list_json(&Target { rt: &rt2, namespace }, &params)).await?
+        };
         return Ok(json_bytes_response(StatusCode::OK, bytes));
     }
     let list = blocking(move || {
