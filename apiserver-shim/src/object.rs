@@ -108,27 +108,32 @@ pub fn splice_resource_version_into(out: &mut Vec<u8>, json: &[u8], rv: u64) -> 
 fn metadata_start(json: &[u8]) -> Option<usize> {
     const KEY: &[u8] = b"\"metadata\":{";
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in json.iter().enumerate() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
+    let mut i = 0;
+    while let Some(&b) = json.get(i) {
         match b {
             b'"' if depth == 1 && json[i..].starts_with(KEY) => return Some(i + KEY.len()),
-            b'"' => in_string = true,
+            // A string: jump to its closing quote (sorted keys put `data` or `spec`, long
+            // strings and all, before `metadata`).
+            b'"' => i = string_end(json, i + 1)?,
             b'{' | b'[' => depth += 1,
             b'}' | b']' => depth = depth.checked_sub(1)?,
             _ => {}
         }
+        i += 1;
     }
     None
+}
+
+/// The index of the quote that closes the string whose contents begin at `from`.
+fn string_end(json: &[u8], mut from: usize) -> Option<usize> {
+    loop {
+        let at = from + memchr::memchr2(b'"', b'\\', json.get(from..)?)?;
+        if json[at] == b'"' {
+            return Some(at);
+        }
+        // An escape: skip the escaped byte (a `\uXXXX` has no quote or backslash after it).
+        from = at + 2;
+    }
 }
 
 /// Go's `%q` of a string (`strconv.Quote`), as the schema crate words CRD errors too.
@@ -145,6 +150,8 @@ mod tests {
         for object in [
             json!({"apiVersion": "v1", "data": {"metadata": "{\"x\":1}", "\"metadata\":{": "y"}, "kind": "ConfigMap", "metadata": {"name": "a"}}),
             json!({"aggregationRule": {"x": [{"metadata": {}}]}, "metadata": {}, "spec": {"template": {"metadata": {"labels": {}}}}}),
+            // Escapes: quotes, backslashes and control characters before `metadata`.
+            json!({"data": {"a\\": "\\\"metadata\":{\\", "b": "\u{1}\n\t\"}", "\\\\": "\\"}, "metadata": {"name": "b"}}),
         ] {
             let bytes = serde_json::to_vec(&object).unwrap();
             let spliced = splice_resource_version(&bytes, 42).unwrap();
@@ -155,5 +162,8 @@ mod tests {
         }
         assert_eq!(splice_resource_version(br#"{"kind":"metadata"}"#, 1), None);
         assert_eq!(splice_resource_version(b"}}", 1), None);
+        // A string left open, or an escape at the very end: no metadata, no panic.
+        assert_eq!(splice_resource_version(br#"{"data":"abc"#, 1), None);
+        assert_eq!(splice_resource_version(br#"{"data":"abc\"#, 1), None);
     }
 }
