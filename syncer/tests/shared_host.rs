@@ -38,6 +38,25 @@ fn config(tenant: &str) -> Config {
     }
 }
 
+/// A host with tenant `t`'s host namespace, tenant `t`'s API, and the shared host side.
+struct OneTenant {
+    host: kube::Client,
+    tenant: kube::Client,
+    shared: HostWatch,
+    /// The servers' stores, removed when dropped.
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn one_tenant() -> OneTenant {
+    let (host_dir, host_addr) = server(true, None).await;
+    let (tenant_dir, tenant_addr) = server(false, None).await;
+    let host = client(host_addr.port());
+    let tenant = client(tenant_addr.port());
+    create_namespace(&host, "carrel-t").await;
+    let shared = HostWatch::new(host.clone());
+    OneTenant { host, tenant, shared, _dirs: (host_dir, tenant_dir) }
+}
+
 /// Run `syncer` until `true` is sent.
 fn start(syncer: Syncer) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
@@ -235,12 +254,7 @@ async fn host_watches_do_not_grow_with_tenants() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_syncer_leaves_nothing_subscribed() {
-    let (_host_dir, host_addr) = server(true, None).await;
-    let (_tenant_dir, tenant_addr) = server(false, None).await;
-    let host = client(host_addr.port());
-    let tenant = client(tenant_addr.port());
-    create_namespace(&host, "carrel-t").await;
-    let shared = HostWatch::new(host.clone());
+    let OneTenant { host, tenant, shared, _dirs } = one_tenant().await;
     let (stop, run) = start(Syncer::new(tenant.clone(), &shared, config("t")));
     create_pod(&tenant, "p").await;
     eventually("the host pod", || async { host_pods(&host, "carrel-t").await == ["p-x-default"] })
@@ -310,12 +324,7 @@ async fn pods_taken_up_on_the_shared_host_side_give_their_room_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_change_for_a_tenant_without_a_running_syncer_is_told() {
-    let (_host_dir, host_addr) = server(true, None).await;
-    let (_tenant_dir, tenant_addr) = server(false, None).await;
-    let host = client(host_addr.port());
-    let tenant = client(tenant_addr.port());
-    create_namespace(&host, "carrel-t").await;
-    let shared = HostWatch::new(host.clone());
+    let OneTenant { host, tenant, shared, _dirs } = one_tenant().await;
     let told = std::sync::Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
     let record = told.clone();
     shared.on_unheard(move |tenant| record.lock().push(tenant.to_owned()));

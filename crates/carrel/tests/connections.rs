@@ -50,20 +50,6 @@ fn open_files(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
 }
 
-/// How many lines `log` has, and how many times its most repeated message occurs.
-fn log_volume(log: &Path) -> (usize, usize) {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut counts = std::collections::HashMap::new();
-    for line in text.lines() {
-        // The message without its timestamp and fields (`name=value` after it).
-        let message = line.split_once(' ').map_or(line, |(_, rest)| rest);
-        let before_fields = message.split('=').next().unwrap_or_default();
-        let message = before_fields.rsplit_once(' ').map_or(before_fields, |(m, _)| m);
-        *counts.entry(message).or_insert(0usize) += 1;
-    }
-    (text.lines().count(), counts.values().copied().max().unwrap_or(0))
-}
-
 #[allow(clippy::print_stderr)]
 fn say(line: &str) {
     eprintln!("{line}");
@@ -120,7 +106,8 @@ fn twenty_thousand_idle_connections_leave_other_clients_served() {
     assert!(server_files < 2 * 1024 + 1_000, "{server_files} files open for {count} connections");
     drop(held);
     // Its log says the limit was reached a few times, not once per refused connection.
-    let (lines, most_repeated) = log_volume(&log);
+    let (lines, most_repeated) =
+        common::log_volume(&std::fs::read_to_string(&log).unwrap_or_default());
     assert!(lines < 200, "{lines} log lines:\n{}", std::fs::read_to_string(&log).unwrap());
     assert!(most_repeated < 50, "one message {most_repeated} times");
     let text = std::fs::read_to_string(&log).unwrap();
@@ -269,7 +256,8 @@ fn tenants_beyond_the_open_file_limit_are_refused_clearly_and_served_once_there_
     });
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(!text.contains("Too many open files"), "{text}");
-    let (lines, most_repeated) = log_volume(&log);
+    let (lines, most_repeated) =
+        common::log_volume(&std::fs::read_to_string(&log).unwrap_or_default());
     assert!(lines < 200, "{lines} log lines:\n{text}");
     assert!(most_repeated < 50, "one message {most_repeated} times");
     up.stop();

@@ -210,19 +210,6 @@ fn gpu_pod(name: &str) -> String {
     )
 }
 
-/// How many lines `log` has, and how many times its most repeated message occurs.
-fn log_volume(text: &str) -> (usize, usize) {
-    let mut counts = std::collections::HashMap::new();
-    for line in text.lines() {
-        // The message without its timestamp and fields (`name=value` after it).
-        let message = line.split_once(' ').map_or(line, |(_, rest)| rest);
-        let before_fields = message.split('=').next().unwrap_or_default();
-        let message = before_fields.rsplit_once(' ').map_or(before_fields, |(m, _)| m);
-        *counts.entry(message).or_insert(0usize) += 1;
-    }
-    (text.lines().count(), counts.values().copied().max().unwrap_or(0))
-}
-
 #[test]
 fn five_thousand_tenants_are_ready_and_a_gpu_pod_runs_in_a_sample_of_them() {
     let count = tenant_count();
@@ -304,7 +291,7 @@ fn five_thousand_tenants_are_ready_and_a_gpu_pod_runs_in_a_sample_of_them() {
     let text = std::fs::read_to_string(&log).unwrap();
     let head = text.lines().take(100).collect::<Vec<_>>().join("\n");
     assert!(!text.contains("Too many open files"), "the log begins:\n{head}");
-    let (lines, most_repeated) = log_volume(&text);
+    let (lines, most_repeated) = common::log_volume(&text);
     say(&format!("the log: {lines} lines, its most repeated message {most_repeated} times"));
     assert!(lines < 200, "{lines} log lines, beginning:\n{head}");
     assert!(most_repeated < 50, "one message {most_repeated} times");

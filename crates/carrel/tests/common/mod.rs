@@ -178,3 +178,16 @@ pub fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
     assert_eq!(out, format!("tenant/{name} created\n"));
     kubeconfig
 }
+
+/// How many lines `text` (a log) has, and how many times its most repeated message occurs.
+pub fn log_volume(text: &str) -> (usize, usize) {
+    let mut counts = std::collections::HashMap::new();
+    for line in text.lines() {
+        // The message without its timestamp and fields (`name=value` after it).
+        let message = line.split_once(' ').map_or(line, |(_, rest)| rest);
+        let before_fields = message.split('=').next().unwrap_or_default();
+        let message = before_fields.rsplit_once(' ').map_or(before_fields, |(m, _)| m);
+        *counts.entry(message).or_insert(0usize) += 1;
+    }
+    (text.lines().count(), counts.values().copied().max().unwrap_or(0))
+}
