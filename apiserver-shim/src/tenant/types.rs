@@ -106,7 +106,7 @@ pub struct TenantLimits {
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "dev.carrel.v1alpha1.TenantStatus")]
 pub struct TenantStatus {
-    /// Provisioning, Ready, Terminating or Failed.
+    /// Ready, Terminating or Failed; none while a new tenant is set up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
     /// The latest observations of the tenant's state (`Ready`).

@@ -301,11 +301,9 @@ impl Manager {
                 return Ok(Next::OnChange);
             }
         }
-        let mut tenant = self.ensure_finalizer(name, tenant).await?;
-        if tenant.pointer("/status/phase").is_none() {
-            let why = "setting up the tenant's store, credentials and host namespace";
-            tenant = self.set_status(name, &tenant, "Provisioning", "Provisioning", why).await?;
-        }
+        // A new tenant has no status until it is served (or fails): a status of its own while
+        // it is set up would be one more durable write before it is ready.
+        let tenant = self.ensure_finalizer(name, tenant).await?;
         match namespace::own(&self.host, name, &tenant).await {
             Ok(()) => {}
             Err(e @ ManagerError::NotOwned { .. }) => {

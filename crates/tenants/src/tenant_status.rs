@@ -72,7 +72,7 @@ pub fn store_condition_changed(tenant: &Value, wanted: &Value) -> bool {
 /// What a status says besides what is read from the tenant.
 #[derive(Debug)]
 pub struct Observed<'a> {
-    /// Provisioning, Ready, Terminating or Failed.
+    /// Ready, Terminating or Failed; none while a new tenant is set up.
     pub phase: &'a str,
     /// The `Ready` condition's reason.
     pub reason: &'a str,

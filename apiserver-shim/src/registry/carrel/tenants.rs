@@ -55,7 +55,11 @@ impl Strategy for Tenants {
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
         definitions(&[
             NAME,
-            col("Phase", "string", "Provisioning, Ready, Terminating or Failed."),
+            col(
+                "Phase",
+                "string",
+                "Ready, Terminating or Failed; none while a new tenant is set up.",
+            ),
             col("Expires", "string", "When the tenant's TTL deletes it."),
             AGE,
             wide("Endpoint", "The URL of the tenant's API server."),
