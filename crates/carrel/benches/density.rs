@@ -16,7 +16,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -238,15 +238,69 @@ struct Cpu {
     percent: f64,
     before: Held,
     after: Held,
+    /// The CPU seconds of the window by thread name, most first; threads that ended within it
+    /// under `(ended)`.
+    by_thread: Vec<(String, f64)>,
+}
+
+/// CPU ticks of each of the process's threads, by thread id: its name and utime + stime.
+fn thread_ticks(pid: u32) -> HashMap<String, (String, u64)> {
+    let mut out = HashMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let name = stat[open + 1..close].to_owned();
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        out.insert(task.file_name().to_string_lossy().into_owned(), (name, ticks(11) + ticks(12)));
+    }
+    out
 }
 
 fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
     let before = held(up);
+    let threads_before = thread_ticks(up.pid);
     let started = Instant::now();
     std::thread::sleep(window);
+    let threads_after = thread_ticks(up.pid);
     let after = held(up);
-    let seconds = after.cpu_ticks.saturating_sub(before.cpu_ticks) as f64 / tick;
-    Cpu { seconds, percent: 100.0 * seconds / started.elapsed().as_secs_f64(), before, after }
+    let total = after.cpu_ticks.saturating_sub(before.cpu_ticks);
+    let mut by_name: HashMap<String, u64> = HashMap::new();
+    let mut seen = 0;
+    for (tid, (name, ticks)) in &threads_after {
+        let earlier = threads_before.get(tid).map_or(0, |(_, t)| *t);
+        let used = ticks.saturating_sub(earlier);
+        seen += used;
+        *by_name.entry(name.clone()).or_default() += used;
+    }
+    by_name.insert("(ended)".to_owned(), total.saturating_sub(seen));
+    let mut by_thread: Vec<(String, f64)> = by_name
+        .into_iter()
+        .filter(|(_, t)| *t > 0)
+        .map(|(name, t)| (name, t as f64 / tick))
+        .collect();
+    by_thread.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let seconds = total as f64 / tick;
+    let percent = 100.0 * seconds / started.elapsed().as_secs_f64();
+    Cpu { seconds, percent, before, after, by_thread }
+}
+
+/// The few threads that used the most CPU in a window, by name.
+fn top_threads(cpu: &Cpu) -> String {
+    let top: Vec<String> =
+        cpu.by_thread.iter().take(4).map(|(name, s)| format!("{name} {s:.2} s")).collect();
+    if top.is_empty() {
+        "none".to_owned()
+    } else {
+        top.join(", ")
+    }
+}
+
+/// The load averages of the machine (1, 5 and 15 minutes): other work on it shows there.
+fn loadavg() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 fn env_count(name: &str, default: u64) -> BenchResult<u64> {
@@ -504,7 +558,11 @@ fn main() -> BenchResult<()> {
     let idle = Duration::from_secs(env_count(IDLE_S_ENV, IDLE_S)?);
     let tick = clock_ticks();
     println!("carrel density benchmark: every ratio is ours / baseline, both measured in this run");
-    println!("cores: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "cores: {}; load average {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        loadavg()
+    );
     println!("{count} tenants, idle CPU over {} s, clock ticks {tick}/s", idle.as_secs());
     let up = start()?;
     println!("carrel up: pid {}, data {}", up.pid, up.data.display());
@@ -516,11 +574,13 @@ fn main() -> BenchResult<()> {
     let base = cpu_none.after;
     println!("  at start: {}", describe(&cpu_none.before));
     println!(
-        "  after {} s idle: {}; CPU {:.2} s = {:.3}% of a core",
+        "  after {} s idle: {}; CPU {:.2} s = {:.3}% of a core ({}); load average {}",
         idle.as_secs(),
         describe(&base),
         cpu_none.seconds,
-        cpu_none.percent
+        cpu_none.percent,
+        top_threads(&cpu_none),
+        loadavg()
     );
 
     section(&format!("creating {count} tenants, {CONCURRENCY} at a time"));
@@ -555,10 +615,11 @@ fn main() -> BenchResult<()> {
     watch.abort();
     let at_ready = held(&up);
     println!(
-        "  all Ready {:.1} s after the first create ({:.0}/s); now {}",
+        "  all Ready {:.1} s after the first create ({:.0}/s); now {}; load average {}",
         ready_after.as_secs_f64(),
         count as f64 / ready_after.as_secs_f64(),
-        describe(&at_ready)
+        describe(&at_ready),
+        loadavg()
     );
 
     // The sampled tenants' kubeconfigs, read from the host now: host reads open no tenant.
@@ -587,12 +648,14 @@ fn main() -> BenchResult<()> {
     section(&format!("{count} closed tenants: idle CPU"));
     let cpu_many = idle_cpu(&up, idle, tick);
     println!(
-        "  over {} s: CPU {:.2} s = {:.3}% of a core; then {}",
+        "  over {} s: CPU {:.2} s = {:.3}% of a core; then {}; load average {}",
         idle.as_secs(),
         cpu_many.seconds,
         cpu_many.percent,
-        describe(&cpu_many.after)
+        describe(&cpu_many.after),
+        loadavg()
     );
+    println!("  by thread name: {}", top_threads(&cpu_many));
 
     section(&format!("opening {} closed tenants, one after another", picked.len()));
     let open = rt.block_on(opening(&up, sample))?;
@@ -778,6 +841,15 @@ fn cpu_rows(table: &mut Table, count: usize, none: &Cpu, many: &Cpu) {
             format!("indistinguishable: <= +{TARGET_CPU_DIFF_PP} pp"),
         ),
     );
+    for (name, seconds) in many.by_thread.iter().take(3) {
+        table.row(
+            &format!("  of which threads named {name}"),
+            format!("{seconds:.2} s"),
+            String::new(),
+            String::new(),
+            String::new(),
+        );
+    }
 }
 
 fn opening_rows(table: &mut Table, open: &Opening, sampled: usize) {
