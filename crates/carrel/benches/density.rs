@@ -241,6 +241,8 @@ struct Cpu {
     /// The CPU seconds of the window by thread name, most first; threads that ended within it
     /// under `(ended)`.
     by_thread: Vec<(String, f64)>,
+    /// The CPU seconds of each of `SLICES` equal slices of the window, in order.
+    slices: Vec<f64>,
 }
 
 /// CPU ticks of each of the process's threads, by thread id: its name and utime + stime.
@@ -258,23 +260,44 @@ fn thread_ticks(pid: u32) -> HashMap<String, (String, u64)> {
     out
 }
 
+/// How many slices an idle CPU window is reported in, so that a tail of earlier work shows
+/// apart from a steady cost.
+const SLICES: u32 = 6;
+
 fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
     let before = held(up);
-    let threads_before = thread_ticks(up.pid);
+    // Each thread's ticks when first and last seen, read every second: a thread that ends
+    // within the window keeps what it used up to its last reading.
+    let mut threads: HashMap<String, (String, u64, u64)> = thread_ticks(up.pid)
+        .into_iter()
+        .map(|(tid, (name, ticks))| (tid, (name, ticks, ticks)))
+        .collect();
     let started = Instant::now();
-    std::thread::sleep(window);
-    let threads_after = thread_ticks(up.pid);
+    let mut slices = Vec::new();
+    let mut slice_start = before.cpu_ticks;
+    for k in 1..=SLICES {
+        let slice_end = started + window * k / SLICES;
+        while Instant::now() < slice_end {
+            std::thread::sleep(Duration::from_secs(1).min(slice_end - Instant::now()));
+            for (tid, (name, ticks)) in thread_ticks(up.pid) {
+                // Born within the window: all its ticks are the window's.
+                threads.entry(tid).or_insert((name, 0, 0)).2 = ticks;
+            }
+        }
+        let now = held(up).cpu_ticks;
+        slices.push(now.saturating_sub(slice_start) as f64 / tick);
+        slice_start = now;
+    }
     let after = held(up);
     let total = after.cpu_ticks.saturating_sub(before.cpu_ticks);
     let mut by_name: HashMap<String, u64> = HashMap::new();
     let mut seen = 0;
-    for (tid, (name, ticks)) in &threads_after {
-        let earlier = threads_before.get(tid).map_or(0, |(_, t)| *t);
-        let used = ticks.saturating_sub(earlier);
+    for (name, first, last) in threads.into_values() {
+        let used = last.saturating_sub(first);
         seen += used;
-        *by_name.entry(name.clone()).or_default() += used;
+        *by_name.entry(name).or_default() += used;
     }
-    by_name.insert("(ended)".to_owned(), total.saturating_sub(seen));
+    by_name.insert("(ended before a reading)".to_owned(), total.saturating_sub(seen));
     let mut by_thread: Vec<(String, f64)> = by_name
         .into_iter()
         .filter(|(_, t)| *t > 0)
@@ -283,7 +306,12 @@ fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
     by_thread.sort_by(|a, b| b.1.total_cmp(&a.1));
     let seconds = total as f64 / tick;
     let percent = 100.0 * seconds / started.elapsed().as_secs_f64();
-    Cpu { seconds, percent, before, after, by_thread }
+    Cpu { seconds, percent, before, after, by_thread, slices }
+}
+
+/// The CPU seconds of each slice of a window.
+fn slices(cpu: &Cpu) -> String {
+    cpu.slices.iter().map(|s| format!("{s:.2}")).collect::<Vec<_>>().join(", ")
 }
 
 /// The few threads that used the most CPU in a window, by name.
@@ -656,6 +684,11 @@ fn main() -> BenchResult<()> {
         loadavg()
     );
     println!("  by thread name: {}", top_threads(&cpu_many));
+    println!(
+        "  CPU seconds in each {} s of it: {}",
+        idle.as_secs() / u64::from(SLICES),
+        slices(&cpu_many)
+    );
 
     section(&format!("opening {} closed tenants, one after another", picked.len()));
     let open = rt.block_on(opening(&up, sample))?;
@@ -734,7 +767,7 @@ fn idle_rows(
         String::new(),
     );
     table.row(
-        "  VmRSS: all Ready -> all closed -> a minute later",
+        "  VmRSS: all Ready -> all closed -> after the CPU window",
         format!(
             "{:.1} -> {:.1} -> {:.1} MiB",
             ready.rss_kib / 1024.0,
@@ -783,7 +816,7 @@ fn idle_rows(
         String::new(),
     );
     table.row(
-        "  threads: all Ready -> all closed -> a minute later",
+        "  threads: all Ready -> all closed -> after the CPU window",
         format!("{} -> {} -> {}", ready.threads, closed.threads, later.threads),
         String::new(),
         String::new(),
@@ -840,6 +873,13 @@ fn cpu_rows(table: &mut Table, count: usize, none: &Cpu, many: &Cpu) {
             diff <= TARGET_CPU_DIFF_PP,
             format!("indistinguishable: <= +{TARGET_CPU_DIFF_PP} pp"),
         ),
+    );
+    table.row(
+        "  CPU seconds in each sixth of the window, in order",
+        slices(many),
+        format!("no tenant {}", slices(none)),
+        String::new(),
+        String::new(),
     );
     for (name, seconds) in many.by_thread.iter().take(3) {
         table.row(
