@@ -243,6 +243,9 @@ struct Cpu {
     by_thread: Vec<(String, f64)>,
     /// The CPU seconds of each of `SLICES` equal slices of the window, in order.
     slices: Vec<f64>,
+    /// The most descriptors on tenant stores at any reading in the window: whether some
+    /// tenant was opened within it.
+    most_store_fds: usize,
 }
 
 /// CPU ticks of each of the process's threads, by thread id: its name and utime + stime.
@@ -275,6 +278,7 @@ fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
     let started = Instant::now();
     let mut slices = Vec::new();
     let mut slice_start = before.cpu_ticks;
+    let mut most_store_fds = before.store_fds;
     for k in 1..=SLICES {
         let slice_end = started + window * k / SLICES;
         while Instant::now() < slice_end {
@@ -283,6 +287,7 @@ fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
                 // Born within the window: all its ticks are the window's.
                 threads.entry(tid).or_insert((name, 0, 0)).2 = ticks;
             }
+            most_store_fds = most_store_fds.max(held(up).store_fds);
         }
         let now = held(up).cpu_ticks;
         slices.push(now.saturating_sub(slice_start) as f64 / tick);
@@ -306,7 +311,7 @@ fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
     by_thread.sort_by(|a, b| b.1.total_cmp(&a.1));
     let seconds = total as f64 / tick;
     let percent = 100.0 * seconds / started.elapsed().as_secs_f64();
-    Cpu { seconds, percent, before, after, by_thread, slices }
+    Cpu { seconds, percent, before, after, by_thread, slices, most_store_fds }
 }
 
 /// The CPU seconds of each slice of a window.
@@ -684,6 +689,10 @@ fn main() -> BenchResult<()> {
         loadavg()
     );
     println!("  by thread name: {}", top_threads(&cpu_many));
+    println!(
+        "  the most descriptors on tenant stores at a reading (each second): {}",
+        cpu_many.most_store_fds
+    );
     println!(
         "  CPU seconds in each {} s of it: {}",
         idle.as_secs() / u64::from(SLICES),
