@@ -7,6 +7,8 @@
 //! `carrel up --listen 127.0.0.1:0 --data-dir <temp> --sim-nodes 1 --sim-gpus h200x1
 //! --tenant-idle-after 2s` (syncers on), and reads `/proc/<pid>` for its memory, descriptors,
 //! threads and CPU time. Its log goes to a file in the temp dir; its warnings are counted.
+//! With 10,000 tenants a run takes about 5 minutes on 2 cores and needs about 13 GB of disk in
+//! the temp dir (some 1.25 MB per tenant), plus 20 s to delete it at the end.
 //!
 //! | section | ours | baseline (same run) |
 //! |---|---|---|
