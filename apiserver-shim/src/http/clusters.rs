@@ -469,11 +469,10 @@ mod tests {
                 if fail {
                     return Err(ApiError::unavailable("no room to open it"));
                 }
-                let store =
-                    tokio::task::spawn_blocking(move || SledStore::open(path, Options::create()))
-                        .await
-                        .unwrap()
-                        .map_err(|e| ApiError::internal(e.to_string()))?;
+                let store = tokio::task::spawn_blocking(move || open_retrying_locked(&path))
+                    .await
+                    .unwrap()
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
                 let api = Arc::new(Api::new(Arc::new(store))?);
                 Ok(Arc::new(Server::new(api, &format!("/tenants/{name}"))))
             })
@@ -481,6 +480,20 @@ mod tests {
 
         fn closed(&self, _name: &str) {
             self.closed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Open a store whose last handle may still be letting go of its lock (the manager's
+    /// opening retries the same way).
+    fn open_retrying_locked(path: &std::path::Path) -> Result<SledStore, carrel_store::Error> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match SledStore::open(path, Options::create()) {
+                Err(carrel_store::Error::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                opened => return opened,
+            }
         }
     }
 
