@@ -12,10 +12,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use carrel_store::Store;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use parking_lot::{Mutex, RwLock};
 
@@ -26,14 +25,12 @@ use crate::status::ApiError;
 /// The path prefix of tenants' APIs.
 pub const TENANTS_PREFIX: &str = "/tenants/";
 
-/// How long a closed tenant's store may take to let go of its files before the tenant is
-/// opened again.
-const CLOSING_WAIT: Duration = Duration::from_secs(5);
-
 /// Opens a dormant tenant's cluster, and hears when one is closed: given by whoever mounts
 /// tenants (the tenant manager).
 pub trait Wake: Send + Sync + std::fmt::Debug {
-    /// Open tenant `name`'s cluster (closed while idle, or mounted dormant).
+    /// Open tenant `name`'s cluster (closed while idle, or mounted dormant). Its last cluster
+    /// may still be closing, held by a request under way: the opening waits for its store (as
+    /// `carrel_store::Options::lock_wait` does).
     fn open(&self, name: &str) -> BoxFuture<'static, Result<Arc<Server>, ApiError>>;
     /// Tenant `name`'s cluster was closed while idle: stop what runs beside it.
     fn closed(&self, name: &str);
@@ -72,8 +69,8 @@ type Opening = Shared<BoxFuture<'static, Result<Arc<Server>, ApiError>>>;
 enum State {
     /// Its cluster is open.
     Open(Arc<Server>),
-    /// Nothing of it is open; `closing` is its last cluster's store, while that closes.
-    Dormant { closing: Option<Weak<dyn Store>> },
+    /// Nothing of it is open (its last cluster may still be closing: see [`Wake::open`]).
+    Dormant,
     /// Being opened.
     Opening(Opening),
 }
@@ -178,7 +175,7 @@ impl Clusters {
         if self.idle.get().is_none() {
             return false;
         }
-        let tenant = Tenant::new(State::Dormant { closing: None });
+        let tenant = Tenant::new(State::Dormant);
         let replaced = self.tenants.write().insert(name.to_owned(), tenant);
         drop(replaced);
         true
@@ -190,7 +187,7 @@ impl Clusters {
         let removed = self.tenants.write().remove(name)?;
         let server = removed.open_server();
         // An opening under way finds the tenant gone and lets its cluster go.
-        *removed.state.lock() = State::Dormant { closing: None };
+        *removed.state.lock() = State::Dormant;
         server
     }
 
@@ -249,13 +246,13 @@ impl Clusters {
             match &mut *state {
                 State::Open(server) => return Some(Ok(server.clone())),
                 State::Opening(opening) => opening.clone(),
-                State::Dormant { closing } => {
+                State::Dormant => {
                     let Some(idle) = self.idle.get() else {
                         return Some(Err(ApiError::unavailable(format!(
                             "the cluster of tenant {name} is not open"
                         ))));
                     };
-                    let opening = open(idle.wake.clone(), name.to_owned(), closing.take());
+                    let opening = open(idle.wake.clone(), name.to_owned());
                     *state = State::Opening(opening.clone());
                     opening
                 }
@@ -267,7 +264,7 @@ impl Clusters {
         if let State::Opening(_) = &*state {
             *state = match &opened {
                 Ok(server) if mounted => State::Open(server.clone()),
-                _ => State::Dormant { closing: None },
+                _ => State::Dormant,
             };
             drop(state);
             match &opened {
@@ -345,28 +342,13 @@ fn close_if_idle(tenant: &Tenant) -> Closed {
     }
     let State::Open(server) = &*state else { return Closed::NotOpen };
     let server = server.clone();
-    *state = State::Dormant { closing: Some(Arc::downgrade(server.api().store())) };
+    *state = State::Dormant;
     Closed::Yes(server)
 }
 
-/// Open tenant `name` with `wake`, once the store of its last cluster has closed.
-fn open(wake: Arc<dyn Wake>, name: String, closing: Option<Weak<dyn Store>>) -> Opening {
-    async move {
-        if let Some(closing) = closing {
-            let deadline = Instant::now() + CLOSING_WAIT;
-            while closing.strong_count() > 0 {
-                if Instant::now() >= deadline {
-                    return Err(ApiError::unavailable(format!(
-                        "the cluster of tenant {name} is still closing"
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        }
-        wake.open(&name).await
-    }
-    .boxed()
-    .shared()
+/// Open tenant `name` with `wake`, as one future the requests that wait for it share.
+fn open(wake: Arc<dyn Wake>, name: String) -> Opening {
+    async move { wake.open(&name).await }.boxed().shared()
 }
 
 impl Classify for Clusters {
@@ -419,6 +401,11 @@ mod tests {
     use crate::http::clusters_router_with;
     use crate::Api;
 
+    /// Waits for the tenant's last store, which a request may still hold, as the manager does.
+    fn closing_waited() -> Options {
+        Options { lock_wait: Duration::from_secs(5), ..Options::create() }
+    }
+
     fn api(dir: &tempfile::TempDir, name: &str) -> Arc<Api> {
         let store = SledStore::open(dir.path().join(name), Options::create()).unwrap();
         Arc::new(Api::new(Arc::new(store)).unwrap())
@@ -469,10 +456,11 @@ mod tests {
                 if fail {
                     return Err(ApiError::unavailable("no room to open it"));
                 }
-                let store = tokio::task::spawn_blocking(move || open_retrying_locked(&path))
-                    .await
-                    .unwrap()
-                    .map_err(|e| ApiError::internal(e.to_string()))?;
+                let store =
+                    tokio::task::spawn_blocking(move || SledStore::open(&path, closing_waited()))
+                        .await
+                        .unwrap()
+                        .map_err(|e| ApiError::internal(e.to_string()))?;
                 let api = Arc::new(Api::new(Arc::new(store))?);
                 Ok(Arc::new(Server::new(api, &format!("/tenants/{name}"))))
             })
@@ -480,20 +468,6 @@ mod tests {
 
         fn closed(&self, _name: &str) {
             self.closed.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Open a store whose last handle may still be letting go of its lock (the manager's
-    /// opening retries the same way).
-    fn open_retrying_locked(path: &std::path::Path) -> Result<SledStore, carrel_store::Error> {
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        loop {
-            match SledStore::open(path, Options::create()) {
-                Err(carrel_store::Error::Locked { .. }) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                opened => return opened,
-            }
         }
     }
 

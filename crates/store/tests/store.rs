@@ -83,6 +83,29 @@ fn a_second_open_of_the_same_directory_is_locked_out_until_the_first_closes() {
 }
 
 #[test]
+fn an_open_waits_for_a_handle_of_this_process_that_is_closing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = open_new(tmp.path());
+    first.create("/k", v("1")).unwrap();
+    let path = first.path().to_path_buf();
+    let waiting = Options { lock_wait: Duration::from_secs(10), ..Options::default() };
+    let closing = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        drop(first);
+    });
+    // Opened as soon as the first handle has let go, not refused while it closes.
+    let again = SledStore::open(&path, waiting.clone()).unwrap();
+    closing.join().unwrap();
+    assert_eq!(again.get("/k").unwrap().unwrap().value, v("1"));
+    // Waiting is bounded: a handle that stays open is still refused.
+    let short = Options { lock_wait: Duration::from_millis(50), ..Options::default() };
+    match SledStore::open(&path, short) {
+        Err(Error::Locked { .. }) => {}
+        other => panic!("expected Locked, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_corrupt_database_is_a_clear_error_not_a_panic() {
     let tmp = tempfile::tempdir().unwrap();
     let path = {

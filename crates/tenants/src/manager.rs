@@ -658,17 +658,7 @@ impl Manager {
         let _turn = self.opening.acquire().await;
         self.room_for_one(name)?;
         let (quota, secured) = (store_quota(&tenant), self.server_ca_pem.is_some());
-        let deadline = std::time::Instant::now() + REOPEN_WAIT;
-        let opened = loop {
-            match tenant_cluster::open(self.dir(name), quota, secured).await {
-                Err(ManagerError::Store { source: carrel_store::Error::Locked { .. }, .. })
-                    if std::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                opened => break opened?,
-            }
-        };
+        let opened = tenant_cluster::open(self.dir(name), quota, secured).await?;
         opened.admission.set(Self::policy_of(&tenant));
         self.admissions.lock().insert(name.to_owned(), opened.admission);
         if let Some(hooks) = self.hooks.get() {
@@ -711,9 +701,6 @@ fn lock_of(name: &str) -> usize {
     let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
     usize::try_from(hash % RECONCILE_LOCKS as u64).unwrap_or(0)
 }
-
-/// How long an idle tenant's last store may take to close before it is opened again.
-const REOPEN_WAIT: Duration = Duration::from_secs(5);
 
 /// Opens idle tenants for [`Clusters`], through the manager.
 #[derive(Debug)]

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use carrel_apiserver::access::Security;
 use carrel_apiserver::admission::TenantAdmission;
@@ -82,13 +83,18 @@ pub struct Credentials {
     signer: Signer,
 }
 
+/// How long a tenant's last store may take to let go of its directory before it is opened again.
+const CLOSING_WAIT: Duration = Duration::from_secs(5);
+
 /// Open (or create) tenant `dir`'s store and its API over it, bounded by `quota` once its
 /// bootstrap objects (the server's own, written in one commit when the store is new) are in.
 /// Blocks on the disk.
 pub fn open_api(dir: &TenantDir, quota: Quota) -> Result<TenantApi, ManagerError> {
     let name = dir.name.as_str();
     dir.create()?;
-    let store = SledStore::open(dir.path.join("store"), Options::create())
+    // An idle tenant opened again may find its last store still closing, held by a request.
+    let options = Options { lock_wait: CLOSING_WAIT, ..Options::create() };
+    let store = SledStore::open(dir.path.join("store"), options)
         .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
     let api = Arc::new(Api::new(Arc::new(store))?);
     // Bounded before a request can reach it (its bootstrap objects are the server's own).

@@ -12,7 +12,7 @@
 //! several creates as one write ([`Store::create_all`]) in `batch`.
 
 use std::collections::BTreeMap;
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::io;
 use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -35,11 +35,13 @@ use crate::wal::{self, Wal};
 use crate::watch::Watch;
 
 mod batch;
+mod dir_lock;
 mod housekeeping;
 mod list_watch;
 mod open;
 
-use self::open::{load, lock_dir, prepare_dir, Loaded};
+use self::dir_lock::DirLock;
+use self::open::{load, prepare_dir, Loaded};
 use crate::{
     CommitStats, Error, Event, EventKind, Health, HistoryWindow, ListOptions, ListPage, Object,
     Quota, Result, Revision, Store, Usage,
@@ -81,6 +83,9 @@ pub struct Options {
     /// long after the failure, then at doubling intervals up to a minute; `None`: only when
     /// asked.
     pub reopen_after: Option<Duration>,
+    /// How long opening waits for a handle of this process on the same directory to close and
+    /// let go of it (a handle of another process is [`Error::Locked`] at once).
+    pub lock_wait: Duration,
 }
 
 impl Default for Options {
@@ -97,6 +102,7 @@ impl Default for Options {
             checkpoint_interval: Duration::from_secs(30),
             retry: Retry::default(),
             reopen_after: Some(Duration::from_secs(5)),
+            lock_wait: Duration::ZERO,
         }
     }
 }
@@ -125,7 +131,7 @@ struct Inner {
     /// `None` only while a failed store is reopened (or when reopening it failed).
     db: RwLock<Option<sled::Db>>,
     /// Held for the store's lifetime; declared after `db` so that it is released last.
-    _lock: File,
+    _lock: DirLock,
     options: Options,
     /// The newest applied revision; writers hold it exclusively, readers shared.
     writer: RwLock<Revision>,
@@ -151,7 +157,7 @@ impl SledStore {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<SledStore> {
         let path = path.as_ref().to_path_buf();
         prepare_dir(&path, options.create_if_missing)?;
-        let lock = lock_dir(&path)?;
+        let lock = DirLock::take(&path, options.lock_wait)?;
 
         let Loaded { db, revision, compacted, usage, disk, wal } = load(&path, &options)?;
         tracing::debug!(

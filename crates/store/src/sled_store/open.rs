@@ -65,20 +65,6 @@ pub(super) fn prepare_dir(path: &Path, create: bool) -> Result<()> {
     }
 }
 
-pub(super) fn lock_dir(path: &Path) -> Result<File> {
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path.join(LOCK_FILE))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(TryLockError::WouldBlock) => Err(Error::Locked { path: path.into() }),
-        Err(TryLockError::Error(e)) => Err(e.into()),
-    }
-}
-
 /// How long to wait for sled's own lock, which its background IO threads can keep for a moment
 /// after the previous handle on the directory was dropped.
 const SLED_LOCK_GRACE: Duration = Duration::from_secs(2);
