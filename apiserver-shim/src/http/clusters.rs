@@ -79,7 +79,7 @@ impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             State::Open(_) => "Open",
-            State::Dormant { .. } => "Dormant",
+            State::Dormant => "Dormant",
             State::Opening(_) => "Opening",
         })
     }
