@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, FutureExt, Shared};
@@ -50,6 +50,8 @@ pub struct Idle {
 pub struct Clusters {
     host: Arc<Server>,
     tenants: RwLock<HashMap<String, Arc<Tenant>>>,
+    /// The tenants whose cluster is open, so that going over them costs nothing per dormant one.
+    open: Arc<OpenSet>,
     idle: OnceLock<Idle>,
 }
 
@@ -134,7 +136,7 @@ impl Tenant {
 impl Clusters {
     /// Serve `host` at the root, and no tenant yet.
     pub fn new(host: Arc<Server>) -> Clusters {
-        Clusters { host, tenants: RwLock::default(), idle: OnceLock::new() }
+        Clusters { host, tenants: RwLock::default(), open: Arc::default(), idle: OnceLock::new() }
     }
 
     /// Close tenants idle for `idle.after` and open them again with `idle.wake` (see the
@@ -166,6 +168,7 @@ impl Clusters {
         let tenant = Tenant::new(State::Open(server));
         let replaced = self.tenants.write().insert(name.to_owned(), tenant.clone());
         drop(replaced);
+        self.open.add(name, &tenant);
         self.close_when_idle(name, &tenant);
     }
 
@@ -177,7 +180,9 @@ impl Clusters {
         }
         let tenant = Tenant::new(State::Dormant);
         let replaced = self.tenants.write().insert(name.to_owned(), tenant);
-        drop(replaced);
+        if let Some(replaced) = replaced {
+            self.open.remove(name, &replaced);
+        }
         true
     }
 
@@ -185,6 +190,7 @@ impl Clusters {
     /// is returned so that its store can be closed.
     pub fn remove(&self, name: &str) -> Option<Arc<Server>> {
         let removed = self.tenants.write().remove(name)?;
+        self.open.remove(name, &removed);
         let server = removed.open_server();
         // An opening under way finds the tenant gone and lets its cluster go.
         *removed.state.lock() = State::Dormant;
@@ -198,8 +204,7 @@ impl Clusters {
 
     /// How many tenants' clusters are open.
     pub fn open_count(&self) -> usize {
-        let tenants = self.tenants.read();
-        tenants.values().filter(|t| matches!(*t.state.lock(), State::Open(_))).count()
+        self.open.0.lock().len()
     }
 
     /// The names of the tenants served, open or dormant.
@@ -211,10 +216,12 @@ impl Clusters {
 
     /// The tenants whose cluster is open, with it.
     pub fn open(&self) -> Vec<(String, Arc<Server>)> {
-        let tenants = self.tenants.read();
-        let mut open: Vec<(String, Arc<Server>)> = tenants
+        let mut open: Vec<(String, Arc<Server>)> = self
+            .open
+            .0
+            .lock()
             .iter()
-            .filter_map(|(name, tenant)| Some((name.clone(), tenant.open_server()?)))
+            .filter_map(|(name, tenant)| Some((name.clone(), tenant.upgrade()?.open_server()?)))
             .collect();
         open.sort_by(|a, b| a.0.cmp(&b.0));
         open
@@ -270,6 +277,7 @@ impl Clusters {
             match &opened {
                 Ok(_) if mounted => {
                     tracing::debug!(tenant = %name, "opened the idle tenant's cluster");
+                    self.open.add(name, &tenant);
                     self.close_when_idle(name, &tenant);
                 }
                 Ok(_) => {
@@ -295,6 +303,7 @@ impl Clusters {
             return;
         };
         let (idle, name, tenant) = (idle.clone(), name.to_owned(), Arc::downgrade(tenant));
+        let open = self.open.clone();
         runtime.spawn(async move {
             loop {
                 let Some(wait) =
@@ -309,6 +318,7 @@ impl Clusters {
                 let Some(tenant) = tenant.upgrade() else { return };
                 match close_if_idle(&tenant) {
                     Closed::Yes(server) => {
+                        open.remove(&name, &tenant);
                         idle.wake.closed(&name);
                         tracing::debug!(tenant = %name, "closed the idle tenant's cluster");
                         // The store checkpoints as it closes: not on an async worker.
@@ -323,6 +333,25 @@ impl Clusters {
                 }
             }
         });
+    }
+}
+
+/// The tenants whose cluster is open, by name.
+#[derive(Debug, Default)]
+struct OpenSet(Mutex<HashMap<String, Weak<Tenant>>>);
+
+impl OpenSet {
+    fn add(&self, name: &str, tenant: &Arc<Tenant>) {
+        self.0.lock().insert(name.to_owned(), Arc::downgrade(tenant));
+    }
+
+    /// `tenant`, mounted as `name`, is closed or no longer served (a tenant mounted under the
+    /// name since stays).
+    fn remove(&self, name: &str, tenant: &Arc<Tenant>) {
+        let mut open = self.0.lock();
+        if open.get(name).is_some_and(|t| std::ptr::eq(t.as_ptr(), Arc::as_ptr(tenant))) {
+            open.remove(name);
+        }
     }
 }
 
@@ -522,6 +551,7 @@ mod tests {
         assert!(clusters.contains("a"), "a closed tenant is still served");
         assert_eq!(clusters.names(), vec!["a".to_owned()]);
         assert!(clusters.open().is_empty());
+        assert_eq!(clusters.open_count(), 0);
         until("its store let go", || store.strong_count() == 0).await;
         assert_eq!(reopen.closed.load(Ordering::SeqCst), 1);
 
@@ -534,6 +564,8 @@ mod tests {
         }
         assert_eq!(reopen.opened.load(Ordering::SeqCst), 2);
         assert!(clusters.tenant("a").is_some());
+        assert_eq!(clusters.open_count(), 1);
+        assert_eq!(clusters.open().len(), 1);
         // Open again, it writes, and is closed again once idle.
         let (status, _) = status_and_body(&router, create_config_map("after")).await;
         assert_eq!(status, StatusCode::CREATED);
@@ -594,8 +626,11 @@ mod tests {
         let (status, _) = status_and_body(&router, get("/tenants/b/api/v1/namespaces")).await;
         assert_eq!(status, StatusCode::OK);
         assert!(clusters.tenant("b").is_some());
+        let open_b = |clusters: &Clusters| clusters.open().iter().any(|(name, _)| name == "b");
+        assert!(open_b(&clusters));
         assert!(clusters.remove("b").is_some());
         assert!(!clusters.contains("b"));
+        assert!(!open_b(&clusters));
         let (status, _) = status_and_body(&router, get("/tenants/b/api/v1/namespaces")).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         // Without an idle time, nothing is mounted dormant.

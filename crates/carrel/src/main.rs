@@ -1,6 +1,7 @@
 //! `carrel`: run Carrel on one machine (`carrel up`) and manage its tenants.
 
 mod gpu;
+mod heap;
 mod host;
 mod run;
 mod syncers;

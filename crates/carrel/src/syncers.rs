@@ -25,6 +25,8 @@ use carrel_sim::{LogLine, LogStore};
 use carrel_syncer::{host_names, taken_up, Config, HostWatch, Syncer};
 use carrel_tenants::{host_namespace, TenantHooks};
 
+use crate::heap::Trim;
+
 /// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {
     host: kube::Client,
@@ -38,6 +40,8 @@ pub struct Syncers {
     /// False when syncers run apart (`carrel up --no-syncers`): tenants get pod logs only.
     start: bool,
     running: Mutex<HashMap<String, Running>>,
+    /// Gives what closed tenants freed back to the system.
+    trim: Arc<Trim>,
 }
 
 /// A task that ends with its owner.
@@ -78,11 +82,12 @@ impl Syncers {
             host,
             host_watch,
             intake,
-            handle,
             ca_pem,
             resync,
             start: true,
             running: Mutex::default(),
+            trim: Trim::new(handle.clone()),
+            handle,
         }
     }
 
@@ -189,6 +194,7 @@ impl TenantHooks for Syncers {
         if let Some(r) = self.running.lock().remove(tenant) {
             let _ = r.stop.send(true);
         }
+        self.trim.soon();
     }
 }
 
