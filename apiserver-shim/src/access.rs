@@ -7,7 +7,7 @@
 //! `/livez` and `/readyz`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::http::{HeaderMap, Method};
 use k8s_openapi::api::authentication::v1::{TokenRequestSpec, TokenReview};
@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use crate::api::{Api, ListParams, Target};
 use crate::auth::token::{ObjectRef, Signer, TokenClaims};
+use crate::auth::token_cache::TokenCache;
 use crate::auth::{self, UserInfo};
 use crate::object::meta_str;
 use crate::rbac::{self, review, Attributes, Policy};
@@ -140,6 +141,8 @@ pub struct Security {
     tokens: Option<Signer>,
     issuer: String,
     policy: Mutex<Option<(u64, Arc<Policy>)>>,
+    /// Tokens verified in the last few seconds.
+    verified: TokenCache,
 }
 
 impl std::fmt::Debug for Security {
@@ -153,7 +156,13 @@ impl Security {
     /// TokenRequest, issued) by `tokens` with issuer `issuer`, which is also the audience tokens
     /// get by default.
     pub fn new(ca: CertificateDer<'static>, tokens: Option<Signer>, issuer: &str) -> Security {
-        Security { ca, tokens, issuer: issuer.to_owned(), policy: Mutex::new(None) }
+        Security {
+            ca,
+            tokens,
+            issuer: issuer.to_owned(),
+            policy: Mutex::new(None),
+            verified: TokenCache::default(),
+        }
     }
 
     /// Who sent a request: a bearer token, else a client certificate, else anonymous. A
@@ -179,13 +188,31 @@ impl Security {
     }
 
     /// The user of a service-account token, if it verifies for one of `audiences` and its
-    /// service account still exists with the uid the token names.
+    /// service account still exists with the uid the token names (as of the last
+    /// [`TokenCache::TTL`]: a token verified since is taken from the cache).
     fn authenticate_token(
         &self,
         api: &Api,
         token: &str,
         audiences: &[&str],
     ) -> ApiResult<UserInfo> {
+        let key = TokenCache::key(token, audiences);
+        let now = Instant::now();
+        if let Some(user) = self.verified.get(&key, now) {
+            return Ok(user);
+        }
+        let (user, expires) = self.verify_token(api, token, audiences)?;
+        self.verified.insert(key, user.clone(), now, expires);
+        Ok(user)
+    }
+
+    /// [`Security::authenticate_token`] without the cache: the user, and when the token expires.
+    fn verify_token(
+        &self,
+        api: &Api,
+        token: &str,
+        audiences: &[&str],
+    ) -> ApiResult<(UserInfo, SystemTime)> {
         let Some(signer) = &self.tokens else { return Err(ApiError::unauthorized()) };
         let claims = signer.verify(token, &self.issuer, audiences).map_err(|e| {
             tracing::debug!(error = %e, "token refused");
@@ -197,7 +224,11 @@ impl Security {
             namespace: Some(claims.kubernetes.namespace.clone()),
         };
         match api.get(&target, &sa.name) {
-            Ok(found) if meta_str(&found, "uid") == Some(sa.uid.as_str()) => Ok(claims.user()),
+            Ok(found) if meta_str(&found, "uid") == Some(sa.uid.as_str()) => {
+                let expires =
+                    UNIX_EPOCH + Duration::from_secs(u64::try_from(claims.exp).unwrap_or(0));
+                Ok((claims.user(), expires))
+            }
             Ok(_) | Err(ApiError::NotFound { .. }) => Err(ApiError::unauthorized()),
             Err(e) => Err(e),
         }

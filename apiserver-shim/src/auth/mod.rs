@@ -16,6 +16,7 @@ pub mod ca;
 pub mod client_cert;
 mod files;
 pub mod token;
+pub mod token_cache;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
