@@ -17,8 +17,9 @@ use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, reflector, ObjectRef};
+use kube::runtime::utils::{PredicateConfig, WatchStreamExt};
+use kube::runtime::watcher::{self, watcher};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
@@ -583,7 +584,12 @@ impl Manager {
         let context = Arc::new(Context { manager: self.clone(), retry: tick, in_flight });
         // Reconciles run concurrently, a bounded number at once: a stop waits for those only.
         let config = controller::Config::default().concurrency(RECONCILES_AT_ONCE);
-        let controller = Controller::new(tenants, watcher::Config::default())
+        // The manager's own status writes change nothing it acts on: they wake no reconcile.
+        let (reader, writer) = reflector::store();
+        let changes = reflector(writer, watcher(tenants, watcher::Config::default()))
+            .applied_objects()
+            .predicate_filter(acted_on, PredicateConfig::default());
+        let controller = Controller::for_stream(changes, reader)
             .with_config(config)
             .watches(leases, claims, |lease: Lease| {
                 let labels = lease.metadata.labels.as_ref()?;
@@ -771,8 +777,67 @@ async fn reconcile(tenant: Arc<Tenant>, context: Arc<Context>) -> Result<Action,
     })
 }
 
+/// What of a `Tenant` its reconcile acts on: everything but its status (which the manager
+/// writes) and the bookkeeping of writes (`resourceVersion`, `managedFields`).
+fn acted_on(tenant: &Tenant) -> Option<u64> {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let meta = &tenant.metadata;
+    let acted_on = json!({
+        "uid": meta.uid,
+        "labels": meta.labels,
+        "annotations": meta.annotations,
+        "finalizers": meta.finalizers,
+        "deletionTimestamp": meta.deletion_timestamp,
+        "spec": tenant.spec,
+    });
+    Some(BuildHasherDefault::<DefaultHasher>::default().hash_one(acted_on.to_string()))
+}
+
 fn error_policy(tenant: Arc<Tenant>, error: &ManagerError, context: Arc<Context>) -> Action {
     let name = tenant.metadata.name.as_deref().unwrap_or_default();
     tracing::warn!(tenant = %name, error = %error, "reconciling a tenant failed");
     Action::requeue(context.retry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(value: Value) -> Tenant {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_status_write_changes_nothing_a_reconcile_acts_on_and_the_rest_does() {
+        let base = json!({
+            "apiVersion": "carrel.dev/v1alpha1", "kind": "Tenant",
+            "metadata": {"name": "a", "uid": "u1", "resourceVersion": "5"},
+            "spec": {"podSecurity": "baseline"},
+        });
+        let acted = |change: &dyn Fn(&mut Value)| {
+            let mut changed = base.clone();
+            change(&mut changed);
+            acted_on(&tenant(changed))
+        };
+        let before = acted_on(&tenant(base.clone()));
+        assert!(before.is_some());
+        // What the manager writes itself, and every write's bookkeeping.
+        let status = |t: &mut Value| {
+            t["status"] = json!({"phase": "Ready"});
+            t["metadata"]["resourceVersion"] = json!("6");
+            t["metadata"]["managedFields"] = json!([{"manager": MANAGER, "operation": "Update"}]);
+        };
+        assert_eq!(acted(&status), before);
+        // What a reconcile acts on.
+        let changes: [&dyn Fn(&mut Value); 5] = [
+            &|t| t["spec"]["podSecurity"] = json!("restricted"),
+            &|t| t["metadata"]["deletionTimestamp"] = json!("2026-12-05T00:00:00Z"),
+            &|t| t["metadata"]["finalizers"] = json!([FINALIZER]),
+            &|t| t["metadata"]["labels"] = json!({"team": "a"}),
+            &|t| t["metadata"]["uid"] = json!("u2"),
+        ];
+        for change in changes {
+            assert_ne!(acted(change), before);
+        }
+    }
 }
