@@ -2,36 +2,60 @@
 //!
 //! A closed tenant frees its store's caches and buffers, but glibc's allocator keeps freed memory
 //! in its arenas for reuse: at 10,000 closed tenants that is most of the process's resident
-//! memory (see "Density" in `docs/benchmarks.md`). After closes, [`Trim::soon`] has the heap
-//! trimmed once, a moment after the last of a burst.
+//! memory (see "Density" in `docs/benchmarks.md`). After closes, [`Trim::closed`] has the heap
+//! trimmed: a moment after a burst of closes, or a while after a few.
+//!
+//! A trim walks the whole heap and holds each arena's lock while it does: requests that
+//! allocate meanwhile wait. So one tenant closing (a few hundred KiB freed) does not trim at
+//! once.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long after a close the heap is trimmed, so that a burst of closes trims once.
+/// How often closes are counted while a trim is due;
 const SETTLE: Duration = Duration::from_secs(1);
+/// the heap is trimmed once this many have closed and none has in the last [`SETTLE`]…
+const BURST: usize = 256;
+/// …or, at the latest, this long after the first close not yet trimmed after.
+const LATER: Duration = Duration::from_secs(60);
 
-/// Trims the heap a moment after tenants close.
+/// Trims the heap after tenants close.
 #[derive(Debug)]
 pub struct Trim {
     handle: tokio::runtime::Handle,
+    /// Whether a trim is due.
     pending: AtomicBool,
+    /// Tenants closed since the last trim.
+    closes: AtomicUsize,
 }
 
 impl Trim {
     pub fn new(handle: tokio::runtime::Handle) -> Arc<Trim> {
-        Arc::new(Trim { handle, pending: AtomicBool::new(false) })
+        Arc::new(Trim { handle, pending: AtomicBool::new(false), closes: AtomicUsize::new(0) })
     }
 
-    /// Trim the heap [`SETTLE`] from now, unless a trim is already due.
-    pub fn soon(self: &Arc<Self>) {
+    /// A tenant has closed: trim the heap once a burst of [`BURST`] closes has ended, or
+    /// [`LATER`] after this close.
+    pub fn closed(self: &Arc<Self>) {
+        self.closes.fetch_add(1, Ordering::AcqRel);
         if self.pending.swap(true, Ordering::AcqRel) {
             return;
         }
         let trim = self.clone();
         self.handle.spawn(async move {
-            tokio::time::sleep(SETTLE).await;
+            let first = tokio::time::Instant::now();
+            let mut counted = 0;
+            loop {
+                tokio::time::sleep(SETTLE).await;
+                let closes = trim.closes.load(Ordering::Acquire);
+                let quiet = closes == counted;
+                counted = closes;
+                if (closes >= BURST && quiet) || first.elapsed() >= LATER {
+                    break;
+                }
+            }
+            trim.closes.store(0, Ordering::Release);
             trim.pending.store(false, Ordering::Release);
             // Walks every arena: off the async workers.
             let _ = tokio::task::spawn_blocking(release_free_heap).await;

@@ -194,7 +194,7 @@ impl TenantHooks for Syncers {
         if let Some(r) = self.running.lock().remove(tenant) {
             let _ = r.stop.send(true);
         }
-        self.trim.soon();
+        self.trim.closed();
     }
 }
 
