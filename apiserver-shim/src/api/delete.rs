@@ -49,32 +49,24 @@ impl Api {
                 ));
             }
         }
-        if let Some(policy) = &params.propagation_policy {
-            if !matches!(policy.as_str(), "Orphan" | "Background" | "Foreground") {
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "DeleteOptions",
-                    "",
-                    vec![Cause::new(
-                        "FieldValueNotSupported",
-                        "propagationPolicy",
-                        format!("Unsupported value: \"{policy}\": supported values: \"Foreground\", \"Background\", \"Orphan\""),
-                    )],
-                ));
-            }
-        }
+        let propagation = propagation(params)?;
         rt.strategy.check_delete(rt, name)?;
         if !params.dry_run {
             if let Some(done) = rt.strategy.delete(self, &key, name, &old, params) {
                 return done;
             }
         }
-        if rt.strategy.deleted_in_steps() || !finalizers(&old).is_empty() {
+        let collector = propagation.and_then(Propagation::finalizer);
+        if rt.strategy.deleted_in_steps() || !finalizers(&old).is_empty() || collector.is_some() {
             // Mark it; the object goes when its finalizers (and what it holds) do.
             if is_deleting(&old) {
                 return Ok(old);
             }
             let mut marked = old.clone();
+            if let Some(finalizer) = collector {
+                // The garbage collector orphans or deletes the dependents, then removes it.
+                with_collector_finalizer(&mut marked, finalizer);
+            }
             let meta = metadata_mut(&mut marked);
             meta.insert("deletionTimestamp".into(), now_rfc3339().into());
             meta.insert(
@@ -153,5 +145,81 @@ impl Api {
             "metadata": {"resourceVersion": self.current_revision().to_string()},
             "items": deleted,
         }))
+    }
+}
+
+/// What becomes of an object's dependents when it is deleted (`propagationPolicy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Propagation {
+    /// Its dependents lose their reference to it; it goes once they have (`orphan` finalizer).
+    Orphan,
+    /// It goes now; the garbage collector deletes its dependents afterwards.
+    Background,
+    /// Its dependents are deleted first; it goes once those that block it are gone
+    /// (`foregroundDeletion` finalizer).
+    Foreground,
+}
+
+impl Propagation {
+    /// The finalizer that holds the object for the garbage collector, if any.
+    fn finalizer(self) -> Option<&'static str> {
+        match self {
+            Propagation::Orphan => Some(ORPHAN),
+            Propagation::Foreground => Some(FOREGROUND),
+            Propagation::Background => None,
+        }
+    }
+}
+
+/// The finalizer of an orphaning delete.
+pub const ORPHAN: &str = "orphan";
+/// The finalizer of a foreground delete.
+pub const FOREGROUND: &str = "foregroundDeletion";
+
+/// The propagation a delete asks for: `propagationPolicy`, else the deprecated
+/// `orphanDependents`; both at once is refused, as kube-apiserver refuses it.
+fn propagation(params: &DeleteParams) -> ApiResult<Option<Propagation>> {
+    fn invalid(field: &'static str, reason: &'static str, message: String) -> ApiError {
+        ApiError::invalid(
+            "meta.k8s.io",
+            "DeleteOptions",
+            "",
+            vec![Cause::new(reason, field, message)],
+        )
+    }
+    let policy = match params.propagation_policy.as_deref() {
+        None => None,
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some(other) => {
+            return Err(invalid(
+                "propagationPolicy",
+                "FieldValueNotSupported",
+                format!("Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""),
+            ))
+        }
+    };
+    match (policy, params.orphan_dependents) {
+        (Some(_), Some(_)) => Err(invalid(
+            "propagationPolicy",
+            "FieldValueInvalid",
+            "Invalid value: \"null\": orphanDependents and deletionPropagation cannot be both set"
+                .to_owned(),
+        )),
+        (Some(policy), None) => Ok(Some(policy)),
+        (None, Some(true)) => Ok(Some(Propagation::Orphan)),
+        (None, Some(false)) => Ok(Some(Propagation::Background)),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Put `finalizer` (orphan or foregroundDeletion) on `object`, without the other one.
+fn with_collector_finalizer(object: &mut Value, finalizer: &str) {
+    let meta = metadata_mut(object);
+    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
+    if let Value::Array(list) = list {
+        list.retain(|f| f != ORPHAN && f != FOREGROUND);
+        list.push(finalizer.into());
     }
 }

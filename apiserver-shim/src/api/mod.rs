@@ -100,6 +100,8 @@ pub struct DeleteParams {
     pub grace_period_seconds: Option<i64>,
     /// `propagationPolicy`: Orphan, Background or Foreground.
     pub propagation_policy: Option<String>,
+    /// `orphanDependents`, deprecated: true is `propagationPolicy: Orphan`, false `Background`.
+    pub orphan_dependents: Option<bool>,
 }
 
 /// How a write is made: for real or as a dry run, and by whom.

@@ -286,6 +286,7 @@ pub(super) fn delete_params(headers: &HeaderMap, raw: &[u8]) -> ApiResult<Delete
             .is_some_and(|a| a.iter().any(|v| v == "All")),
         grace_period_seconds: body.get("gracePeriodSeconds").and_then(Value::as_i64),
         propagation_policy: string(body.get("propagationPolicy")),
+        orphan_dependents: body.get("orphanDependents").and_then(Value::as_bool),
     })
 }
 

@@ -1,4 +1,5 @@
-//! What `carrel up` runs beside each tenant's API: its syncer, the watch that gives a pod's room
+//! What `carrel up` runs beside each tenant's API: its controllers (`carrel_controllers`), its
+//! syncer, the watch that gives a pod's room
 //! in the intake window back once the syncer has taken it up ([`carrel_syncer::taken_up`]), and
 //! the pod logs the tenant reads through it.
 
@@ -128,9 +129,6 @@ impl TenantHooks for Syncers {
             host: self.host.clone(),
             host_namespace: host_namespace(tenant),
         }));
-        if !self.start {
-            return;
-        }
         let quota = gpu_quota(object);
         let tolerations = allowed_tolerations(object);
         let mut running = self.running.lock();
@@ -144,6 +142,14 @@ impl TenantHooks for Syncers {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let slot = Arc::new(Mutex::new(None));
         running.insert(tenant.to_owned(), Running { syncer: slot.clone(), stop });
+        // The tenant's API in this process, as its admin: no socket, no kubeconfig.
+        let client = carrel_tenants::admin_client(server.clone());
+        // Its controllers (workloads, garbage collection), as long as it is open.
+        let controllers = carrel_controllers::run(client.clone(), stop_rx.clone());
+        let controllers = self.handle.spawn(controllers);
+        if !self.start {
+            return;
+        }
         let config = Config {
             tenant: tenant.to_owned(),
             host_namespace: host_namespace(tenant),
@@ -156,8 +162,6 @@ impl TenantHooks for Syncers {
         }
         let intake = self.intake.clone();
         let host_watch = self.host_watch.clone();
-        // The tenant's API in this process, as its admin: no socket, no kubeconfig.
-        let client = carrel_tenants::admin_client(server.clone());
         self.handle.spawn(async move {
             let name = config.tenant.clone();
             let taken_up = intake.map(|intake| {
@@ -177,6 +181,7 @@ impl TenantHooks for Syncers {
             tracing::info!(tenant = %name, "syncer started");
             syncer.run(stop_rx).await;
             drop(taken_up);
+            let _ = controllers.await;
             tracing::info!(tenant = %name, "syncer stopped");
         });
     }

@@ -200,6 +200,10 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
     tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
+    // The host's garbage collector, as a cluster's kube-controller-manager runs one: ownerless
+    // dependents, and deletes in the foreground or orphaning.
+    let host_controllers = carrel_controllers::Context::new(client.clone());
+    tasks.push(tokio::spawn(carrel_controllers::gc::run(host_controllers, stop_rx.clone())));
     // Client connections may not take the descriptors the stores need: those of the process,
     // and those of the host store and of every tenant's store served.
     let mut limits = args.listener.limits();

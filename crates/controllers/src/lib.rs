@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use carrel_events::Recorder;
 
+pub mod gc;
 pub mod owners;
 pub mod pods;
 
@@ -61,8 +62,8 @@ impl Context {
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<BoxFuture<'static, ()>> = vec![];
-    let _ = (&context, &stop);
+    let controllers: Vec<BoxFuture<'static, ()>> =
+        vec![Box::pin(gc::run(context.clone(), stop.clone()))];
     futures::future::join_all(controllers).await;
 }
 

@@ -22,8 +22,8 @@ pub(super) async fn delete(call: Call<'_>, name: String, body: Body) -> ApiResul
     Ok(respond_object(StatusCode::OK, &rt, deleted, headers, query))
 }
 
-/// The delete's options: `DeleteOptions` in the body, then `dryRun`, `gracePeriodSeconds` and
-/// `propagationPolicy` from the query.
+/// The delete's options: `DeleteOptions` in the body, then `dryRun`, `gracePeriodSeconds`,
+/// `propagationPolicy` and `orphanDependents` from the query.
 pub(super) async fn options(call: &Call<'_>, body: Body) -> ApiResult<DeleteParams> {
     let query = call.query;
     let raw = read_body(body).await?;
@@ -36,6 +36,11 @@ pub(super) async fn options(call: &Call<'_>, body: Body) -> ApiResult<DeletePara
     }
     if let Some(p) = query.get("propagationPolicy") {
         params.propagation_policy = Some(p.to_owned());
+    }
+    if let Some(o) = query.get("orphanDependents").filter(|o| !o.is_empty()) {
+        params.orphan_dependents = Some(o.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid orphanDependents {o:?}: must be a boolean"))
+        })?);
     }
     Ok(params)
 }
