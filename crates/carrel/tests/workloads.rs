@@ -1,0 +1,72 @@
+//! A tenant of `carrel up` behaves as a cluster with kube-controller-manager does: through its
+//! own kubectl, deletes cascade (garbage collection).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use carrel_e2e::ok;
+use common::{create, eventually, Up};
+
+fn kubectl(up: &Up, kubeconfig: &Path, args: &[&str]) -> String {
+    ok(up.kubectl(kubeconfig, args))
+}
+
+/// Apply `yaml` in the tenant.
+fn apply(up: &Up, kubeconfig: &Path, yaml: &str) {
+    let file = up.home.path().join("applied.yaml");
+    std::fs::write(&file, yaml).expect("write manifest");
+    kubectl(up, kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+}
+
+/// ConfigMap `name` in `default`, owned by ConfigMap `owner` (whose uid is read first).
+fn owned_configmap(up: &Up, kubeconfig: &Path, name: &str, owner: &str) {
+    let uid =
+        kubectl(up, kubeconfig, &["get", "configmap", owner, "-o", "jsonpath={.metadata.uid}"]);
+    apply(
+        up,
+        kubeconfig,
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  ownerReferences:\n  \
+             - {{apiVersion: v1, kind: ConfigMap, name: {owner}, uid: {uid}, blockOwnerDeletion: true}}\n"
+        ),
+    );
+}
+
+fn exists(up: &Up, kubeconfig: &Path, name: &str) -> bool {
+    up.kubectl(kubeconfig, &["get", "configmap", name]).status.success()
+}
+
+#[test]
+fn deletes_cascade_in_the_background_in_the_foreground_and_not_when_orphaning() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let kc = create(&up, "team-a", &[]);
+    let within = Duration::from_secs(30);
+    for owner in ["background", "foreground", "orphan"] {
+        kubectl(&up, &kc, &["create", "configmap", owner]);
+        owned_configmap(&up, &kc, &format!("of-{owner}"), owner);
+    }
+
+    kubectl(&up, &kc, &["delete", "configmap", "background"]);
+    eventually("the background owner's dependent collected", within, || {
+        let there = exists(&up, &kc, "of-background");
+        (!there, there)
+    });
+
+    // kubectl waits for the owner itself to be gone: by then its dependent is.
+    kubectl(&up, &kc, &["delete", "configmap", "foreground", "--cascade=foreground"]);
+    assert!(!exists(&up, &kc, "foreground"));
+    assert!(!exists(&up, &kc, "of-foreground"), "a foreground delete ends after its dependents");
+
+    kubectl(&up, &kc, &["delete", "configmap", "orphan", "--cascade=orphan"]);
+    assert!(!exists(&up, &kc, "orphan"));
+    let refs = kubectl(
+        &up,
+        &kc,
+        &["get", "configmap", "of-orphan", "-o", "jsonpath={.metadata.ownerReferences}"],
+    );
+    assert_eq!(refs, "", "the orphan keeps no reference to its deleted owner");
+    up.stop();
+}
