@@ -180,7 +180,10 @@ impl TenantHooks for Syncers {
             *slot.lock() = Some(syncer.clone());
             tracing::info!(tenant = %name, "syncer started");
             syncer.run(stop_rx).await;
-            drop(taken_up);
+            // Its share of the host side goes now: a host change for it from here on is
+            // unheard, and opens the tenant again.
+            slot.lock().take();
+            drop((syncer, taken_up));
             let _ = controllers.await;
             tracing::info!(tenant = %name, "syncer stopped");
         });

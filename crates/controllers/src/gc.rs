@@ -189,10 +189,13 @@ pub async fn run(context: Arc<Context>, stop: watch::Receiver<bool>) {
         })
     };
     let crd_watch = tokio::spawn(crd_changes);
-    collector.discover().await;
     let stopped = crate::stopped(&stop);
     tokio::pin!(stopped);
-    loop {
+    let stopped_early = tokio::select! {
+        () = &mut stopped => true,
+        () = collector.discover() => false,
+    };
+    while !stopped_early {
         tokio::select! {
             () = &mut stopped => break,
             Some(change) = received.recv() => collector.apply(change).await,

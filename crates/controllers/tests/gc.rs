@@ -190,3 +190,25 @@ async fn propagation_and_orphan_dependents_together_are_refused() {
     }
     assert!(!gone(c, "owner").await);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controllers_end_when_told_to_stop() {
+    let cluster = Cluster::without_controllers();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(carrel_controllers::run(cluster.client.clone(), stopped));
+    // Working first: a dependent of a missing owner is collected.
+    let ghost = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "ghost".into(),
+        uid: "0b6c5d0e-0000-4000-8000-000000000002".into(),
+        ..OwnerReference::default()
+    };
+    create(&cluster.client, "of-ghost", vec![ghost], &[]).await;
+    until("collected", || async { gone(&cluster.client, "of-ghost").await.then_some(()) }).await;
+    stop.send(true).unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), running)
+        .await
+        .expect("the controllers ended")
+        .unwrap();
+}
