@@ -195,11 +195,13 @@ pub async fn run(context: Arc<Context>, stop: watch::Receiver<bool>) {
         () = &mut stopped => true,
         () = collector.discover() => false,
     };
-    while !stopped_early {
-        tokio::select! {
-            () = &mut stopped => break,
-            Some(change) = received.recv() => collector.apply(change).await,
-            Some(uid) = retried.recv() => collector.check(&uid).await,
+    if !stopped_early {
+        loop {
+            tokio::select! {
+                () = &mut stopped => break,
+                Some(change) = received.recv() => collector.apply(change).await,
+                Some(uid) = retried.recv() => collector.check(&uid).await,
+            }
         }
     }
     crd_watch.abort();
