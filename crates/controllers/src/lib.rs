@@ -20,6 +20,7 @@ use carrel_events::Recorder;
 
 pub mod owners;
 pub mod pods;
+pub mod replicaset;
 
 /// What can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +62,10 @@ impl Context {
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<BoxFuture<'static, ()>> = vec![];
-    let _ = (&context, &stop);
+    let controllers: Vec<BoxFuture<'static, ()>> = vec![
+        Box::pin(replicaset::run_replicasets(context.clone(), stop.clone())),
+        Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
+    ];
     futures::future::join_all(controllers).await;
 }
 
