@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use carrel_events::Recorder;
 
+pub mod deployment;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
@@ -65,6 +66,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let controllers: Vec<BoxFuture<'static, ()>> = vec![
         Box::pin(replicaset::run_replicasets(context.clone(), stop.clone())),
         Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
+        Box::pin(deployment::run(context.clone(), stop.clone())),
     ];
     futures::future::join_all(controllers).await;
 }
