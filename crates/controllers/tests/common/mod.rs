@@ -35,11 +35,9 @@ impl Cluster {
     /// A new cluster, nothing running against it.
     pub fn without_controllers() -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = carrel_store::SledStore::open(
-            dir.path().join("store"),
-            carrel_store::Options::create(),
-        )
-        .expect("store");
+        let store =
+            carrel_store::SledStore::open(dir.path().join("store"), carrel_store::Options::create())
+                .expect("store");
         let api = carrel_apiserver::Api::new(Arc::new(store)).expect("api");
         let server = Arc::new(Server::new(Arc::new(api), ""));
         let admin = UserInfo::new("admin", ["system:masters"]).with_authenticated_group();
