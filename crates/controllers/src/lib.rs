@@ -18,9 +18,11 @@ use tokio::sync::watch;
 
 use carrel_events::Recorder;
 
+pub mod deployment;
 pub mod gc;
 pub mod owners;
 pub mod pods;
+pub mod replicaset;
 
 /// What can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -62,8 +64,12 @@ impl Context {
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<BoxFuture<'static, ()>> =
-        vec![Box::pin(gc::run(context.clone(), stop.clone()))];
+    let controllers: Vec<BoxFuture<'static, ()>> = vec![
+        Box::pin(gc::run(context.clone(), stop.clone())),
+        Box::pin(replicaset::run_replicasets(context.clone(), stop.clone())),
+        Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
+        Box::pin(deployment::run(context.clone(), stop.clone())),
+    ];
     futures::future::join_all(controllers).await;
 }
 
