@@ -70,3 +70,79 @@ fn deletes_cascade_in_the_background_in_the_foreground_and_not_when_orphaning() 
     assert_eq!(refs, "", "the orphan keeps no reference to its deleted owner");
     up.stop();
 }
+
+#[test]
+fn a_deployment_rolls_out_rolls_over_undoes_and_scales_through_kubectl() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let kc = create(&up, "team-a", &[]);
+    kubectl(&up, &kc, &["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
+    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let ready = kubectl(
+        &up,
+        &kc,
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.status.readyReplicas}/{.status.availableReplicas}",
+        ],
+    );
+    assert_eq!(ready, "2/2");
+    let first_rs = kubectl(&up, &kc, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    assert_eq!(first_rs.lines().count(), 1, "{first_rs}");
+
+    // A new image rolls the pods over to a second ReplicaSet.
+    kubectl(&up, &kc, &["set", "image", "deployment/web", "nginx=nginx:1.28"]);
+    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let images = kubectl(
+        &up,
+        &kc,
+        &["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].spec.containers[0].image}"],
+    );
+    assert_eq!(images.split_whitespace().filter(|i| *i == "nginx:1.28").count(), 2, "{images}");
+    let history = kubectl(&up, &kc, &["rollout", "history", "deployment/web"]);
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+
+    // Undo goes back to the first template, and its ReplicaSet.
+    kubectl(&up, &kc, &["rollout", "undo", "deployment/web"]);
+    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let image = kubectl(
+        &up,
+        &kc,
+        &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"],
+    );
+    assert_eq!(image, "nginx:1.27");
+    let all_rs = kubectl(&up, &kc, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    assert_eq!(all_rs.lines().count(), 2, "undo reuses the first ReplicaSet: {all_rs}");
+
+    kubectl(&up, &kc, &["scale", "deployment/web", "--replicas=3"]);
+    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
+    eventually("three pods", Duration::from_secs(60), || {
+        let n = kubectl(
+            &up,
+            &kc,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=web",
+                "--field-selector=status.phase=Running",
+                "-o",
+                "name",
+            ],
+        )
+        .lines()
+        .count();
+        (n == 3, n)
+    });
+
+    // Deleting it takes its ReplicaSets and pods with it.
+    kubectl(&up, &kc, &["delete", "deployment", "web"]);
+    eventually("its pods gone", Duration::from_secs(60), || {
+        let left = kubectl(&up, &kc, &["get", "pods,rs", "-l", "app=web", "-o", "name"]);
+        (left.is_empty(), left)
+    });
+    up.stop();
+}

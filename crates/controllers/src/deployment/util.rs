@@ -62,7 +62,10 @@ pub fn template_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -
             hash = hash.wrapping_mul(0x0100_0193);
         }
     };
-    write(&serde_json::to_vec(template).unwrap_or_default());
+    write(
+        &serde_json::to_vec(&go_semantic(serde_json::to_value(template).unwrap_or_default()))
+            .unwrap_or_default(),
+    );
     if let Some(count) = collision_count {
         write(&count.to_le_bytes());
     }
@@ -82,7 +85,40 @@ fn without_hash(template: &PodTemplateSpec) -> serde_json::Value {
             meta.labels = None;
         }
     }
-    serde_json::to_value(&t).unwrap_or_default()
+    go_semantic(serde_json::to_value(&t).unwrap_or_default())
+}
+
+/// `value` without what Go's structs cannot tell from absent: `null`, `false`, `0`, `""`, empty
+/// lists and objects, and `metadata.creationTimestamp` (a template's is always null). Clients in
+/// Go (kubectl's `rollout undo` among them) drop those when they send a template, and a template
+/// decoded from protobuf has them all; compared as Kubernetes compares templates (semantic
+/// equality), they are the same template. Looser than Go for pointer fields only (an explicit
+/// `privileged: false` equals an unset one).
+fn go_semantic(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(key, _)| key != "creationTimestamp")
+                .map(|(key, value)| (key, go_semantic(value)))
+                .filter(|(_, value)| !is_go_zero(value))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(go_semantic).collect()),
+        other => other,
+    }
+}
+
+fn is_go_zero(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.is_empty(),
+    }
 }
 
 /// Whether two templates are equal but for the `pod-template-hash` label (`EqualIgnoreHash`).
@@ -556,6 +592,14 @@ mod tests {
         hashed.metadata.as_mut().unwrap().labels.as_mut().unwrap().insert(HASH_LABEL.into(), h);
         assert!(equal_ignore_hash(&a, &hashed));
         assert!(!equal_ignore_hash(&b, &hashed));
+        // What a Go client drops is no difference (kubectl rollout undo sends the template so).
+        let mut explicit = serde_json::to_value(&a).unwrap();
+        explicit["metadata"]["generation"] = serde_json::json!(0);
+        explicit["metadata"]["creationTimestamp"] = serde_json::Value::Null;
+        explicit["spec"]["hostIPC"] = serde_json::json!(false);
+        let explicit: PodTemplateSpec = serde_json::from_value(explicit).unwrap();
+        assert!(equal_ignore_hash(&explicit, &a));
+        assert_eq!(template_hash(&explicit, None), template_hash(&a, None));
     }
 
     #[test]
