@@ -18,8 +18,10 @@ use tokio::sync::watch;
 
 use carrel_events::Recorder;
 
+pub mod job;
 pub mod owners;
 pub mod pods;
+pub mod ttl;
 
 /// What can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +63,10 @@ impl Context {
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<BoxFuture<'static, ()>> = vec![];
-    let _ = (&context, &stop);
+    let controllers: Vec<BoxFuture<'static, ()>> = vec![
+        Box::pin(job::run(context.clone(), job::Config::default(), stop.clone())),
+        Box::pin(ttl::run(context.clone(), stop.clone())),
+    ];
     futures::future::join_all(controllers).await;
 }
 
