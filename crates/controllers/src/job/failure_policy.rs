@@ -36,7 +36,7 @@ pub fn action(policy: &PodFailurePolicy, pod: &Pod) -> Action {
             rule.on_pod_conditions.as_ref().and_then(|wanted| {
                 let conditions = pod.status.as_ref()?.conditions.as_deref()?;
                 wanted.iter().find_map(|w| {
-                    let status = w.status.as_str();
+                    let status = if w.status.is_empty() { "True" } else { w.status.as_str() };
                     conditions.iter().any(|c| c.type_ == w.type_ && c.status == status).then(|| {
                         format!(
                             "Pod {namespace}/{name} has condition {} matching {} rule at index {index}",
