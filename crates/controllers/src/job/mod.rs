@@ -745,9 +745,13 @@ async fn reconcile(job: Arc<Job>, state: Arc<State>) -> Result<Action, Error> {
     }
 
     // 6. Write the status, then tell.
+    let mut written = Ok(());
     if current.status.as_ref() != Some(&status) {
         current.status = Some(status);
-        job_api.replace_status(&job.name_any(), &PostParams::default(), &current).await?;
+        written = job_api
+            .replace_status(&job.name_any(), &PostParams::default(), &current)
+            .await
+            .map(drop);
     }
     let target = job_target(&job);
     for (kind, reason, message) in events {
@@ -755,6 +759,8 @@ async fn reconcile(job: Arc<Job>, state: Arc<State>) -> Result<Action, Error> {
             tracing::debug!(%error, "recording a job event failed");
         }
     }
+    // Pods made or deleted are told even when the status write met a conflict.
+    written?;
     if let Some(error) = refusal {
         return Err(error);
     }
