@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 use carrel_events::Recorder;
 
+pub mod cronjob;
 pub mod job;
 pub mod owners;
 pub mod pods;
@@ -66,6 +67,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let controllers: Vec<BoxFuture<'static, ()>> = vec![
         Box::pin(job::run(context.clone(), job::Config::default(), stop.clone())),
         Box::pin(ttl::run(context.clone(), stop.clone())),
+        Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
     ];
     futures::future::join_all(controllers).await;
 }

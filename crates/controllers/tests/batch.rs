@@ -348,10 +348,10 @@ async fn a_finished_pod_deleted_early_is_still_counted() {
     create_job(client, "quick", json!({"completions": 1})).await;
     let pod =
         until("a pod", || async { live_pods(client, "quick").await.into_iter().next() }).await;
-    // Deleted first: the finalizer keeps it, and it is not counted as a success yet.
+    // It succeeds and is deleted at once: the finalizer keeps it until it is counted.
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods_api.delete(&pod.name_any(), &DeleteParams::default()).await.unwrap();
     set_pod(client, "default", &pod.name_any(), "Succeeded", false).await;
+    pods_api.delete(&pod.name_any(), &DeleteParams::default()).await.unwrap();
     let job = until_condition(client, "quick", "Complete").await;
     assert_eq!(job.status.unwrap().succeeded, Some(1));
     until("the pod released and gone", || async {
@@ -379,4 +379,259 @@ async fn a_finished_job_with_ttl_zero_is_deleted() {
         pod.finalizers().is_empty().then_some(())
     })
     .await;
+}
+
+mod cron {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use chrono::{DateTime, Timelike, Utc};
+    use k8s_openapi::api::batch::v1::CronJob;
+
+    use carrel_controllers::cronjob;
+
+    /// A cluster with the CronJob controller on a clock the test moves.
+    struct Cron {
+        cluster: Cluster,
+        now: Arc<Mutex<DateTime<Utc>>>,
+        _stop: watch::Sender<bool>,
+    }
+
+    impl Cron {
+        fn start() -> Cron {
+            let cluster = Cluster::without_controllers();
+            let (stop, rx) = watch::channel(false);
+            let now = Arc::new(Mutex::new(Utc::now()));
+            let clock = now.clone();
+            let config = cronjob::Config { clock: Arc::new(move || *clock.lock().unwrap()) };
+            tokio::spawn(cronjob::run(Context::new(cluster.client.clone()), config, rx));
+            Cron { cluster, now, _stop: stop }
+        }
+
+        fn client(&self) -> &Client {
+            &self.cluster.client
+        }
+
+        /// Move the clock to `at`, and have the CronJob `name` looked at again.
+        async fn at(&self, name: &str, at: DateTime<Utc>) {
+            *self.now.lock().unwrap() = at;
+            let nudge = json!({"metadata": {"annotations": {"test/now": at.to_rfc3339()}}});
+            cronjobs(self.client())
+                .patch(name, &PatchParams::default(), &Patch::Merge(&nudge))
+                .await
+                .unwrap();
+        }
+    }
+
+    impl Drop for Cron {
+        fn drop(&mut self) {
+            let _ = self._stop.send(true);
+        }
+    }
+
+    fn cronjobs(client: &Client) -> Api<CronJob> {
+        Api::namespaced(client.clone(), "default")
+    }
+
+    async fn create_cronjob(client: &Client, name: &str, spec: serde_json::Value) -> CronJob {
+        let mut spec = spec;
+        spec["jobTemplate"] = json!({"metadata": {"labels": {"app": name}}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}});
+        let cj: CronJob = serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap();
+        cronjobs(client).create(&PostParams::default(), &cj).await.expect("create cronjob")
+    }
+
+    /// The start of the minute after `t`, plus `seconds`.
+    fn next_minute(t: DateTime<Utc>, seconds: i64) -> DateTime<Utc> {
+        let floor = t.with_second(0).unwrap().with_nanosecond(0).unwrap();
+        floor + chrono::Duration::seconds(60 + seconds)
+    }
+
+    async fn owned_jobs(client: &Client, uid: &str) -> Vec<Job> {
+        let mut found: Vec<Job> = jobs(client)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|j| j.owner_references().iter().any(|o| o.uid == uid))
+            .collect();
+        found.sort_by_key(|j| j.name_any());
+        found
+    }
+
+    /// What the Job controller would write when the Job finished (`type_`: Complete or Failed).
+    async fn finish(client: &Client, job: &str, type_: &str, at: DateTime<Utc>) {
+        let stamp = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let mut status = json!({"status": {"startTime": stamp, "conditions": [
+            {"type": type_, "status": "True", "lastTransitionTime": stamp}]}});
+        if type_ == "Complete" {
+            status["status"]["completionTime"] = json!(stamp);
+        }
+        jobs(client)
+            .patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+
+    async fn until_active(client: &Client, name: &str, wanted: &[String]) -> CronJob {
+        until(&format!("{name} active {wanted:?}"), || async {
+            let cj = cronjobs(client).get(name).await.ok()?;
+            let active: Vec<String> = cj
+                .status
+                .as_ref()?
+                .active
+                .iter()
+                .flatten()
+                .filter_map(|r| r.name.clone())
+                .collect();
+            (active == wanted).then_some(cj)
+        })
+        .await
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cronjob_makes_its_job_at_the_schedule_and_forbid_skips_while_one_runs() {
+        let cron = Cron::start();
+        let client = cron.client();
+        let cj = create_cronjob(
+            client,
+            "tick",
+            json!({"schedule": "* * * * *", "concurrencyPolicy": "Forbid"}),
+        )
+        .await;
+        let uid = cj.uid().unwrap();
+        let created = cj.metadata.creation_timestamp.as_ref().unwrap().0.as_second();
+        let created = DateTime::from_timestamp(created, 0).unwrap();
+        // Before the first schedule time: nothing.
+        cron.at("tick", created).await;
+        let first_at = next_minute(created, 0);
+        let first = format!("tick-{}", first_at.timestamp() / 60);
+        cron.at("tick", first_at + chrono::Duration::seconds(5)).await;
+        let status =
+            until_active(client, "tick", std::slice::from_ref(&first)).await.status.unwrap();
+        assert_eq!(status.last_schedule_time.map(|t| t.0.as_second()), Some(first_at.timestamp()));
+        let made = jobs(client).get(&first).await.unwrap();
+        assert_eq!(made.labels().get("app").map(String::as_str), Some("tick"));
+        let stamp = first_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        assert_eq!(
+            made.annotations().get("batch.kubernetes.io/cronjob-scheduled-timestamp"),
+            Some(&stamp)
+        );
+        let owner = &made.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+            ("CronJob", uid.as_str(), Some(true))
+        );
+        assert_eq!(
+            until_event(client, "tick", "SuccessfulCreate").await,
+            format!("Created job {first}")
+        );
+
+        // A Job made by hand from the CronJob is neither active nor a schedule.
+        let manual: Job = serde_json::from_value(json!({"metadata": {"name": "tick-manual",
+            "annotations": {"cronjob.kubernetes.io/instantiate": "manual"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "tick", "uid": uid, "controller": true}]},
+            "spec": made.spec.clone()})).unwrap();
+        jobs(client).create(&PostParams::default(), &manual).await.unwrap();
+
+        // Forbid: the next minute's Job waits while the first runs.
+        let second_at = first_at + chrono::Duration::seconds(60);
+        cron.at("tick", second_at + chrono::Duration::seconds(5)).await;
+        until_event(client, "tick", "JobAlreadyActive").await;
+        assert_eq!(owned_jobs(client, &uid).await.len(), 2, "the first and the manual one");
+
+        // Once it completes, it leaves the active list, and the schedule it held back runs.
+        finish(client, &first, "Complete", second_at).await;
+        let second = format!("tick-{}", second_at.timestamp() / 60);
+        let cj = until_active(client, "tick", std::slice::from_ref(&second)).await;
+        let status = cj.status.unwrap();
+        assert_eq!(
+            status.last_successful_time.map(|t| t.0.as_second()),
+            Some(second_at.timestamp())
+        );
+        assert_eq!(status.last_schedule_time.map(|t| t.0.as_second()), Some(second_at.timestamp()));
+        let message = until_event(client, "tick", "SawCompletedJob").await;
+        assert_eq!(message, format!("Saw completed job: {first}, condition: Complete"));
+        assert!(events(client, "tick").await.iter().all(|(r, _)| r != "UnexpectedJob"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replace_deletes_the_running_job_and_history_limits_prune() {
+        let cron = Cron::start();
+        let client = cron.client();
+        let cj = create_cronjob(
+            client,
+            "swap",
+            json!({"schedule": "* * * * *",
+            "concurrencyPolicy": "Replace", "successfulJobsHistoryLimit": 1}),
+        )
+        .await;
+        let uid = cj.uid().unwrap();
+        let created =
+            DateTime::from_timestamp(cj.metadata.creation_timestamp.unwrap().0.as_second(), 0)
+                .unwrap();
+        let t1 = next_minute(created, 0);
+        let name = |t: DateTime<Utc>| format!("swap-{}", t.timestamp() / 60);
+        cron.at("swap", t1 + chrono::Duration::seconds(1)).await;
+        until_active(client, "swap", &[name(t1)]).await;
+        let t2 = t1 + chrono::Duration::seconds(60);
+        cron.at("swap", t2 + chrono::Duration::seconds(1)).await;
+        until_active(client, "swap", &[name(t2)]).await;
+        assert_eq!(
+            until_event(client, "swap", "SuccessfulDelete").await,
+            format!("Deleted job {}", name(t1))
+        );
+        until("the replaced job gone", || async {
+            jobs(client).get_opt(&name(t1)).await.ok()?.is_none().then_some(())
+        })
+        .await;
+
+        // Two completed Jobs, a limit of one: the older goes.
+        finish(client, &name(t2), "Complete", t2).await;
+        until_active(client, "swap", &[]).await;
+        let t3 = t2 + chrono::Duration::seconds(60);
+        cron.at("swap", t3 + chrono::Duration::seconds(1)).await;
+        until_active(client, "swap", &[name(t3)]).await;
+        finish(client, &name(t3), "Complete", t3).await;
+        until("only the newest completed job kept", || async {
+            let left: Vec<String> =
+                owned_jobs(client, &uid).await.iter().map(|j| j.name_any()).collect();
+            (left == [name(t3)]).then_some(())
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_missed_schedule_past_its_starting_deadline_is_skipped() {
+        let cron = Cron::start();
+        let client = cron.client();
+        let cj = create_cronjob(
+            client,
+            "late",
+            json!({"schedule": "*/5 * * * *", "startingDeadlineSeconds": 10}),
+        )
+        .await;
+        let uid = cj.uid().unwrap();
+        let created =
+            DateTime::from_timestamp(cj.metadata.creation_timestamp.unwrap().0.as_second(), 0)
+                .unwrap();
+        let minute = created.with_second(0).unwrap().with_nanosecond(0).unwrap();
+        let slot = (0..6)
+            .map(|m| minute + chrono::Duration::minutes(m))
+            .find(|t| *t > created && t.minute() % 5 == 0)
+            .unwrap();
+        // 30 s late with a 10 s deadline: that schedule is not run; the next one is.
+        cron.at("late", slot + chrono::Duration::seconds(30)).await;
+        let next = slot + chrono::Duration::minutes(5);
+        cron.at("late", next + chrono::Duration::seconds(5)).await;
+        let name = format!("late-{}", next.timestamp() / 60);
+        until_active(client, "late", std::slice::from_ref(&name)).await;
+        let made: Vec<String> =
+            owned_jobs(client, &uid).await.iter().map(|j| j.name_any()).collect();
+        assert_eq!(made, [name]);
+    }
 }
