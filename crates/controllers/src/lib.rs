@@ -18,11 +18,14 @@ use tokio::sync::watch;
 
 use carrel_events::Recorder;
 
+pub mod cronjob;
 pub mod deployment;
 pub mod gc;
+pub mod job;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
+pub mod ttl;
 
 /// What can go wrong in a reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +72,9 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
         Box::pin(replicaset::run_replicasets(context.clone(), stop.clone())),
         Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
         Box::pin(deployment::run(context.clone(), stop.clone())),
+        Box::pin(job::run(context.clone(), job::Config::default(), stop.clone())),
+        Box::pin(ttl::run(context.clone(), stop.clone())),
+        Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
     ];
     futures::future::join_all(controllers).await;
 }
