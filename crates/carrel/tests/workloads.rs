@@ -146,3 +146,46 @@ fn a_deployment_rolls_out_rolls_over_undoes_and_scales_through_kubectl() {
     });
     up.stop();
 }
+
+const JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: work}
+spec:
+  completions: 3
+  parallelism: 2
+  backoffLimit: 1
+  template:
+    metadata:
+      annotations: {sim.carrel.dev/run-seconds: \"0.2\", sim.carrel.dev/exit-code: \"EXIT\"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+";
+
+#[test]
+fn a_job_completes_and_a_failing_one_reaches_its_backoff_limit() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let kc = create(&up, "team-a", &[]);
+    apply(&up, &kc, &JOB.replace("EXIT", "0"));
+    kubectl(&up, &kc, &["wait", "--for=condition=complete", "job/work", "--timeout=90s"]);
+    let succeeded =
+        kubectl(&up, &kc, &["get", "job", "work", "-o", "jsonpath={.status.succeeded}"]);
+    assert_eq!(succeeded, "3");
+
+    apply(&up, &kc, &JOB.replace("name: work", "name: failing").replace("EXIT", "1"));
+    kubectl(&up, &kc, &["wait", "--for=condition=failed", "job/failing", "--timeout=90s"]);
+    let reason = kubectl(
+        &up,
+        &kc,
+        &[
+            "get",
+            "job",
+            "failing",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
+        ],
+    );
+    assert_eq!(reason, "BackoffLimitExceeded");
+    up.stop();
+}
