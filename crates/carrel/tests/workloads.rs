@@ -1,129 +1,161 @@
-//! A tenant of `carrel up` behaves as a cluster with kube-controller-manager does: through its
-//! own kubectl, deletes cascade (garbage collection).
+//! A tenant of `carrel up` behaves as a cluster with kube-controller-manager does, through each
+//! kubectl users run (1.31, 1.33 and the current one, each against a tenant of its own):
+//! Deployments roll out, over and back and scale, Jobs complete or fail, deletes cascade.
 
 mod common;
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use carrel_e2e::ok;
-use common::{create, eventually, Up};
+use common::{create, eventually, kubectls, Up};
 
-fn kubectl(up: &Up, kubeconfig: &Path, args: &[&str]) -> String {
-    ok(up.kubectl(kubeconfig, args))
+/// One kubectl binary, against a tenant of its own.
+struct Kubectl<'a> {
+    up: &'a Up,
+    version: &'static str,
+    binary: PathBuf,
+    kubeconfig: PathBuf,
 }
 
-/// Apply `yaml` in the tenant.
-fn apply(up: &Up, kubeconfig: &Path, yaml: &str) {
-    let file = up.home.path().join("applied.yaml");
-    std::fs::write(&file, yaml).expect("write manifest");
-    kubectl(up, kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
-}
+impl<'a> Kubectl<'a> {
+    /// Each kubectl users run, with a new tenant each.
+    fn each(up: &'a Up) -> Vec<Kubectl<'a>> {
+        kubectls()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (version, binary))| {
+                let kubeconfig = create(up, &format!("team-{i}"), &[]);
+                Kubectl { up, version, binary, kubeconfig }
+            })
+            .collect()
+    }
 
-/// ConfigMap `name` in `default`, owned by ConfigMap `owner` (whose uid is read first).
-fn owned_configmap(up: &Up, kubeconfig: &Path, name: &str, owner: &str) {
-    let uid =
-        kubectl(up, kubeconfig, &["get", "configmap", owner, "-o", "jsonpath={.metadata.uid}"]);
-    apply(
-        up,
-        kubeconfig,
-        &format!(
+    fn output(&self, args: &[&str]) -> std::process::Output {
+        self.up.kubectl_at(&self.binary, &self.kubeconfig, args)
+    }
+
+    /// Standard output of a command that must succeed.
+    fn run(&self, args: &[&str]) -> String {
+        let output = self.output(args);
+        assert!(output.status.success(), "kubectl {} {args:?}", self.version);
+        ok(output)
+    }
+
+    /// Apply `yaml` in the tenant.
+    fn apply(&self, yaml: &str) {
+        let file = self.up.home.path().join(format!("applied-{}.yaml", self.version));
+        std::fs::write(&file, yaml).expect("write manifest");
+        self.run(&["apply", "-f", &file.to_string_lossy()]);
+    }
+
+    /// ConfigMap `name` in `default`, owned by ConfigMap `owner` (whose uid is read first).
+    fn owned_configmap(&self, name: &str, owner: &str) {
+        let uid = self.run(&["get", "configmap", owner, "-o", "jsonpath={.metadata.uid}"]);
+        self.apply(&format!(
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  ownerReferences:\n  \
              - {{apiVersion: v1, kind: ConfigMap, name: {owner}, uid: {uid}, blockOwnerDeletion: true}}\n"
-        ),
-    );
-}
+        ));
+    }
 
-fn exists(up: &Up, kubeconfig: &Path, name: &str) -> bool {
-    up.kubectl(kubeconfig, &["get", "configmap", name]).status.success()
+    fn exists(&self, name: &str) -> bool {
+        self.output(&["get", "configmap", name]).status.success()
+    }
 }
 
 #[test]
 fn deletes_cascade_in_the_background_in_the_foreground_and_not_when_orphaning() {
     let data = tempfile::tempdir().unwrap();
     let up = Up::start(data.path());
-    let kc = create(&up, "team-a", &[]);
+    for k in &Kubectl::each(&up) {
+        cascades(k);
+    }
+    up.stop();
+}
+
+fn cascades(k: &Kubectl<'_>) {
     let within = Duration::from_secs(30);
     for owner in ["background", "foreground", "orphan"] {
-        kubectl(&up, &kc, &["create", "configmap", owner]);
-        owned_configmap(&up, &kc, &format!("of-{owner}"), owner);
+        k.run(&["create", "configmap", owner]);
+        k.owned_configmap(&format!("of-{owner}"), owner);
     }
 
-    kubectl(&up, &kc, &["delete", "configmap", "background"]);
+    k.run(&["delete", "configmap", "background"]);
     eventually("the background owner's dependent collected", within, || {
-        let there = exists(&up, &kc, "of-background");
+        let there = k.exists("of-background");
         (!there, there)
     });
 
     // kubectl waits for the owner itself to be gone: by then its dependent is.
-    kubectl(&up, &kc, &["delete", "configmap", "foreground", "--cascade=foreground"]);
-    assert!(!exists(&up, &kc, "foreground"));
-    assert!(!exists(&up, &kc, "of-foreground"), "a foreground delete ends after its dependents");
+    k.run(&["delete", "configmap", "foreground", "--cascade=foreground"]);
+    assert!(!k.exists("foreground"));
+    assert!(!k.exists("of-foreground"), "a foreground delete ends after its dependents");
 
-    kubectl(&up, &kc, &["delete", "configmap", "orphan", "--cascade=orphan"]);
-    assert!(!exists(&up, &kc, "orphan"));
-    let refs = kubectl(
-        &up,
-        &kc,
-        &["get", "configmap", "of-orphan", "-o", "jsonpath={.metadata.ownerReferences}"],
-    );
+    k.run(&["delete", "configmap", "orphan", "--cascade=orphan"]);
+    assert!(!k.exists("orphan"));
+    let refs =
+        k.run(&["get", "configmap", "of-orphan", "-o", "jsonpath={.metadata.ownerReferences}"]);
     assert_eq!(refs, "", "the orphan keeps no reference to its deleted owner");
-    up.stop();
 }
 
 #[test]
 fn a_deployment_rolls_out_rolls_over_undoes_and_scales_through_kubectl() {
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
-    let kc = create(&up, "team-a", &[]);
-    kubectl(&up, &kc, &["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
-    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
-    let ready = kubectl(
-        &up,
-        &kc,
-        &[
-            "get",
-            "deployment",
-            "web",
-            "-o",
-            "jsonpath={.status.readyReplicas}/{.status.availableReplicas}",
-        ],
-    );
+    for k in &Kubectl::each(&up) {
+        rolls_out(k);
+    }
+    up.stop();
+}
+
+fn rolls_out(k: &Kubectl<'_>) {
+    k.run(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let ready = k.run(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.readyReplicas}/{.status.availableReplicas}",
+    ]);
     assert_eq!(ready, "2/2");
-    let first_rs = kubectl(&up, &kc, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    let first_rs = k.run(&["get", "rs", "-l", "app=web", "-o", "name"]);
     assert_eq!(first_rs.lines().count(), 1, "{first_rs}");
 
     // A new image rolls the pods over to a second ReplicaSet.
-    kubectl(&up, &kc, &["set", "image", "deployment/web", "nginx=nginx:1.28"]);
-    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
-    let images = kubectl(
-        &up,
-        &kc,
-        &["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].spec.containers[0].image}"],
-    );
+    k.run(&["set", "image", "deployment/web", "nginx=nginx:1.28"]);
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let images = k.run(&[
+        "get",
+        "pods",
+        "-l",
+        "app=web",
+        "-o",
+        "jsonpath={.items[*].spec.containers[0].image}",
+    ]);
     assert_eq!(images.split_whitespace().filter(|i| *i == "nginx:1.28").count(), 2, "{images}");
-    let history = kubectl(&up, &kc, &["rollout", "history", "deployment/web"]);
+    let history = k.run(&["rollout", "history", "deployment/web"]);
     assert!(history.contains('1') && history.contains('2'), "{history}");
 
     // Undo goes back to the first template, and its ReplicaSet.
-    kubectl(&up, &kc, &["rollout", "undo", "deployment/web"]);
-    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
-    let image = kubectl(
-        &up,
-        &kc,
-        &["get", "deployment", "web", "-o", "jsonpath={.spec.template.spec.containers[0].image}"],
-    );
+    k.run(&["rollout", "undo", "deployment/web"]);
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let image = k.run(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
     assert_eq!(image, "nginx:1.27");
-    let all_rs = kubectl(&up, &kc, &["get", "rs", "-l", "app=web", "-o", "name"]);
+    let all_rs = k.run(&["get", "rs", "-l", "app=web", "-o", "name"]);
     assert_eq!(all_rs.lines().count(), 2, "undo reuses the first ReplicaSet: {all_rs}");
 
-    kubectl(&up, &kc, &["scale", "deployment/web", "--replicas=3"]);
-    kubectl(&up, &kc, &["rollout", "status", "deployment/web", "--timeout=90s"]);
+    k.run(&["scale", "deployment/web", "--replicas=3"]);
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
     eventually("three pods", Duration::from_secs(60), || {
-        let n = kubectl(
-            &up,
-            &kc,
-            &[
+        let n = k
+            .run(&[
                 "get",
                 "pods",
                 "-l",
@@ -131,20 +163,18 @@ fn a_deployment_rolls_out_rolls_over_undoes_and_scales_through_kubectl() {
                 "--field-selector=status.phase=Running",
                 "-o",
                 "name",
-            ],
-        )
-        .lines()
-        .count();
+            ])
+            .lines()
+            .count();
         (n == 3, n)
     });
 
     // Deleting it takes its ReplicaSets and pods with it.
-    kubectl(&up, &kc, &["delete", "deployment", "web"]);
+    k.run(&["delete", "deployment", "web"]);
     eventually("its pods gone", Duration::from_secs(60), || {
-        let left = kubectl(&up, &kc, &["get", "pods,rs", "-l", "app=web", "-o", "name"]);
+        let left = k.run(&["get", "pods,rs", "-l", "app=web", "-o", "name"]);
         (left.is_empty(), left)
     });
-    up.stop();
 }
 
 const JOB: &str = "apiVersion: batch/v1
@@ -166,26 +196,26 @@ spec:
 fn a_job_completes_and_a_failing_one_reaches_its_backoff_limit() {
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
-    let kc = create(&up, "team-a", &[]);
-    apply(&up, &kc, &JOB.replace("EXIT", "0"));
-    kubectl(&up, &kc, &["wait", "--for=condition=complete", "job/work", "--timeout=90s"]);
-    let succeeded =
-        kubectl(&up, &kc, &["get", "job", "work", "-o", "jsonpath={.status.succeeded}"]);
+    for k in &Kubectl::each(&up) {
+        jobs_finish(k);
+    }
+    up.stop();
+}
+
+fn jobs_finish(k: &Kubectl<'_>) {
+    k.apply(&JOB.replace("EXIT", "0"));
+    k.run(&["wait", "--for=condition=complete", "job/work", "--timeout=90s"]);
+    let succeeded = k.run(&["get", "job", "work", "-o", "jsonpath={.status.succeeded}"]);
     assert_eq!(succeeded, "3");
 
-    apply(&up, &kc, &JOB.replace("name: work", "name: failing").replace("EXIT", "1"));
-    kubectl(&up, &kc, &["wait", "--for=condition=failed", "job/failing", "--timeout=90s"]);
-    let reason = kubectl(
-        &up,
-        &kc,
-        &[
-            "get",
-            "job",
-            "failing",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
-        ],
-    );
+    k.apply(&JOB.replace("name: work", "name: failing").replace("EXIT", "1"));
+    k.run(&["wait", "--for=condition=failed", "job/failing", "--timeout=90s"]);
+    let reason = k.run(&[
+        "get",
+        "job",
+        "failing",
+        "-o",
+        "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
+    ]);
     assert_eq!(reason, "BackoffLimitExceeded");
-    up.stop();
 }

