@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde_json::{json, Map, Value};
 
-use crate::resource::ResourceType;
+use crate::resource::{ResourceType, Subresource};
 
 /// Set `field` unless it is set: a missing field, null and (Go's zero value) an empty string are
 /// unset.
@@ -81,6 +81,12 @@ pub(crate) fn default_template(object: &mut Value) {
 
 /// Fill in defaults on create.
 pub fn on_create(rt: &ResourceType, object: &mut Value) {
+    if rt.has(Subresource::Status) && !rt.strategy.keeps_status_on_create() {
+        // The status is the server's to write, through `/status`.
+        if let Some(root) = object.as_object_mut() {
+            root.remove("status");
+        }
+    }
     apply_defaults(rt, object);
     rt.strategy.create_defaults(object);
 }

@@ -246,3 +246,33 @@ fn objects_created_together_are_one_write_or_none() {
     assert_eq!(err.code(), 404);
     assert_eq!(api.store().current_revision(), revision);
 }
+
+#[test]
+fn new_workloads_carry_the_status_kube_apiserver_writes_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+    let api = Api::new(Arc::new(store)).unwrap();
+    let write = Write::by("test", false);
+    let template = json!({"metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let selector = json!({"matchLabels": {"app": "a"}});
+    let mut job_template = template.clone();
+    job_template["spec"]["restartPolicy"] = json!("Never");
+    let cases = [
+        ("apps", "deployments", json!({"selector": selector, "template": template}), json!({})),
+        (
+            "apps",
+            "replicasets",
+            json!({"selector": selector, "template": template}),
+            json!({"replicas": 0}),
+        ),
+        ("batch", "jobs", json!({"template": job_template}), json!({})),
+    ];
+    for (group, plural, spec, status) in cases {
+        let target = Target { rt: api.rt(group, plural), namespace: Some("default".into()) };
+        // A status sent with the create is not taken: the server's own is written.
+        let sent = json!({"metadata": {"name": "w"}, "spec": spec, "status": {"replicas": 7}});
+        let created = api.create(&target, sent, &write).unwrap();
+        assert_eq!(created["status"], status, "{plural}");
+    }
+}

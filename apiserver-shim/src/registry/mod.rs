@@ -93,6 +93,13 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
     /// What only a create sets, after the defaults (an initial status, server-chosen fields).
     fn create_defaults(&self, _object: &mut Value) {}
 
+    /// Whether a create keeps the status it was sent, for a kind with a status subresource.
+    /// kube-apiserver's strategies clear it (`PrepareForCreate`) but for Nodes, which kubelets
+    /// register with their status.
+    fn keeps_status_on_create(&self) -> bool {
+        false
+    }
+
     /// On update, before the comparison with the stored object: keep what the server allocated
     /// that the client left out.
     fn prepare_update(&self, _old: &Value, _new: &mut Value) {}

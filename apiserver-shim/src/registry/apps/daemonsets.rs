@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
-use crate::defaults::{default_template, object_at, set_default};
+use crate::defaults::{default_template, object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
 use crate::registry::form::Workload;
 use crate::registry::{served, Strategy, Validate, ALL, STATUS};
@@ -62,6 +62,11 @@ impl Strategy for DaemonSets {
     }
 
     fn defaults(&self, object: &mut Value) {
+        // Its status is a struct, not a pointer, in Go: kube-apiserver always writes one.
+        set_default_status(
+            object,
+            json!({"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}),
+        );
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "revisionHistoryLimit", json!(10));
             if spec.get("updateStrategy").is_none_or(Value::is_null) {

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{json, Value};
 
-use crate::defaults::{default_template, object_at, set_default};
+use crate::defaults::{default_template, object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
 use crate::object::label_pairs;
 use crate::registry::form::Workload;
@@ -65,6 +65,8 @@ impl Strategy for Deployments {
     }
 
     fn defaults(&self, object: &mut Value) {
+        // Its status is a struct, not a pointer, in Go: kube-apiserver always writes one.
+        set_default_status(object, json!({}));
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "replicas", json!(1));
             set_default(spec, "revisionHistoryLimit", json!(10));

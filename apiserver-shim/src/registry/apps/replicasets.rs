@@ -4,7 +4,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
-use crate::defaults::{default_template, object_at, set_default};
+use crate::defaults::{default_template, object_at, set_default, set_default_status};
 use crate::registry::apps::deployments::replicated;
 use crate::registry::form::Workload;
 use crate::registry::{served, Strategy, Validate, ALL, STATUS_SCALE};
@@ -62,6 +62,8 @@ impl Strategy for ReplicaSets {
     }
 
     fn defaults(&self, object: &mut Value) {
+        // Its status is a struct, not a pointer, in Go: kube-apiserver always writes one.
+        set_default_status(object, json!({"replicas": 0}));
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "replicas", json!(1));
         }

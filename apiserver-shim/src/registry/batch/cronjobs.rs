@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
-use crate::defaults::{default_pod_spec, object_at, set_default};
+use crate::defaults::{default_pod_spec, object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
 use crate::registry::batch::jobs::{job_quantities, job_spec};
 use crate::registry::{served, Strategy, Validate, ALL, STATUS};
@@ -38,6 +38,8 @@ impl Strategy for CronJobs {
     }
 
     fn defaults(&self, object: &mut Value) {
+        // Its status is a struct, not a pointer, in Go: kube-apiserver always writes one.
+        set_default_status(object, json!({}));
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "concurrencyPolicy", json!("Allow"));
             set_default(spec, "suspend", json!(false));

@@ -4,7 +4,7 @@ use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
-use crate::defaults::{default_template, object_at, set_default};
+use crate::defaults::{default_template, object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, Validate, ALL, NONE, STATUS};
 use crate::resource::ResourceType;
@@ -49,6 +49,8 @@ impl Strategy for Jobs {
     }
 
     fn defaults(&self, object: &mut Value) {
+        // Its status is a struct, not a pointer, in Go: kube-apiserver always writes one.
+        set_default_status(object, json!({}));
         if let Some(spec) = object_at(object, "spec") {
             default_job_spec(spec);
         }

@@ -48,6 +48,11 @@ impl Validate for Nodes {
 }
 
 impl Strategy for Nodes {
+    /// A kubelet registers its node with its status.
+    fn keeps_status_on_create(&self) -> bool {
+        true
+    }
+
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Node
     }

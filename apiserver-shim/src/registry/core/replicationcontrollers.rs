@@ -4,7 +4,7 @@ use k8s_openapi::api::core::v1::{ReplicationController, ReplicationControllerSpe
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Map, Value};
 
-use crate::defaults::{default_template, object_at, set_default};
+use crate::defaults::{default_template, object_at, set_default, set_default_status};
 use crate::registry::{served, Strategy, Validate, ALL, STATUS_SCALE};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
@@ -53,6 +53,8 @@ impl Strategy for ReplicationControllers {
     }
 
     fn defaults(&self, object: &mut Value) {
+        // Its status is a struct, not a pointer, in Go: kube-apiserver always writes one.
+        set_default_status(object, json!({"replicas": 0}));
         // The selector and the labels default to the template's labels.
         let labels = object.pointer("/spec/template/metadata/labels").cloned();
         if let Some(labels) = labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
