@@ -219,3 +219,100 @@ fn jobs_finish(k: &Kubectl<'_>) {
     ]);
     assert_eq!(reason, "BackoffLimitExceeded");
 }
+
+const GPU_JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  completions: 4
+  parallelism: 4
+  template:
+    metadata:
+      annotations: {sim.carrel.dev/run-seconds: \"1\"}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: cuda
+        resources: {limits: {nvidia.com/mig-1g.18gb: 1}}
+";
+
+const GPU_DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata: {name: serve}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: serve}}
+  template:
+    metadata: {labels: {app: serve}}
+    spec:
+      containers:
+      - name: server
+        image: cuda
+        resources: {limits: {nvidia.com/mig-1g.18gb: 1}}
+";
+
+/// The slices the tenant's pods hold on the host: its claim Leases.
+fn claims(up: &Up, tenant: &str) -> usize {
+    let out = ok(up.kubectl(
+        &up.host_kubeconfig(),
+        &[
+            "get",
+            "leases",
+            "-n",
+            "carrel",
+            "-l",
+            &format!("gpu.carrel.dev/tenant={tenant}"),
+            "-o",
+            "name",
+        ],
+    ));
+    out.lines().count()
+}
+
+#[test]
+fn gpu_workloads_wait_for_their_quota_and_give_their_slices_back() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let kc = create(&up, "team-gpu", &["--gpu", "1g.18gb=2"]);
+    let k = Kubectl {
+        up: &up,
+        version: "1.33",
+        binary: carrel_e2e::kubectl_path("kubectl.1.33"),
+        kubeconfig: kc,
+    };
+
+    // Four workers, room for two: two run, the others are refused by the quota until slices
+    // free, and all four finish.
+    k.apply(GPU_JOB);
+    eventually("a create refused by the GPU quota", Duration::from_secs(60), || {
+        let events = k.run(&[
+            "get",
+            "events",
+            "--field-selector",
+            "reason=FailedCreate",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        (events.contains("quota"), events)
+    });
+    let most = std::cell::Cell::new(0usize);
+    eventually("all four workers done", Duration::from_secs(120), || {
+        let active = k.run(&["get", "job", "train", "-o", "jsonpath={.status.active}"]);
+        most.set(most.get().max(active.parse().unwrap_or(0)));
+        let done = k.run(&["get", "job", "train", "-o", "jsonpath={.status.succeeded}"]);
+        (done == "4", done)
+    });
+    assert!(most.get() <= 2, "at most the quota's two workers at once, saw {}", most.get());
+
+    // A Deployment holds its slices while it runs and gives them all back when deleted.
+    k.apply(GPU_DEPLOYMENT);
+    k.run(&["rollout", "status", "deployment/serve", "--timeout=90s"]);
+    assert_eq!(claims(&up, "team-gpu"), 2);
+    k.run(&["delete", "deployment", "serve"]);
+    eventually("the Deployment's slices freed", Duration::from_secs(60), || {
+        let held = claims(&up, "team-gpu");
+        (held == 0, held)
+    });
+    up.stop();
+}
