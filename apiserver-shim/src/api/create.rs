@@ -289,6 +289,7 @@ impl Api {
         match old {
             None => {
                 defaults::on_create(rt, object);
+                rt.strategy.mutate_create(self, object)?;
                 defaults::validate(rt, object, None)?;
             }
             Some(old) => {

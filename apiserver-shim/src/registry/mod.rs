@@ -163,6 +163,12 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
         vec![table::name_cell(object), table::age_cell(object)]
     }
 
+    /// What a create changes or refuses from the other objects of the cluster, before the new
+    /// object is validated (a pod's defaults and bounds from its namespace's LimitRanges).
+    fn mutate_create(&self, _api: &Api, _object: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+
     /// The checks of a write that need the API (a definition's names against the others').
     fn admit(&self, _api: &Api, _old: Option<&Value>, _object: &Value) -> ApiResult<()> {
         Ok(())

@@ -60,6 +60,10 @@ impl Validate for PersistentVolumeClaims {
 }
 
 impl Strategy for PersistentVolumeClaims {
+    fn mutate_create(&self, api: &crate::Api, object: &mut Value) -> crate::ApiResult<()> {
+        crate::admission::limit_ranges::admit_claim(api, object)
+    }
+
     fn defaults(&self, object: &mut Value) {
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "volumeMode", json!("Filesystem"));

@@ -39,6 +39,10 @@ impl Validate for Pods {
 }
 
 impl Strategy for Pods {
+    fn mutate_create(&self, api: &crate::Api, object: &mut Value) -> crate::ApiResult<()> {
+        crate::admission::limit_ranges::admit_pod(api, object)
+    }
+
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Pod
     }
