@@ -188,7 +188,7 @@ pub async fn run(context: Arc<Context>, stop: watch::Receiver<bool>) {
             }
         })
     };
-    let crd_watch = tokio::spawn(crd_changes);
+    let _crd_watch = Spawned(tokio::spawn(crd_changes));
     let stopped = crate::stopped(&stop);
     tokio::pin!(stopped);
     let stopped_early = tokio::select! {
@@ -204,9 +204,14 @@ pub async fn run(context: Arc<Context>, stop: watch::Receiver<bool>) {
             }
         }
     }
-    crd_watch.abort();
-    for (_, watch) in collector.watched.drain() {
-        watch.abort();
+}
+
+/// A task that ends with its owner (the collector's watches, whether `run` ends or is dropped).
+struct Spawned(tokio::task::JoinHandle<()>);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -216,7 +221,7 @@ struct Collector {
     /// Served resources by (apiVersion, kind).
     kinds: HashMap<(String, String), Arc<Resource>>,
     /// The watch of each resource, by apiVersion and plural.
-    watched: HashMap<String, tokio::task::JoinHandle<()>>,
+    watched: HashMap<String, Spawned>,
     changes: mpsc::Sender<Change>,
     retry: mpsc::UnboundedSender<String>,
 }
@@ -250,7 +255,7 @@ impl Collector {
                         resource,
                         self.changes.clone(),
                     ));
-                    self.watched.insert(key, watch);
+                    self.watched.insert(key, Spawned(watch));
                 }
             }
         }

@@ -12,7 +12,11 @@
 
 use std::sync::Arc;
 
+use std::collections::HashSet;
+
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use kube::Client;
 use tokio::sync::watch;
 
@@ -67,17 +71,53 @@ impl Context {
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<BoxFuture<'static, ()>> = vec![
-        Box::pin(gc::run(context.clone(), stop.clone())),
-        Box::pin(replicaset::run_replicasets(context.clone(), stop.clone())),
-        Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
-        Box::pin(deployment::run(context.clone(), stop.clone())),
-        Box::pin(job::run(context.clone(), job::Config::default(), stop.clone())),
-        Box::pin(ttl::run(context.clone(), stop.clone())),
-        Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
+    let controllers: Vec<(&str, BoxFuture<'static, ()>)> = vec![
+        ("garbage collector", Box::pin(gc::run(context.clone(), stop.clone()))),
+        ("replicaset", Box::pin(replicaset::run_replicasets(context.clone(), stop.clone()))),
+        (
+            "replicationcontroller",
+            Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
+        ),
+        ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
+        ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
+        ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
+        (
+            "cronjob",
+            Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
+        ),
     ];
-    futures::future::join_all(controllers).await;
+    let mut running: HashSet<&str> = controllers.iter().map(|(name, _)| *name).collect();
+    let mut ended: FuturesUnordered<_> =
+        controllers.into_iter().map(|(name, run)| run.map(move |()| name)).collect();
+    let stop_told = stopped(&stop);
+    tokio::pin!(stop_told);
+    loop {
+        tokio::select! {
+            name = ended.next() => match name {
+                Some(name) => { running.remove(name); }
+                None => return,
+            },
+            () = &mut stop_told => break,
+        }
+    }
+    // Each ends by itself once its reconciles under way are done; one still waiting for its
+    // first list (kube-runtime's controllers wait for it) is dropped after a moment.
+    let grace = tokio::time::sleep(STOP_GRACE);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            name = ended.next() => match name {
+                Some(name) => { running.remove(name); }
+                None => return,
+            },
+            () = &mut grace => break,
+        }
+    }
+    tracing::debug!(controllers = ?running, "dropped controllers that had not ended when stopped");
 }
+
+/// How long the controllers have to end by themselves once told to stop.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A future that is ready once `stop` is true (or its sender is gone).
 pub fn stopped(stop: &watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + Send {
