@@ -71,7 +71,7 @@ impl Context {
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<(&str, BoxFuture<'static, ()>)> = vec![
+    let controllers: Vec<(&'static str, BoxFuture<'static, ()>)> = vec![
         ("garbage collector", Box::pin(gc::run(context.clone(), stop.clone()))),
         ("replicaset", Box::pin(replicaset::run_replicasets(context.clone(), stop.clone()))),
         (
@@ -86,34 +86,37 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
         ),
     ];
-    let mut running: HashSet<&str> = controllers.iter().map(|(name, _)| *name).collect();
+    let mut running: HashSet<&'static str> = controllers.iter().map(|(name, _)| *name).collect();
     let mut ended: FuturesUnordered<_> =
         controllers.into_iter().map(|(name, run)| run.map(move |()| name)).collect();
-    let stop_told = stopped(&stop);
-    tokio::pin!(stop_told);
-    loop {
-        tokio::select! {
-            name = ended.next() => match name {
-                Some(name) => { running.remove(name); }
-                None => return,
-            },
-            () = &mut stop_told => break,
-        }
+    if !run_until(&mut ended, &mut running, stopped(&stop)).await {
+        return;
     }
     // Each ends by itself once its reconciles under way are done; one still waiting for its
     // first list (kube-runtime's controllers wait for it) is dropped after a moment.
-    let grace = tokio::time::sleep(STOP_GRACE);
-    tokio::pin!(grace);
+    if !run_until(&mut ended, &mut running, tokio::time::sleep(STOP_GRACE)).await {
+        return;
+    }
+    tracing::debug!(controllers = ?running, "dropped controllers that had not ended when stopped");
+}
+
+/// Run the controllers in `ended`, crossing off those that end in `running`, until `signal`:
+/// true then, false if all of them ended first.
+async fn run_until(
+    ended: &mut FuturesUnordered<impl std::future::Future<Output = &'static str>>,
+    running: &mut HashSet<&'static str>,
+    signal: impl std::future::Future<Output = ()>,
+) -> bool {
+    tokio::pin!(signal);
     loop {
         tokio::select! {
             name = ended.next() => match name {
                 Some(name) => { running.remove(name); }
-                None => return,
+                None => return false,
             },
-            () = &mut grace => break,
+            () = &mut signal => return true,
         }
     }
-    tracing::debug!(controllers = ?running, "dropped controllers that had not ended when stopped");
 }
 
 /// How long the controllers have to end by themselves once told to stop.
