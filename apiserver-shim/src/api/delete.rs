@@ -49,7 +49,8 @@ impl Api {
                 ));
             }
         }
-        let propagation = propagation(params)?;
+        let propagation = propagation(params)?
+            .or_else(|| rt.strategy.orphans_by_default().map(|_| Propagation::Orphan));
         rt.strategy.check_delete(rt, name)?;
         if !params.dry_run {
             if let Some(done) = rt.strategy.delete(self, &key, name, &old, params) {

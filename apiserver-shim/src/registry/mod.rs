@@ -194,6 +194,13 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// For a kind whose dependents a delete orphans unless it says otherwise (batch/v1 Jobs, as
+    /// kube-apiserver keeps them): the warning a delete that leaves the propagation unset gets.
+    /// `None`: dependents are deleted in the background by default.
+    fn orphans_by_default(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Refuse the deletion of an object (a system namespace).
     fn check_delete(&self, _rt: &ResourceType, _name: &str) -> ApiResult<()> {
         Ok(())

@@ -1,6 +1,6 @@
 //! The TTL-after-finished controller (kube-controller-manager's `ttl-after-finished-controller`,
 //! `pkg/controller/ttlafterfinished`): a finished Job with `ttlSecondsAfterFinished` is deleted
-//! (propagation `Background`) that many seconds after it finished, the time of its `Complete` or
+//! (propagation `Foreground`, its pods first) that many seconds after it finished, the time of its `Complete` or
 //! `Failed` condition.
 
 use std::sync::Arc;
@@ -62,7 +62,7 @@ async fn reconcile(job: Arc<Job>, context: Arc<Context>) -> Result<Action, Error
             uid: job.uid(),
             resource_version: job.resource_version(),
         }),
-        ..DeleteParams::background()
+        ..DeleteParams::foreground()
     };
     tracing::debug!(job = %job.name_any(), "deleting an expired job");
     match api.delete(&job.name_any(), &params).await {

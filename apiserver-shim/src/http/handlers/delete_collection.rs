@@ -8,17 +8,18 @@ use super::Call;
 use crate::api::Target;
 use crate::http::blocking;
 use crate::http::request::list_params;
-use crate::http::response::json_response;
+use crate::http::response::{json_response, with_warnings};
 use crate::status::ApiResult;
 
 /// `DELETE <resource>`.
 pub(super) async fn delete_collection(call: Call<'_>, body: Body) -> ApiResult<Response> {
     let params = super::delete::options(&call, body).await?;
     let Call { server, rt, namespace, query, .. } = call;
+    let warnings = super::delete::default_propagation_warning(&rt, &params);
     let api = server.api.clone();
     let list = list_params(query)?;
     let deleted =
         blocking(move || api.delete_collection(&Target { rt: &rt, namespace }, &list, &params))
             .await?;
-    Ok(json_response(StatusCode::OK, &deleted))
+    Ok(with_warnings(json_response(StatusCode::OK, &deleted), &warnings))
 }

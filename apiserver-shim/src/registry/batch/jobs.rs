@@ -39,7 +39,16 @@ impl Validate for Jobs {
     }
 }
 
+/// What a delete of a Job that leaves the propagation unset is told (kube-apiserver's words).
+pub const ORPHANS_PODS: &str = "child pods are preserved by default when jobs are deleted; set \
+     propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress this \
+     warning";
+
 impl Strategy for Jobs {
+    fn orphans_by_default(&self) -> Option<&'static str> {
+        Some(ORPHANS_PODS)
+    }
+
     fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
         FieldLabels::Job
     }
