@@ -26,6 +26,7 @@ pub mod cronjob;
 pub mod deployment;
 pub mod gc;
 pub mod job;
+pub mod node_lifecycle;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
@@ -80,6 +81,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
         ),
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
+        ("node-lifecycle", Box::pin(node_lifecycle::run(context.clone(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
         (
             "cronjob",
