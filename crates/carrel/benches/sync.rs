@@ -18,18 +18,20 @@
 
 #![allow(clippy::print_stdout)]
 
+mod up;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use up::{client_from, start, usage, BenchResult, Up, CARREL};
 use carrel_bench::{ms, ratio, runtime, section, verdict, watchdog, Run, Table};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{ObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::Kubeconfig;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use parking_lot::Mutex;
@@ -38,12 +40,10 @@ use base64::Engine as _;
 use carrel_tenants::host_namespace;
 use serde_json::json;
 
-const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
 const PODS: usize = 500;
 const WATCHDOG: Duration = Duration::from_secs(600);
 const POD_TIMEOUT: Duration = Duration::from_secs(120);
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// When each pod was seen, by key.
 #[derive(Clone, Default)]
@@ -56,74 +56,6 @@ impl Seen {
     fn get(&self, key: &str) -> Option<Instant> {
         self.0.lock().get(key).copied()
     }
-}
-
-struct Up {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `carrel up` on a free port, with `extra` arguments (`--sync-window 0`).
-fn start(data: &Path, extra: &[&str]) -> BenchResult<Up> {
-    let mut command = Command::new(CARREL);
-    command
-        .args([
-            "up",
-            "--listen",
-            "127.0.0.1:0",
-            "--sim-nodes",
-            "2",
-            "--sim-gpus",
-            "h200x8",
-            "--sim-max-pods",
-            "8000",
-            "--data-dir",
-        ])
-        .arg(data)
-        .args(extra);
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let mut kubeconfig = None;
-    for line in lines.by_ref() {
-        let line = line?;
-        if let Some(path) = line.strip_prefix("host kubeconfig: ") {
-            kubeconfig = Some(PathBuf::from(path));
-            break;
-        }
-    }
-    std::thread::spawn(move || lines.for_each(drop));
-    Ok(Up { child, kubeconfig: kubeconfig.ok_or("carrel up did not start")? })
-}
-
-async fn client_from(path: &Path) -> BenchResult<kube::Client> {
-    let kubeconfig = Kubeconfig::read_from(path)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
-/// CPU seconds (user + system) and resident KiB of a process.
-fn usage(pid: u32) -> (f64, u64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
-    // After the command: state is field 0; utime 11, stime 12 (clock ticks, 100 per second).
-    let cpu = (ticks(11) + ticks(12)) / 100.0;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0);
-    (cpu, rss)
 }
 
 fn pod(name: &str) -> Pod {
