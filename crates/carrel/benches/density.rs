@@ -15,6 +15,10 @@
 //! | idle tenants' cost | N tenants (10,000; `CARREL_BENCH_DENSITY_TENANTS`) created through a kube client of the host API, 32 creates in flight, all Ready (a host watch), then left alone until every one is closed (none of their store files open, the descriptor count steady): (VmRSS, descriptors, threads) − baseline, / N; creates per second; first create → all Ready, per second | the process with no tenant, after 60 s idle |
 //! | idle CPU | utime + stime of the process over 60 s (`CARREL_BENCH_DENSITY_IDLE_S`) with the N closed tenants, % of one core | the same over the same time with no tenant, at the start |
 //! | opening an idle tenant | 200 closed tenants spread over the range, one after another, each with a kube client made beforehand from its admin kubeconfig (read from its host Secret): (a) its first `GET /api/v1/namespaces` (TLS connect, the tenant opened); (b) a second one on the same client (open, connection reused) | (c) right after, a new client's first request to the now open tenant (the same TLS connect, no opening) |
+//!
+//! With `CARREL_BENCH_DENSITY_OPEN` set, the tenants are kept open (`--tenant-idle-after 0s`),
+//! each with its store, syncer and controllers: their cost is read once the descriptor count is
+//! steady, the idle CPU is theirs, and no tenant is opened (there is none closed).
 
 #![allow(clippy::print_stdout)]
 
@@ -45,6 +49,9 @@ const IDLE_S: u64 = 60;
 const IDLE_S_ENV: &str = "CARREL_BENCH_DENSITY_IDLE_S";
 /// `--tenant-idle-after`.
 const IDLE_AFTER: &str = "2s";
+/// Set, the tenants are kept open (`--tenant-idle-after 0s`): each keeps its store, syncer and
+/// controllers, and what they cost idle is measured in place of closed tenants'.
+const OPEN_ENV: &str = "CARREL_BENCH_DENSITY_OPEN";
 /// Creates in flight at once.
 const CONCURRENCY: usize = 32;
 /// Closed tenants whose opening is timed.
@@ -65,6 +72,8 @@ const WATCHDOG: Duration = Duration::from_secs(15 * 60);
 
 /// Targets (from the issue).
 const TARGET_RSS_KIB: f64 = 256.0;
+/// An open tenant, its syncer and controllers running (issue 18).
+const TARGET_OPEN_RSS_KIB: f64 = 1024.0;
 const TARGET_FDS: f64 = 1.0;
 const TARGET_CREATES_PER_S: f64 = 500.0;
 const TARGET_OPEN_ADDED_P99: Duration = Duration::from_millis(10);
@@ -129,14 +138,14 @@ impl Drop for Up {
     }
 }
 
-fn start() -> BenchResult<Up> {
+fn start(idle_after: &str) -> BenchResult<Up> {
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
     let log = dir.path().join("carrel.log");
     let mut child = Command::new(CARREL)
         .args(["up", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(&data)
-        .args(["--sim-nodes", "1", "--sim-gpus", "h200x1", "--tenant-idle-after", IDLE_AFTER])
+        .args(["--sim-nodes", "1", "--sim-gpus", "h200x1", "--tenant-idle-after", idle_after])
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log)?)
         .spawn()?;
@@ -486,7 +495,9 @@ async fn wait_ready(api: &Api<Tenant>, ready: &Ready, count: usize) -> BenchResu
 
 /// Wait until no tenant store's file is open and the descriptor count has been the same
 /// `STEADY_READINGS` times a second apart; the reading then, and whether that happened in time.
-fn wait_closed(up: &Up) -> (Held, bool, Duration) {
+/// Wait until the descriptor count is steady and, when `closed` is asked for, no tenant store
+/// is open; what is held then, whether that came in time, and how long it took.
+fn wait_settled(up: &Up, closed: bool) -> (Held, bool, Duration) {
     let started = Instant::now();
     let mut readings: Vec<usize> = Vec::new();
     loop {
@@ -494,7 +505,7 @@ fn wait_closed(up: &Up) -> (Held, bool, Duration) {
         readings.push(now.fds);
         let steady = readings.len() >= STEADY_READINGS
             && readings[readings.len() - STEADY_READINGS..].iter().all(|&f| f == now.fds);
-        if now.store_fds == 0 && steady {
+        if (!closed || now.store_fds == 0) && steady {
             return (now, true, started.elapsed());
         }
         if started.elapsed() > CLOSE_WITHIN {
@@ -599,7 +610,9 @@ fn main() -> BenchResult<()> {
         loadavg()
     );
     println!("{count} tenants, idle CPU over {} s, clock ticks {tick}/s", idle.as_secs());
-    let up = start()?;
+    let open = std::env::var_os(OPEN_ENV).is_some();
+    let state = if open { "open" } else { "closed" };
+    let up = start(if open { "0s" } else { IDLE_AFTER })?;
     println!("carrel up: pid {}, data {}", up.pid, up.data.display());
     let rt = runtime("client")?;
 
@@ -671,16 +684,20 @@ fn main() -> BenchResult<()> {
     drop(tenants);
     drop(host);
 
-    section("left alone until every tenant is closed");
-    let (closed, in_time, took) = wait_closed(&up);
+    section(if open {
+        "left alone until the descriptor count is steady (tenants kept open)"
+    } else {
+        "left alone until every tenant is closed"
+    });
+    let (closed, in_time, took) = wait_settled(&up, !open);
     println!(
         "  {} after {:.1} s more: {}",
-        if in_time { "closed" } else { "NOT all closed" },
+        if in_time { "settled" } else { "NOT settled" },
         took.as_secs_f64(),
         describe(&closed)
     );
 
-    section(&format!("{count} closed tenants: idle CPU"));
+    section(&format!("{count} {state} tenants: idle CPU"));
     let cpu_many = idle_cpu(&up, idle, tick);
     println!(
         "  over {} s: CPU {:.2} s = {:.3}% of a core; then {}; load average {}",
@@ -701,14 +718,19 @@ fn main() -> BenchResult<()> {
         slices(&cpu_many)
     );
 
-    section(&format!("opening {} closed tenants, one after another", picked.len()));
-    let open = rt.block_on(opening(&up, sample))?;
-    println!(
-        "  {} of {} were closed before their first request; {:.1} s in all",
-        open.closed_before,
-        picked.len(),
-        open.elapsed.as_secs_f64()
-    );
+    let opened = if open {
+        None
+    } else {
+        section(&format!("opening {} closed tenants, one after another", picked.len()));
+        let opened = rt.block_on(opening(&up, sample))?;
+        println!(
+            "  {} of {} were closed before their first request; {:.1} s in all",
+            opened.closed_before,
+            picked.len(),
+            opened.elapsed.as_secs_f64()
+        );
+        Some(opened)
+    };
     let disk = disk_kib(&up.data);
     let (log_lines, warnings, first_warnings) = log_warnings(&up.log);
     println!("  carrel up's log: {log_lines} lines, {warnings} at WARN or ERROR");
@@ -722,10 +744,12 @@ fn main() -> BenchResult<()> {
     let stopped = stop_started.elapsed();
 
     let mut table = Table::default();
-    idle_rows(&mut table, count, &base, &at_ready, &closed, &cpu_many.after, in_time, disk);
+    idle_rows(&mut table, count, open, &base, &at_ready, &closed, &cpu_many.after, in_time, disk);
     rate_rows(&mut table, count, created, ready_after);
-    cpu_rows(&mut table, count, &cpu_none, &cpu_many);
-    opening_rows(&mut table, &open, picked.len());
+    cpu_rows(&mut table, count, state, &cpu_none, &cpu_many);
+    if let Some(opened) = &opened {
+        opening_rows(&mut table, opened, picked.len());
+    }
     table.print();
     println!();
     println!(
@@ -734,7 +758,7 @@ fn main() -> BenchResult<()> {
         started.elapsed().as_secs_f64()
     );
     if !in_time {
-        return Err(format!("not every tenant was closed within {CLOSE_WITHIN:?}").into());
+        return Err(format!("the tenants did not settle within {CLOSE_WITHIN:?}").into());
     }
     Ok(())
 }
@@ -743,6 +767,7 @@ fn main() -> BenchResult<()> {
 fn idle_rows(
     table: &mut Table,
     count: usize,
+    open: bool,
     base: &Held,
     ready: &Held,
     closed: &Held,
@@ -754,17 +779,27 @@ fn idle_rows(
     let per = |now: f64, before: f64| (now - before) / n;
     table.header(&format!(
         "Idle tenants' cost: {count} tenants created ({CONCURRENCY} at a time), all Ready, then \
-         left alone until every one is closed{}; per tenant = (with them - with none) / {count}; \
-         baseline: the same process with no tenant",
-        if in_time { "" } else { " (NOT ALL CLOSED)" }
+         left alone until {}{}; per tenant = (with them - with none) / {count}; baseline: the \
+         same process with no tenant",
+        if open {
+            "the descriptor count is steady, every tenant open with its syncer and controllers"
+        } else {
+            "every one is closed"
+        },
+        if in_time { "" } else { " (NOT SETTLED)" }
     ));
     let rss = per(closed.rss_kib, base.rss_kib);
+    let (what, target) = if open {
+        ("RSS per idle open tenant (syncer and controllers running)", TARGET_OPEN_RSS_KIB)
+    } else {
+        ("RSS per idle (closed) tenant", TARGET_RSS_KIB)
+    };
     table.row(
-        "RSS per idle (closed) tenant",
+        what,
         format!("{rss:.1} KiB"),
         format!("no tenant: {:.1} MiB in all", base.rss_kib / 1024.0),
         "-".to_owned(),
-        verdict(rss <= TARGET_RSS_KIB, format!("<= {TARGET_RSS_KIB:.0} KiB")),
+        verdict(rss <= target, format!("<= {target:.0} KiB")),
     );
     table.row(
         "  anonymous / file-backed per tenant",
@@ -802,10 +837,14 @@ fn idle_rows(
         format!("{fds:.4} ({} -> {})", base.fds, closed.fds),
         format!("no tenant: {}", base.fds),
         "-".to_owned(),
-        verdict(
-            fds <= TARGET_FDS && closed.store_fds == 0,
-            format!("<= {TARGET_FDS:.0}, 0 on a closed tenant's store"),
-        ),
+        if open {
+            String::new()
+        } else {
+            verdict(
+                fds <= TARGET_FDS && closed.store_fds == 0,
+                format!("<= {TARGET_FDS:.0}, 0 on a closed tenant's store"),
+            )
+        },
     );
     table.row(
         "  on the tenants' stores, closed / all Ready",
@@ -862,14 +901,14 @@ fn rate_rows(table: &mut Table, count: usize, created: Duration, ready: Duration
     );
 }
 
-fn cpu_rows(table: &mut Table, count: usize, none: &Cpu, many: &Cpu) {
+fn cpu_rows(table: &mut Table, count: usize, state: &str, none: &Cpu, many: &Cpu) {
     table.header(
         "Idle CPU of carrel up (utime + stime over the same window); baseline: the same process \
          with no tenant, at the start",
     );
     let diff = many.percent - none.percent;
     table.row(
-        &format!("CPU while idle, {count} closed tenants"),
+        &format!("CPU while idle, {count} {state} tenants"),
         format!("{:.3}% of a core ({:.2} s)", many.percent, many.seconds),
         format!("no tenant {:.3}% ({:.2} s)", none.percent, none.seconds),
         ratio(many.percent, none.percent),

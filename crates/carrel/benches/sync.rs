@@ -26,7 +26,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use up::{client_from, start, usage, BenchResult, Up, CARREL};
 use carrel_bench::{ms, ratio, runtime, section, verdict, watchdog, Run, Table};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -35,6 +34,7 @@ use kube::config::Kubeconfig;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use parking_lot::Mutex;
+use up::{client_from, start, usage, BenchResult, Up, CARREL};
 
 use base64::Engine as _;
 use carrel_tenants::host_namespace;
@@ -43,7 +43,6 @@ use serde_json::json;
 const PODS: usize = 500;
 const WATCHDOG: Duration = Duration::from_secs(600);
 const POD_TIMEOUT: Duration = Duration::from_secs(120);
-
 
 /// When each pod was seen, by key.
 #[derive(Clone, Default)]

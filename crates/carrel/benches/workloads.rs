@@ -47,7 +47,8 @@ const NS: &str = "default";
 fn template(app: &str, run_seconds: Option<f64>) -> Value {
     let mut annotations = serde_json::Map::new();
     if let Some(s) = run_seconds {
-        annotations.insert(carrel_sim::kubelet::ANNOTATION_RUN_SECONDS.into(), s.to_string().into());
+        annotations
+            .insert(carrel_sim::kubelet::ANNOTATION_RUN_SECONDS.into(), s.to_string().into());
     }
     json!({
         "metadata": {"labels": {"app": app}, "annotations": annotations},
@@ -71,7 +72,9 @@ async fn until_pods(api: Api<Pod>, app: String, phase: &str, count: usize) -> Be
             Ok(Ok(Some(pod))) => pod,
             Ok(Ok(None)) => return Err("the pod watch ended".into()),
             Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(format!("{count} pods of {app} not {phase} within {WAIT:?}").into()),
+            Err(_) => {
+                return Err(format!("{count} pods of {app} not {phase} within {WAIT:?}").into())
+            }
         };
         if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase) {
             seen.insert(pod.metadata.name.clone().unwrap_or_default());
@@ -195,9 +198,8 @@ async fn bare_job(client: &kube::Client, app: &str) -> BenchResult<Duration> {
     // Keep JOB_PARALLELISM pods unfinished: a new one as each earlier one ends, as the Job
     // controller does.
     create_pods(&pods, app, 0..JOB_PARALLELISM, &template, IN_FLIGHT).await?;
-    let finished = ListParams::default()
-        .labels(&format!("app={app}"))
-        .fields("status.phase=Succeeded");
+    let finished =
+        ListParams::default().labels(&format!("app={app}")).fields("status.phase=Succeeded");
     let mut created = JOB_PARALLELISM;
     let deadline = start + WAIT;
     while created < JOB_PODS {

@@ -81,4 +81,3 @@ pub fn usage(pid: u32) -> (f64, u64) {
         .unwrap_or(0);
     (cpu, rss)
 }
-
