@@ -145,7 +145,8 @@ impl TenantHooks for Syncers {
         // The tenant's API in this process, as its admin: no socket, no kubeconfig.
         let client = carrel_tenants::admin_client(server.clone());
         // Its controllers (workloads, garbage collection), as long as it is open.
-        let controllers = carrel_controllers::run(client.clone(), stop_rx.clone());
+        let options = carrel_controllers::Options { root_ca: self.ca_pem.clone() };
+        let controllers = carrel_controllers::run_with(client.clone(), options, stop_rx.clone());
         let controllers = self.handle.spawn(controllers);
         if !self.start {
             return;

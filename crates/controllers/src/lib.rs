@@ -30,6 +30,7 @@ pub mod node_lifecycle;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
+pub mod root_ca;
 pub mod ttl;
 
 /// What can go wrong in a reconcile.
@@ -68,11 +69,24 @@ impl Context {
     }
 }
 
+/// What a cluster tells its controllers beyond its API.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The CA (PEM) that verifies the cluster's API server, published in every namespace as
+    /// `kube-root-ca.crt`; none, no ConfigMap is published.
+    pub root_ca: Option<String>,
+}
+
 /// Run every controller against `client`'s cluster until `stop` is true.
 pub async fn run(client: Client, stop: watch::Receiver<bool>) {
+    run_with(client, Options::default(), stop).await
+}
+
+/// [`run`], with what `options` tell.
+pub async fn run_with(client: Client, options: Options, stop: watch::Receiver<bool>) {
     let context = Context::new(client);
     // One line per controller.
-    let controllers: Vec<(&'static str, BoxFuture<'static, ()>)> = vec![
+    let mut controllers: Vec<(&'static str, BoxFuture<'static, ()>)> = vec![
         ("garbage collector", Box::pin(gc::run(context.clone(), stop.clone()))),
         ("replicaset", Box::pin(replicaset::run_replicasets(context.clone(), stop.clone()))),
         (
@@ -88,6 +102,12 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
         ),
     ];
+    if let Some(ca) = options.root_ca {
+        controllers.push((
+            "root-ca-cert-publisher",
+            Box::pin(root_ca::run(context.clone(), ca, stop.clone())),
+        ));
+    }
     let mut running: HashSet<&'static str> = controllers.iter().map(|(name, _)| *name).collect();
     let mut ended: FuturesUnordered<_> =
         controllers.into_iter().map(|(name, run)| run.map(move |()| name)).collect();

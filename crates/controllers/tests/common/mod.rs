@@ -26,9 +26,14 @@ pub struct Cluster {
 impl Cluster {
     /// A new cluster, its controllers running.
     pub async fn start() -> Cluster {
+        Cluster::start_with(carrel_controllers::Options::default()).await
+    }
+
+    /// A new cluster, its controllers running with `options`.
+    pub async fn start_with(options: carrel_controllers::Options) -> Cluster {
         let cluster = Cluster::without_controllers();
         let (client, stop) = (cluster.client.clone(), cluster.stop.subscribe());
-        tokio::spawn(carrel_controllers::run(client, stop));
+        tokio::spawn(carrel_controllers::run_with(client, options, stop));
         cluster
     }
 
