@@ -316,3 +316,157 @@ fn gpu_workloads_wait_for_their_quota_and_give_their_slices_back() {
     });
     up.stop();
 }
+
+const INDEXED_JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: indexed}
+spec:
+  completions: 3
+  parallelism: 3
+  completionMode: Indexed
+  template:
+    metadata:
+      annotations: {sim.carrel.dev/run-seconds: \"0.5\"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+";
+
+const HELD_JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: held}
+spec:
+  suspend: true
+  template:
+    metadata:
+      annotations: {sim.carrel.dev/run-seconds: \"0.5\"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+";
+
+const CRON_JOB: &str = "apiVersion: batch/v1
+kind: CronJob
+metadata: {name: tick}
+spec:
+  schedule: \"* * * * *\"
+  jobTemplate:
+    spec:
+      template:
+        metadata:
+          annotations: {sim.carrel.dev/run-seconds: \"0.5\"}
+        spec:
+          restartPolicy: Never
+          containers: [{name: c, image: busybox}]
+";
+
+const LIMIT_RANGE: &str = "apiVersion: v1
+kind: LimitRange
+metadata: {name: bounds}
+spec:
+  limits:
+  - type: Container
+    default: {cpu: 200m, memory: 64Mi}
+    defaultRequest: {cpu: 100m}
+    max: {cpu: \"1\"}
+";
+
+const BIG_POD: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: big}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources: {limits: {cpu: \"2\"}}
+";
+
+#[test]
+fn indexed_suspended_and_scheduled_jobs_and_limit_ranges_through_kubectl() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let each = Kubectl::each(&up);
+    // Every minute: created first, so that the schedule fires while the rest runs.
+    for k in &each {
+        k.apply(CRON_JOB);
+    }
+    for k in &each {
+        indexed_and_suspended_jobs(k);
+        limit_range_defaults_and_bounds(k);
+        k.run(&["create", "job", "by-hand", "--from=cronjob/tick"]);
+        k.run(&["wait", "--for=condition=complete", "job/by-hand", "--timeout=90s"]);
+        let owner =
+            k.run(&["get", "job", "by-hand", "-o", "jsonpath={.metadata.ownerReferences[0].kind}"]);
+        assert_eq!(owner, "CronJob", "kubectl {}", k.version);
+    }
+    for k in &each {
+        let scheduled = eventually("the CronJob fired", Duration::from_secs(75), || {
+            let at =
+                k.run(&["get", "cronjob", "tick", "-o", "jsonpath={.status.lastScheduleTime}"]);
+            (!at.is_empty(), at)
+        });
+        assert!(scheduled.ends_with(":00Z"), "on a minute: {scheduled}");
+        let jobs = k.run(&["get", "jobs", "-o", "jsonpath={.items[*].metadata.name}"]);
+        assert!(jobs.split(' ').any(|j| j.starts_with("tick-")), "kubectl {}: {jobs}", k.version);
+    }
+    up.stop();
+}
+
+fn indexed_and_suspended_jobs(k: &Kubectl<'_>) {
+    k.apply(INDEXED_JOB);
+    k.run(&["wait", "--for=condition=complete", "job/indexed", "--timeout=90s"]);
+    let indexes = k.run(&["get", "job", "indexed", "-o", "jsonpath={.status.completedIndexes}"]);
+    assert_eq!(indexes, "0-2", "kubectl {}", k.version);
+    let annotations = k.run(&[
+        "get",
+        "pods",
+        "-l",
+        "job-name=indexed",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.annotations.batch\\.kubernetes\\.io/job-completion-index}{\" \"}{end}",
+    ]);
+    let mut seen: Vec<&str> = annotations.split_whitespace().collect();
+    seen.sort_unstable();
+    assert_eq!(seen, ["0", "1", "2"], "kubectl {}", k.version);
+    let env = k.run(&[
+        "get",
+        "pods",
+        "-l",
+        "job-name=indexed",
+        "-o",
+        "jsonpath={.items[0].spec.containers[0].env[?(@.name==\"JOB_COMPLETION_INDEX\")].valueFrom.fieldRef.fieldPath}",
+    ]);
+    assert_eq!(env, "metadata.annotations['batch.kubernetes.io/job-completion-index']");
+
+    k.apply(HELD_JOB);
+    k.run(&["wait", "--for=condition=suspended", "job/held", "--timeout=30s"]);
+    let pods = k.run(&["get", "pods", "-l", "job-name=held", "-o", "name"]);
+    assert_eq!(pods, "", "a suspended Job starts no pod");
+    k.run(&["patch", "job", "held", "--type=merge", "-p", "{\"spec\":{\"suspend\":false}}"]);
+    k.run(&["wait", "--for=condition=complete", "job/held", "--timeout=90s"]);
+}
+
+fn limit_range_defaults_and_bounds(k: &Kubectl<'_>) {
+    k.apply(LIMIT_RANGE);
+    k.run(&["run", "bounded", "--image=busybox"]);
+    let resources = k.run(&[
+        "get",
+        "pod",
+        "bounded",
+        "-o",
+        "jsonpath={.spec.containers[0].resources.limits.cpu} {.spec.containers[0].resources.limits.memory} {.spec.containers[0].resources.requests.cpu}",
+    ]);
+    assert_eq!(resources, "200m 64Mi 100m", "kubectl {}", k.version);
+    let file = k.up.home.path().join(format!("big-{}.yaml", k.version));
+    std::fs::write(&file, BIG_POD).expect("write manifest");
+    let refused = k.output(&["apply", "-f", &file.to_string_lossy()]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(
+            "pods \"big\" is forbidden: maximum cpu usage per Container is 1, but limit is 2"
+        ),
+        "kubectl {}: {stderr}",
+        k.version
+    );
+}
