@@ -29,6 +29,7 @@ pub mod job;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
+pub mod statefulset;
 pub mod ttl;
 
 /// What can go wrong in a reconcile.
@@ -79,6 +80,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
             Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
         ),
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
+        ("statefulset", Box::pin(statefulset::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
         (
