@@ -1,6 +1,7 @@
 //! A tenant of `carrel up` behaves as a cluster with kube-controller-manager does, through each
 //! kubectl users run (1.31, 1.33 and the current one, each against a tenant of its own):
-//! Deployments roll out, over and back and scale, Jobs complete or fail, deletes cascade.
+//! Deployments roll out, over and back and scale, StatefulSets roll out in order and scale down
+//! from the top, Jobs complete or fail, deletes cascade.
 
 mod common;
 
@@ -175,6 +176,161 @@ fn rolls_out(k: &Kubectl<'_>) {
         let left = k.run(&["get", "pods,rs", "-l", "app=web", "-o", "name"]);
         (left.is_empty(), left)
     });
+}
+
+const STATEFULSET: &str = "apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  clusterIP: None
+  selector: {app: web}
+  ports: [{port: 80}]
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  serviceName: web
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: nginx, image: \"nginx:1.27\"}]
+";
+
+/// A StatefulSet with a volume claim template: its pods mount claims, which a tenant's
+/// admission refuses (the syncer does not carry claims to the host, where the name would be
+/// the host's own claim).
+const CLAIMED: &str = "apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  replicas: 2
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: db, image: postgres}]
+  volumeClaimTemplates:
+  - metadata: {name: data}
+    spec:
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 1Gi}}
+";
+
+#[test]
+fn a_statefulset_rolls_out_in_order_scales_down_from_the_top_and_undoes_through_kubectl() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    for k in &Kubectl::each(&up) {
+        stateful(k);
+    }
+    up.stop();
+}
+
+/// The names of the pods labelled `app=<app>`, sorted, each with whether it is terminating.
+fn stateful_pods(k: &Kubectl<'_>, app: &str) -> Vec<(String, bool)> {
+    let out = k.run(&[
+        "get",
+        "pods",
+        "-l",
+        &format!("app={app}"),
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name}={.metadata.deletionTimestamp}{\"\\n\"}{end}",
+    ]);
+    let mut pods: Vec<(String, bool)> = out
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(name, deleting)| (name.to_owned(), !deleting.is_empty()))
+        .collect();
+    pods.sort();
+    pods
+}
+
+fn stateful(k: &Kubectl<'_>) {
+    let within = Duration::from_secs(60);
+    k.apply(STATEFULSET);
+    k.run(&["rollout", "status", "statefulset/web", "--timeout=120s"]);
+    let pods: Vec<String> = stateful_pods(k, "web").into_iter().map(|(name, _)| name).collect();
+    assert_eq!(pods, ["web-0", "web-1", "web-2"]);
+    let identity = k.run(&[
+        "get",
+        "pod",
+        "web-1",
+        "-o",
+        "jsonpath={.spec.hostname}.{.spec.subdomain} {.metadata.labels.apps\\.kubernetes\\.io/pod-index}",
+    ]);
+    assert_eq!(identity, "web-1.web 1");
+    let ready = k.run(&["get", "statefulset", "web", "-o", "jsonpath={.status.readyReplicas}"]);
+    assert_eq!(ready, "3");
+
+    // A new image replaces the pods, highest ordinal first; undo brings the first back.
+    k.run(&["set", "image", "statefulset/web", "nginx=nginx:1.28"]);
+    k.run(&["rollout", "status", "statefulset/web", "--timeout=120s"]);
+    let images = |k: &Kubectl<'_>| {
+        k.run(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[*].spec.containers[0].image}",
+        ])
+    };
+    assert_eq!(images(k), "nginx:1.28 nginx:1.28 nginx:1.28");
+    let history = k.run(&["rollout", "history", "statefulset/web"]);
+    let revisions: Vec<&str> =
+        history.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(revisions, ["1", "2"], "{history}");
+    k.run(&["rollout", "undo", "statefulset/web"]);
+    k.run(&["rollout", "status", "statefulset/web", "--timeout=120s"]);
+    eventually("the first image back on every pod", within, || {
+        let images = images(k);
+        (images == "nginx:1.27 nginx:1.27 nginx:1.27", images)
+    });
+    let revisions = k.run(&["get", "controllerrevisions", "-l", "app=web", "-o", "name"]);
+    assert_eq!(revisions.lines().count(), 2, "undo reuses the first revision: {revisions}");
+
+    // Scaled to one, web-2 goes before web-1 does.
+    k.run(&["scale", "statefulset/web", "--replicas=1"]);
+    eventually("web-2, then web-1, gone", within, || {
+        let pods = stateful_pods(k, "web");
+        let has = |name: &str| pods.iter().find(|(n, _)| n == name).map(|(_, deleting)| *deleting);
+        if has("web-2").is_some() {
+            assert_eq!(has("web-1"), Some(false), "web-1 went before web-2: {pods:?}");
+        }
+        (pods == [("web-0".to_owned(), false)], pods)
+    });
+    k.run(&["rollout", "status", "statefulset/web", "--timeout=60s"]);
+
+    // With a volume claim template: the claim is made before its pod, the pod is refused, and
+    // the claims are retained when the set goes.
+    k.apply(CLAIMED);
+    eventually("a refused pod told", within, || {
+        let events = k.run(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=db,reason=FailedCreate",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ]);
+        let told = events.contains("create Pod db-0 in StatefulSet db failed error:")
+            && events.contains("PersistentVolumeClaim \"data-db-0\"");
+        (told, events)
+    });
+    let claims = k.run(&["get", "pvc", "-o", "name"]);
+    assert_eq!(claims.trim(), "persistentvolumeclaim/data-db-0");
+    assert!(stateful_pods(k, "db").is_empty());
+    k.run(&["delete", "statefulset", "db", "web"]);
+    eventually("web's pods gone", within, || {
+        let left = stateful_pods(k, "web");
+        (left.is_empty(), left)
+    });
+    let claims = k.run(&["get", "pvc", "-o", "name"]);
+    assert_eq!(claims.trim(), "persistentvolumeclaim/data-db-0", "retained");
 }
 
 const JOB: &str = "apiVersion: batch/v1

@@ -31,6 +31,7 @@ pub mod owners;
 pub mod pods;
 pub mod replicaset;
 pub mod root_ca;
+pub mod statefulset;
 pub mod ttl;
 
 /// What can go wrong in a reconcile.
@@ -94,6 +95,7 @@ pub async fn run_with(client: Client, options: Options, stop: watch::Receiver<bo
             Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
         ),
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
+        ("statefulset", Box::pin(statefulset::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(context.clone(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),

@@ -94,7 +94,7 @@ fn without_hash(template: &PodTemplateSpec) -> serde_json::Value {
 /// decoded from protobuf has them all; compared as Kubernetes compares templates (semantic
 /// equality), they are the same template. Looser than Go for pointer fields only (an explicit
 /// `privileged: false` equals an unset one).
-fn go_semantic(value: serde_json::Value) -> serde_json::Value {
+pub(crate) fn go_semantic(value: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match value {
         Value::Object(map) => Value::Object(
