@@ -16,7 +16,27 @@ use super::{
 impl Api {
     /// DELETE one object. Objects with finalizers are marked for deletion and stay until the
     /// last finalizer is removed; a namespace is emptied first.
+    ///
+    /// Without a `resourceVersion` precondition, another write landing between the delete's read
+    /// and its own write is no reason to fail: it reads again (kube-apiserver's
+    /// `GuaranteedUpdate` retries the same way), a bounded number of times.
     pub fn delete(
+        &self,
+        target: &Target<'_>,
+        name: &str,
+        params: &DeleteParams,
+    ) -> ApiResult<Value> {
+        let mut attempt = 1;
+        loop {
+            match self.delete_as_read(target, name, params) {
+                Err(e) if raced(&e, params) && attempt < DELETE_ATTEMPTS => attempt += 1,
+                done => return done,
+            }
+        }
+    }
+
+    /// [`Api::delete`] of the object as read now: a write in between is a conflict.
+    fn delete_as_read(
         &self,
         target: &Target<'_>,
         name: &str,
@@ -147,6 +167,16 @@ impl Api {
             "items": deleted,
         }))
     }
+}
+
+/// How many times a delete without a `resourceVersion` precondition reads again after losing a
+/// race with another write.
+const DELETE_ATTEMPTS: usize = 16;
+
+/// Whether `e` is a delete losing a race with another write, not a precondition it was given.
+fn raced(e: &ApiError, params: &DeleteParams) -> bool {
+    params.resource_version.is_none()
+        && matches!(e, ApiError::Conflict { message, .. } if !message.contains("Precondition failed"))
 }
 
 /// What becomes of an object's dependents when it is deleted (`propagationPolicy`).

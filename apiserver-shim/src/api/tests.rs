@@ -276,3 +276,50 @@ fn new_workloads_carry_the_status_kube_apiserver_writes_for_them() {
         assert_eq!(created["status"], status, "{plural}");
     }
 }
+
+/// A delete with no `resourceVersion` precondition does not fail because another writer updated
+/// the object between its read and its write; one with the precondition does.
+#[test]
+fn a_delete_without_a_precondition_is_not_lost_to_a_concurrent_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+    let api = Arc::new(Api::new(Arc::new(store)).unwrap());
+    let rt = api.rt("", "configmaps");
+    let write = Write::by("test", false);
+    for round in 0..40 {
+        let target = Target { rt, namespace: Some("default".into()) };
+        let name = format!("c{round}");
+        api.create(&target, json!({"metadata": {"name": name}}), &write).unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (api, stop, name) = (api.clone(), stop.clone(), name.clone());
+            std::thread::spawn(move || {
+                let target =
+                    Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
+                let mut n = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let Ok(mut current) = api.get(&target, &name) else { break };
+                    n += 1;
+                    current["data"] = json!({"n": n.to_string()});
+                    let _ = api.update(&target, &name, current, None, &Write::by("writer", false));
+                }
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        let deleted = api.delete(&target, &name, &DeleteParams::default());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(deleted.is_ok(), "round {round}: {:?}", deleted.err());
+        assert!(matches!(api.get(&target, &name), Err(ApiError::NotFound { .. })));
+    }
+    // The precondition still holds a delete to the version it names.
+    let target = Target { rt, namespace: Some("default".into()) };
+    let created = api.create(&target, json!({"metadata": {"name": "pinned"}}), &write).unwrap();
+    let version = created["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    let mut changed = created.clone();
+    changed["data"] = json!({"a": "1"});
+    api.update(&target, "pinned", changed, None, &write).unwrap();
+    let params = DeleteParams { resource_version: Some(version), ..DeleteParams::default() };
+    let e = api.delete(&target, "pinned", &params).unwrap_err();
+    assert_eq!(e.code(), 409);
+}
