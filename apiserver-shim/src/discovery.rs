@@ -367,6 +367,7 @@ mod tests {
         assert_eq!(
             names(resources, "name"),
             [
+                "controllerrevisions",
                 "daemonsets",
                 "daemonsets/status",
                 "deployments",
@@ -472,7 +473,7 @@ mod tests {
         let resources = &apps["versions"][0]["resources"];
         assert_eq!(
             names(resources, "resource"),
-            ["daemonsets", "deployments", "replicasets", "statefulsets"]
+            ["controllerrevisions", "daemonsets", "deployments", "replicasets", "statefulsets"]
         );
         assert_eq!(
             *find(resources, "resource", "deployments"),

@@ -321,6 +321,7 @@ pub static BUILT_IN: &[ResourceType] = &[
     apps::replicasets::TYPE,
     apps::statefulsets::TYPE,
     apps::daemonsets::TYPE,
+    apps::controllerrevisions::TYPE,
     batch::jobs::TYPE,
     batch::cronjobs::TYPE,
     coordination::leases::TYPE,

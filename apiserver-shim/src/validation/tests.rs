@@ -1247,3 +1247,30 @@ fn more_immutable_fields() {
         ]
     );
 }
+
+#[test]
+fn controller_revisions_need_data_a_nonnegative_revision_and_keep_their_data() {
+    let revision = |data: Value, number: i64| {
+        json!({"metadata": {"name": "web-6b7d5f8c9f", "namespace": "d"}, "revision": number,
+               "data": data})
+    };
+    let patch = json!({"spec": {"template": {"$patch": "replace", "spec": {}}}});
+    let old = create("apps", "controllerrevisions", revision(patch.clone(), 1)).expect("valid");
+
+    let mut missing = revision(Value::Null, -1);
+    missing.as_object_mut().unwrap().remove("data");
+    let causes = causes_of(create("apps", "controllerrevisions", missing));
+    assert_cause(&causes, "data", "FieldValueRequired", "Required value: data is mandatory");
+    assert_cause(
+        &causes,
+        "revision",
+        "FieldValueInvalid",
+        "Invalid value: -1: must be greater than or equal to 0",
+    );
+
+    // Only the revision number (and metadata) may change: a rollback renumbers a revision.
+    update("apps", "controllerrevisions", &old, revision(patch, 3)).expect("renumbered");
+    let causes = causes_of(update("apps", "controllerrevisions", &old, revision(json!({}), 1)));
+    assert_cause(&causes, "data", "FieldValueInvalid", "Invalid value: {}");
+    assert!(causes[0].2.ends_with("field is immutable"), "{causes:?}");
+}

@@ -1,5 +1,6 @@
 //! The `apps` API group.
 
+pub mod controllerrevisions;
 pub mod daemonsets;
 pub mod deployments;
 pub mod replicasets;
