@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use carrel_events::Recorder;
 
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod gc;
 pub mod job;
@@ -79,6 +80,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
             Box::pin(replicaset::run_replication_controllers(context.clone(), stop.clone())),
         ),
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
+        ("daemonset", Box::pin(daemonset::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
         (
