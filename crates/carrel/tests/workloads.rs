@@ -1,7 +1,7 @@
 //! A tenant of `carrel up` behaves as a cluster with kube-controller-manager does, through each
 //! kubectl users run (1.31, 1.33 and the current one, each against a tenant of its own):
 //! Deployments roll out, over and back and scale, StatefulSets roll out in order and scale down
-//! from the top, Jobs complete or fail, deletes cascade.
+//! from the top, DaemonSets run on every node, Jobs complete or fail, deletes cascade.
 
 mod common;
 
@@ -374,6 +374,129 @@ fn jobs_finish(k: &Kubectl<'_>) {
         "jsonpath={.status.conditions[?(@.type==\"Failed\")].reason}",
     ]);
     assert_eq!(reason, "BackoffLimitExceeded");
+}
+
+const DAEMONSET: &str = "apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: \"busybox:1.36\"}]
+";
+
+#[test]
+fn a_daemonset_runs_a_pod_on_each_virtual_node_and_rolls_out() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "2"]);
+    for k in &Kubectl::each(&up) {
+        daemons(k);
+    }
+    up.stop();
+}
+
+/// The sorted names kubectl prints for `jsonpath` over `args`.
+fn words(k: &Kubectl<'_>, args: &[&str]) -> Vec<String> {
+    let mut words: Vec<String> = k.run(args).split_whitespace().map(str::to_owned).collect();
+    words.sort();
+    words
+}
+
+/// The revision numbers `kubectl rollout history daemonset/agent` lists.
+fn revisions(k: &Kubectl<'_>) -> Vec<String> {
+    let history = k.run(&["rollout", "history", "daemonset/agent"]);
+    history
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<u32>().is_ok())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn daemons(k: &Kubectl<'_>) {
+    // A tenant sees the nodes its pods run on: two replicas, placed on the least loaded of the
+    // two simulated nodes, show it both.
+    k.run(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let nodes = eventually("both simulated nodes seen", Duration::from_secs(60), || {
+        let nodes = words(k, &["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+        (nodes.len() == 2, nodes)
+    });
+
+    k.apply(DAEMONSET);
+    k.run(&["rollout", "status", "daemonset/agent", "--timeout=90s"]);
+    let on = |k: &Kubectl<'_>| {
+        words(k, &["get", "pods", "-l", "app=agent", "-o", "jsonpath={.items[*].spec.nodeName}"])
+    };
+    assert_eq!(on(k), nodes, "one daemon pod on each node the tenant sees");
+    // Each on the node its affinity names: the syncer keeps the affinity on the host pod, and
+    // the host's scheduler places it by the node's name, which the virtual node shares.
+    let placed = k.run(&[
+        "get",
+        "pods",
+        "-l",
+        "app=agent",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.nodeName}={.spec.affinity.nodeAffinity\
+         .requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0]\
+         .values[0]}{\"\\n\"}{end}",
+    ]);
+    for line in placed.lines() {
+        let (bound, wanted) = line.split_once('=').unwrap_or_default();
+        assert!(!bound.is_empty() && bound == wanted, "{placed}");
+    }
+    assert_eq!(placed.lines().count(), 2, "{placed}");
+    let status = k.run(&[
+        "get",
+        "daemonset",
+        "agent",
+        "-o",
+        "jsonpath={.status.desiredNumberScheduled}/{.status.numberAvailable}",
+    ]);
+    assert_eq!(status, "2/2");
+
+    // A new image rolls over node by node; the history has both templates.
+    k.run(&["set", "image", "daemonset/agent", "agent=busybox:1.37"]);
+    k.run(&["rollout", "status", "daemonset/agent", "--timeout=90s"]);
+    let images = eventually("the old pods gone", Duration::from_secs(60), || {
+        let images = words(
+            k,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=agent",
+                "-o",
+                "jsonpath={.items[*].spec.containers[0].image}",
+            ],
+        );
+        (images == ["busybox:1.37", "busybox:1.37"], images)
+    });
+    assert_eq!(images.len(), nodes.len());
+    assert_eq!(on(k), nodes);
+    assert_eq!(revisions(k), ["1", "2"]);
+
+    // Undo applies the first revision's patch: the first template again, as revision 3.
+    k.run(&["rollout", "undo", "daemonset/agent"]);
+    k.run(&["rollout", "status", "daemonset/agent", "--timeout=90s"]);
+    let image = k.run(&[
+        "get",
+        "daemonset",
+        "agent",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[0].image}",
+    ]);
+    assert_eq!(image, "busybox:1.36");
+    assert_eq!(revisions(k), ["2", "3"]);
+
+    k.run(&["delete", "daemonset", "agent"]);
+    k.run(&["delete", "deployment", "web"]);
+    eventually("their pods gone", Duration::from_secs(60), || {
+        let left = k.run(&["get", "pods", "-o", "name"]);
+        (left.is_empty(), left)
+    });
 }
 
 const GPU_JOB: &str = "apiVersion: batch/v1

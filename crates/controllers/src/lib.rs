@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use carrel_events::Recorder;
 
 pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
 pub mod gc;
 pub mod job;
@@ -96,6 +97,7 @@ pub async fn run_with(client: Client, options: Options, stop: watch::Receiver<bo
         ),
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
         ("statefulset", Box::pin(statefulset::run(context.clone(), stop.clone()))),
+        ("daemonset", Box::pin(daemonset::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(context.clone(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use crate::defaults::{default_template, object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
+use crate::object::metadata_mut;
 use crate::registry::form::Workload;
 use crate::registry::{served, Strategy, Validate, ALL, STATUS};
 use crate::resource::ResourceType;
@@ -29,6 +30,11 @@ pub const TYPE: ResourceType = served(
     STATUS,
     &DaemonSets,
 );
+
+/// The annotation in which `apps/v1` shows a DaemonSet's template generation (the internal
+/// `spec.templateGeneration`): 1 on create, one more whenever the template changes. The
+/// DaemonSet controller labels its pods with it (`pod-template-generation`).
+pub const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
 
 /// The strategy for DaemonSets.
 #[derive(Debug)]
@@ -91,6 +97,43 @@ impl Strategy for DaemonSets {
     fn has_defaults(&self) -> bool {
         true
     }
+
+    /// `PrepareForCreate`: the template generation is at least 1.
+    fn create_defaults(&self, object: &mut Value) {
+        let given = template_generation(object).filter(|g| *g >= 1).unwrap_or(1);
+        set_template_generation(object, given);
+    }
+
+    /// `PrepareForUpdate`: an update may not set the template generation; a new template moves
+    /// it on by one.
+    fn prepare_update(&self, old: &Value, new: &mut Value) {
+        let kept = template_generation(old).unwrap_or(0);
+        let template = |o: &Value| o.pointer("/spec/template").cloned();
+        let generation = if template(old) == template(new) { kept } else { kept + 1 };
+        set_template_generation(new, generation);
+    }
+}
+
+/// The template generation `object` shows, if its annotation parses.
+fn template_generation(object: &Value) -> Option<i64> {
+    object.pointer("/metadata/annotations")?.get(TEMPLATE_GENERATION)?.as_str()?.parse().ok()
+}
+
+/// Show `generation` in `object`'s annotation (none for 0, as Kubernetes' conversion writes it).
+fn set_template_generation(object: &mut Value, generation: i64) {
+    let meta = metadata_mut(object);
+    if generation == 0 {
+        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.remove(TEMPLATE_GENERATION);
+        }
+        return;
+    }
+    if !meta.get("annotations").is_some_and(Value::is_object) {
+        meta.insert("annotations".into(), json!({}));
+    }
+    if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        annotations.insert(TEMPLATE_GENERATION.into(), generation.to_string().into());
+    }
 }
 
 /// `ValidateDaemonSetSpec`.
@@ -150,4 +193,40 @@ fn daemon_set(spec: Option<&DaemonSetSpec>, raw: Option<&LabelSelector>, e: &mut
         ),
     }
     e.nonnegative(spec.revision_history_limit, "spec.revisionHistoryLimit");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::defaults::{on_create, on_update};
+
+    fn generation(object: &Value) -> &Value {
+        &object["metadata"]["annotations"][TEMPLATE_GENERATION]
+    }
+
+    #[test]
+    fn the_template_generation_starts_at_one_and_follows_template_changes_only() {
+        let mut ds = json!({"metadata": {"name": "d", "namespace": "n"}, "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "a"}},
+                         "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+        on_create(&TYPE, &mut ds);
+        assert_eq!(*generation(&ds), "1");
+
+        let mut same = ds.clone();
+        same["spec"]["minReadySeconds"] = json!(5);
+        same["metadata"]["annotations"][TEMPLATE_GENERATION] = json!("7");
+        on_update(&TYPE, &ds, &mut same);
+        assert_eq!(*generation(&same), "1", "an update may not set it");
+
+        let mut changed = same.clone();
+        changed["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+        on_update(&TYPE, &same, &mut changed);
+        assert_eq!(*generation(&changed), "2");
+
+        let mut given = ds.clone();
+        given["metadata"]["annotations"][TEMPLATE_GENERATION] = json!("4");
+        on_create(&TYPE, &mut given);
+        assert_eq!(*generation(&given), "4", "a create keeps a generation of 1 or more");
+    }
 }
