@@ -1,5 +1,5 @@
 //! The controllers every Kubernetes cluster has, as kube-controller-manager runs them, for one
-//! cluster: its workloads' controllers and its garbage collector.
+//! cluster: its workloads' controllers, its garbage collector and the ResourceQuota status.
 //!
 //! They reach the cluster only through a [`kube::Client`], so the same code runs for a tenant of
 //! `carrel up` (an in-process client of its API) and against any Kubernetes API. Each controller
@@ -29,6 +29,7 @@ pub mod job;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
+pub mod resource_quota;
 pub mod ttl;
 
 /// What can go wrong in a reconcile.
@@ -81,6 +82,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
+        ("resourcequota", Box::pin(resource_quota::run(context.clone(), stop.clone()))),
         (
             "cronjob",
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
