@@ -7,9 +7,15 @@
 //! own pods by Kubernetes' effective-request rules.
 //! Creates of a type the admission counts are serialised, so two pods created at once cannot both
 //! take the last slice of a quota.
+//!
+//! Every cluster, a tenant's or not, also has kube-apiserver's built-in admission: LimitRanges
+//! ([`limit_ranges`], through the pod and claim strategies) and ResourceQuotas
+//! ([`resource_quota`], run by [`Api::create`] after this admission, serialised the same way
+//! for the types a namespace's quotas count).
 
 pub mod limit_ranges;
 pub mod podsecurity;
+pub mod resource_quota;
 
 use std::collections::BTreeMap;
 use std::fmt;

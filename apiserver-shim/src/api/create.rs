@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use carrel_store::Store;
 
+use crate::admission::resource_quota;
 use crate::crd;
 use crate::defaults;
 use crate::managed::{self, Owner};
@@ -88,10 +89,15 @@ impl Api {
         let _lock = rt.strategy.write_lock(self);
         let key = self.seal_new(rt, &name, &namespace, &mut object, write)?;
         let admission = self.admission.get();
-        let _serial = admission.filter(|a| a.serialized(rt)).map(|_| self.admission_lock.lock());
+        // The ResourceQuotas that count the new object; read before the lock, their usage
+        // counted under it.
+        let quotas = resource_quota::counting(self, rt, &namespace)?;
+        let serial = !quotas.is_empty() || admission.is_some_and(|a| a.serialized(rt));
+        let _serial = serial.then(|| self.admission_lock.lock());
         if let Some(admission) = admission {
             admission.admit_create(self, rt, &object)?;
         }
+        resource_quota::admit_create(self, rt, &object, &quotas)?;
         if write.dry_run {
             if self.store.get(&key).map_err(internal)?.is_some() {
                 return Err(ApiError::already_exists(rt.group, rt.plural, &name));
@@ -117,7 +123,8 @@ impl Api {
     /// Create objects of the server's own (a new cluster's bootstrap objects) together, in one
     /// atomic store write ([`carrel_store::Store::create_all`]): each is prepared exactly as
     /// [`Api::create`] prepares it (defaults, validation, name, uid, creationTimestamp, the
-    /// kind's last changes, the cluster's admission), then all are stored at once, or none is
+    /// kind's last changes, the cluster's admission; not ResourceQuotas, which do not bound the
+    /// server's own objects), then all are stored at once, or none is
     /// (409 AlreadyExists if any exists). A namespaced object may be in a namespace created
     /// earlier in the same list. After the write, each kind's effects of a write run once and
     /// each object's effects of a create run as [`Api::create`]'s do (a namespace's `default`

@@ -1274,3 +1274,177 @@ fn controller_revisions_need_data_a_nonnegative_revision_and_keep_their_data() {
     assert_cause(&causes, "data", "FieldValueInvalid", "Invalid value: {}");
     assert!(causes[0].2.ends_with("field is immutable"), "{causes:?}");
 }
+
+fn quota(spec: Value) -> Value {
+    json!({"metadata": {"name": "q", "namespace": "d"}, "spec": spec})
+}
+
+#[test]
+fn resource_quotas_are_validated_as_kube_apiserver_validates_them() {
+    for hard in [
+        json!({"pods": "2", "count/configmaps": "3", "requests.nvidia.com/mig-1g.18gb": "1",
+               "requests.cpu": "1500m", "limits.memory": "1Gi", "requests.hugepages-2Mi": "2Mi",
+               "gold.storageclass.storage.k8s.io/requests.storage": "10Gi",
+               "count/deployments.apps": "1", "services.loadbalancers": "0"}),
+        // Kubernetes accepts these, though only `requests.` extended resources are counted.
+        json!({"nvidia.com/gpu": "1", "limits.nvidia.com/gpu": "1"}),
+    ] {
+        create("", "resourcequotas", quota(json!({"hard": hard}))).expect("valid");
+    }
+    let causes = causes_of(create(
+        "",
+        "resourcequotas",
+        quota(json!({"hard": {"foo": "1", "storage": "1Gi", "pods": "1500m", "cpu": "-1",
+                              "nvidia.com/gpu": "0.5", "requests.nvidia.com/gpu": "0.5"}})),
+    ));
+    assert_eq!(
+        causes,
+        vec![
+            (
+                "spec.hard[cpu]".into(),
+                "FieldValueInvalid",
+                "Invalid value: \"-1\": must be greater than or equal to 0".into()
+            ),
+            (
+                "spec.hard[foo]".into(),
+                "FieldValueInvalid",
+                "Invalid value: \"foo\": must be a standard resource type or fully qualified"
+                    .into()
+            ),
+            (
+                "spec.hard[foo]".into(),
+                "FieldValueInvalid",
+                "Invalid value: \"foo\": must be a standard resource for quota".into()
+            ),
+            (
+                "spec.hard[nvidia.com/gpu]".into(),
+                "FieldValueInvalid",
+                "Invalid value: 0.5: must be an integer".into()
+            ),
+            (
+                "spec.hard[pods]".into(),
+                "FieldValueInvalid",
+                "Invalid value: 1500m: must be an integer".into()
+            ),
+            (
+                "spec.hard[storage]".into(),
+                "FieldValueInvalid",
+                "Invalid value: \"storage\": must be a standard resource for quota".into()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn resource_quota_scopes_fit_their_resources_and_do_not_change() {
+    let scoped = |scopes: Value, hard: Value| quota(json!({"hard": hard, "scopes": scopes}));
+    create(
+        "",
+        "resourcequotas",
+        scoped(json!(["NotTerminating"]), json!({"pods": "1", "cpu": "1"})),
+    )
+    .expect("valid");
+    let causes = causes_of(create(
+        "",
+        "resourcequotas",
+        scoped(json!(["BestEffort", "NotBestEffort", "Nightly"]), json!({"cpu": "1"})),
+    ));
+    let shown = r#"[]core.ResourceQuotaScope{"BestEffort", "NotBestEffort", "Nightly"}"#;
+    assert_eq!(
+        causes,
+        vec![
+            (
+                "spec.scopes".into(),
+                "FieldValueInvalid",
+                format!("Invalid value: {shown}: unsupported scope applied to resource")
+            ),
+            (
+                "spec.scopes".into(),
+                "FieldValueInvalid",
+                format!("Invalid value: {shown}: unsupported scope")
+            ),
+            (
+                "spec.scopes".into(),
+                "FieldValueInvalid",
+                format!("Invalid value: {shown}: conflicting scopes")
+            ),
+        ]
+    );
+    let selector = |expressions: Value| {
+        quota(json!({"hard": {"pods": "1"}, "scopeSelector": {"matchExpressions": expressions}}))
+    };
+    create(
+        "",
+        "resourcequotas",
+        selector(json!([{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}])),
+    )
+    .expect("valid");
+    let causes = causes_of(create(
+        "",
+        "resourcequotas",
+        selector(json!([
+            {"scopeName": "PriorityClass", "operator": "In"},
+            {"scopeName": "Terminating", "operator": "NotIn", "values": ["x"]},
+            {"scopeName": "BestEffort", "operator": "Exists", "values": ["x"]},
+            {"scopeName": "PriorityClass", "operator": "Gt", "values": ["1"]},
+        ])),
+    ));
+    let path = "spec.scopeSelector.matchExpressions";
+    assert_cause(
+        &causes,
+        &format!("{path}.values"),
+        "FieldValueRequired",
+        "Required value: must be at least one value",
+    );
+    assert_cause(
+        &causes,
+        &format!("{path}.operator"),
+        "FieldValueInvalid",
+        "Invalid value: \"NotIn\": must be 'Exists' when scope is any of",
+    );
+    assert_cause(
+        &causes,
+        &format!("{path}.values"),
+        "FieldValueInvalid",
+        "Invalid value: []string{\"x\"}: must be no value",
+    );
+    assert_cause(
+        &causes,
+        &format!("{path}.operator"),
+        "FieldValueInvalid",
+        "Invalid value: \"Gt\": not a valid selector operator",
+    );
+    assert_eq!(causes.len(), 4, "{causes:#?}");
+    // BestEffort limits nothing but pods.
+    let causes = causes_of(create(
+        "",
+        "resourcequotas",
+        quota(json!({"hard": {"memory": "1Gi"},
+                     "scopeSelector": {"matchExpressions": [{"scopeName": "BestEffort", "operator": "Exists"}]}})),
+    ));
+    assert_eq!(
+        causes,
+        vec![(
+            path.into(),
+            "FieldValueInvalid",
+            "Invalid value: core.ScopeSelector{MatchExpressions:[]core.ScopedResourceSelectorRequirement{\
+             core.ScopedResourceSelectorRequirement{ScopeName:\"BestEffort\", Operator:\"Exists\", \
+             Values:[]string(nil)}}}: unsupported scope applied to resource"
+                .into()
+        )]
+    );
+
+    let old = create("", "resourcequotas", scoped(json!(["NotTerminating"]), json!({"pods": "1"})))
+        .unwrap();
+    let changed = scoped(json!(["Terminating"]), json!({"pods": "1"}));
+    assert_eq!(
+        causes_of(update("", "resourcequotas", &old, changed)),
+        vec![(
+            "spec.scopes".into(),
+            "FieldValueInvalid",
+            r#"Invalid value: []core.ResourceQuotaScope{"Terminating"}: field is immutable"#.into()
+        )]
+    );
+    update("", "resourcequotas", &old, scoped(json!(["NotTerminating"]), json!({"pods": "5"})))
+        .expect("limits may change");
+}

@@ -1,7 +1,8 @@
 //! A tenant of `carrel up` behaves as a cluster with kube-controller-manager does, through each
 //! kubectl users run (1.31, 1.33 and the current one, each against a tenant of its own):
 //! Deployments roll out, over and back and scale, StatefulSets roll out in order and scale down
-//! from the top, DaemonSets run on every node, Jobs complete or fail, deletes cascade.
+//! from the top, DaemonSets run on every node, Jobs complete or fail, deletes cascade,
+//! ResourceQuotas bound what is created and report what is used.
 
 mod common;
 
@@ -22,14 +23,26 @@ struct Kubectl<'a> {
 impl<'a> Kubectl<'a> {
     /// Each kubectl users run, with a new tenant each.
     fn each(up: &'a Up) -> Vec<Kubectl<'a>> {
+        Kubectl::each_with(up, &[])
+    }
+
+    /// Each kubectl users run, with a new tenant each, created with `extra` (`--gpu 1g.18gb=2`).
+    fn each_with(up: &'a Up, extra: &[&str]) -> Vec<Kubectl<'a>> {
         kubectls()
             .into_iter()
             .enumerate()
             .map(|(i, (version, binary))| {
-                let kubeconfig = create(up, &format!("team-{i}"), &[]);
+                let kubeconfig = create(up, &format!("team-{i}"), extra);
                 Kubectl { up, version, binary, kubeconfig }
             })
             .collect()
+    }
+
+    /// Standard error of a command that must fail.
+    fn refused(&self, args: &[&str]) -> String {
+        let output = self.output(args);
+        assert!(!output.status.success(), "kubectl {} {args:?} succeeded", self.version);
+        String::from_utf8_lossy(&output.stderr).trim_end().to_owned()
     }
 
     fn output(&self, args: &[&str]) -> std::process::Output {
@@ -748,4 +761,118 @@ fn limit_range_defaults_and_bounds(k: &Kubectl<'_>) {
         "kubectl {}: {stderr}",
         k.version
     );
+}
+
+#[test]
+fn resource_quotas_refuse_creates_over_their_limits_and_report_usage() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    // The tenant's own GPU quota has room for two slices: the ResourceQuota is the tighter bound.
+    for k in &Kubectl::each_with(&up, &["--gpu", "1g.18gb=2"]) {
+        quotas_bound(k);
+    }
+    up.stop();
+}
+
+/// `kubectl run NAME` of a pod asking for one `1g.18gb` slice.
+fn run_gpu_pod(name: &str) -> Vec<String> {
+    let overrides = format!(
+        r#"{{"spec":{{"containers":[{{"name":"{name}","image":"cuda","resources":{{"limits":{{"nvidia.com/mig-1g.18gb":"1"}}}}}}]}}}}"#
+    );
+    ["run", name, "--image=cuda", "--restart=Never", &format!("--overrides={overrides}")]
+        .map(String::from)
+        .to_vec()
+}
+
+fn quotas_bound(k: &Kubectl<'_>) {
+    let within = Duration::from_secs(60);
+    k.run(&[
+        "create",
+        "quota",
+        "q",
+        "--hard=pods=2,count/configmaps=3,requests.nvidia.com/mig-1g.18gb=1",
+    ]);
+
+    // One slice: the second GPU pod is refused, a plain one fits, a third pod does not.
+    let args = run_gpu_pod("a");
+    k.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let args = run_gpu_pod("b");
+    assert_eq!(
+        k.refused(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+        "Error from server (Forbidden): pods \"b\" is forbidden: exceeded quota: q, requested: \
+         requests.nvidia.com/mig-1g.18gb=1, used: requests.nvidia.com/mig-1g.18gb=1, limited: \
+         requests.nvidia.com/mig-1g.18gb=1",
+        "kubectl {}",
+        k.version
+    );
+    k.run(&["run", "b", "--image=nginx", "--restart=Never"]);
+    assert_eq!(
+        k.refused(&["run", "c", "--image=nginx", "--restart=Never"]),
+        "Error from server (Forbidden): pods \"c\" is forbidden: exceeded quota: q, requested: \
+         pods=1, used: pods=2, limited: pods=2",
+        "kubectl {}",
+        k.version
+    );
+    for name in ["one", "two", "three"] {
+        k.run(&["create", "configmap", name]);
+    }
+    assert_eq!(
+        k.refused(&["create", "configmap", "four"]),
+        "error: failed to create configmap: configmaps \"four\" is forbidden: exceeded quota: q, \
+         requested: count/configmaps=1, used: count/configmaps=3, limited: count/configmaps=3",
+        "kubectl {}",
+        k.version
+    );
+
+    // The status reports the usage, in kubectl's views of it too.
+    let want = serde_json::json!({"count/configmaps": "3", "pods": "2",
+                                  "requests.nvidia.com/mig-1g.18gb": "1"});
+    eventually("the quota's usage", within, || {
+        let used = k.run(&["get", "quota", "q", "-o", "jsonpath={.status.used}"]);
+        let parsed: serde_json::Value = serde_json::from_str(&used).unwrap_or_default();
+        (parsed == want, used)
+    });
+    let described = k.run(&["describe", "quota", "q"]);
+    for row in [
+        ["count/configmaps", "3", "3"],
+        ["pods", "2", "2"],
+        ["requests.nvidia.com/mig-1g.18gb", "1", "1"],
+    ] {
+        let found = described.lines().any(|l| l.split_whitespace().eq(row.iter().copied()));
+        assert!(found, "no row {row:?} in kubectl {} describe:\n{described}", k.version);
+    }
+    let table = k.run(&["get", "quota", "q"]);
+    assert!(table.contains("pods: 2/2"), "{table}");
+
+    // A Deployment of three under `pods=2` gets two pods and a refusal on its ReplicaSet, and
+    // its third pod once the quota is raised.
+    k.run(&["create", "namespace", "apps"]);
+    k.run(&["create", "quota", "q", "-n", "apps", "--hard=pods=2"]);
+    k.run(&["create", "deployment", "web", "-n", "apps", "--image=nginx", "--replicas=3"]);
+    let refusals = eventually("a FailedCreate event on the ReplicaSet", within, || {
+        let events = k.run(&[
+            "get",
+            "events",
+            "-n",
+            "apps",
+            "--field-selector",
+            "reason=FailedCreate",
+            "-o",
+            "jsonpath={range .items[*]}{.involvedObject.kind} {.message}{\"\\n\"}{end}",
+        ]);
+        (events.lines().any(|l| l.starts_with("ReplicaSet Error creating: pods \"web-")), events)
+    });
+    assert!(
+        refusals.contains(
+            "\" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"
+        ),
+        "{refusals}"
+    );
+    let pods = || k.run(&["get", "pods", "-n", "apps", "-l", "app=web", "-o", "name"]);
+    assert_eq!(pods().lines().count(), 2, "kubectl {}", k.version);
+    k.run(&["patch", "quota", "q", "-n", "apps", "-p", r#"{"spec":{"hard":{"pods":"3"}}}"#]);
+    eventually("the third pod", within, || {
+        let names = pods();
+        (names.lines().count() == 3, names)
+    });
 }

@@ -1,5 +1,5 @@
 //! The controllers every Kubernetes cluster has, as kube-controller-manager runs them, for one
-//! cluster: its workloads' controllers and its garbage collector.
+//! cluster: its workloads' controllers, its garbage collector and the ResourceQuota status.
 //!
 //! They reach the cluster only through a [`kube::Client`], so the same code runs for a tenant of
 //! `carrel up` (an in-process client of its API) and against any Kubernetes API. Each controller
@@ -31,6 +31,7 @@ pub mod node_lifecycle;
 pub mod owners;
 pub mod pods;
 pub mod replicaset;
+pub mod resource_quota;
 pub mod root_ca;
 pub mod statefulset;
 pub mod ttl;
@@ -101,6 +102,7 @@ pub async fn run_with(client: Client, options: Options, stop: watch::Receiver<bo
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(context.clone(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
+        ("resourcequota", Box::pin(resource_quota::run(context.clone(), stop.clone()))),
         (
             "cronjob",
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
