@@ -267,6 +267,13 @@ fn new_workloads_carry_the_status_kube_apiserver_writes_for_them() {
             json!({"replicas": 0}),
         ),
         ("batch", "jobs", json!({"template": job_template}), json!({})),
+        (
+            "policy",
+            "poddisruptionbudgets",
+            json!({"selector": selector, "minAvailable": 1}),
+            json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0,
+                   "expectedPods": 0}),
+        ),
     ];
     for (group, plural, spec, status) in cases {
         let target = Target { rt: api.rt(group, plural), namespace: Some("default".into()) };
