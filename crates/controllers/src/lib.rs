@@ -24,6 +24,7 @@ use carrel_events::Recorder;
 
 pub mod cronjob;
 pub mod deployment;
+pub mod disruption;
 pub mod gc;
 pub mod job;
 pub mod owners;
@@ -81,6 +82,7 @@ pub async fn run(client: Client, stop: watch::Receiver<bool>) {
         ("deployment", Box::pin(deployment::run(context.clone(), stop.clone()))),
         ("job", Box::pin(job::run(context.clone(), job::Config::default(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
+        ("disruption", Box::pin(disruption::run(context.clone(), stop.clone()))),
         (
             "cronjob",
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),
