@@ -283,3 +283,58 @@ fn new_workloads_carry_the_status_kube_apiserver_writes_for_them() {
         assert_eq!(created["status"], status, "{plural}");
     }
 }
+
+#[test]
+fn a_delete_without_a_resource_version_is_not_lost_to_concurrent_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+    let api = Arc::new(Api::new(Arc::new(store)).unwrap());
+    let names: Vec<String> = (0..40).map(|i| format!("c{i}")).collect();
+    let with_finalizer = |name: &str| name.ends_with('5');
+    {
+        let target = Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
+        for name in &names {
+            let mut body = json!({"metadata": {"name": name}});
+            if with_finalizer(name) {
+                body["metadata"]["finalizers"] = json!(["example.com/hold"]);
+            }
+            api.create(&target, body, &Write::by("test", false)).unwrap();
+        }
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let (api, stop, names) = (api.clone(), stop.clone(), names.clone());
+            std::thread::spawn(move || {
+                let target =
+                    Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for name in &names {
+                        let Ok(mut object) = api.get(&target, name) else { continue };
+                        n += 1;
+                        object["data"] = json!({"beat": n.to_string()});
+                        let _ = api.update(&target, name, object, None, &Write::by("w", false));
+                    }
+                }
+            })
+        })
+        .collect();
+    let target = Target { rt: api.rt("", "configmaps"), namespace: Some("default".into()) };
+    // A stale resourceVersion precondition is still refused.
+    let stale = DeleteParams { resource_version: Some("1".into()), ..Default::default() };
+    assert_eq!(api.delete(&target, "c0", &stale).unwrap_err().code(), 409);
+    let deleted: Vec<_> =
+        names.iter().map(|n| (n, api.delete(&target, n, &DeleteParams::default()))).collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    for (name, answer) in deleted {
+        assert!(answer.is_ok(), "{name}: {answer:?}");
+        match api.get(&target, name) {
+            Ok(held) => {
+                assert!(with_finalizer(name) && crate::object::is_deleting(&held), "{name} held")
+            }
+            Err(e) => assert_eq!(e.code(), 404, "{name}"),
+        }
+    }
+}
