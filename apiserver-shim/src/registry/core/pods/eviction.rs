@@ -371,53 +371,65 @@ fn still_processing(name: &str) -> ApiError {
 
 /// Mark the pod as the target of a disruption (unless the delete is a dry run), then delete it
 /// with `params` (`addConditionAndDeletePod`). The preconditions of `params` are checked before
-/// the mark, and a `resourceVersion` precondition moves to the marked pod's.
+/// the mark, on the pod as it is (the mark is made again on a pod that changed meanwhile, as
+/// kube-apiserver's guaranteed update does), and a `resourceVersion` precondition moves to the
+/// marked pod's.
 fn mark_and_delete(
     api: &Api,
     target: &Target<'_>,
     name: &str,
     mut params: DeleteParams,
 ) -> ApiResult<()> {
-    if !params.dry_run {
+    let mut tries = 0;
+    while !params.dry_run {
         let mut pod = api.get(target, name)?;
-        let uid = meta_str(&pod, "uid").unwrap_or_default();
-        if let Some(wanted) = params.uid.as_deref().filter(|u| !u.is_empty() && *u != uid) {
-            return Err(ApiError::conflict(
-                "",
-                "Pod",
-                name,
-                &format!(
-                    "the UID in the precondition ({wanted}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
-                ),
-            ));
+        check_preconditions(&pod, name, &params)?;
+        if !set_disruption_target(&mut pod, &now_rfc3339()) {
+            break;
         }
-        let version = meta_str(&pod, "resourceVersion").unwrap_or_default();
-        if let Some(wanted) =
-            params.resource_version.as_deref().filter(|v| !v.is_empty() && *v != version)
-        {
-            return Err(ApiError::conflict(
-                "",
-                "Pod",
-                name,
-                &format!(
-                    "the ResourceVersion in the precondition ({wanted}) does not match the ResourceVersion in record ({version}). The object might have been modified"
-                ),
-            ));
-        }
-        if set_disruption_target(&mut pod, &now_rfc3339()) {
-            let marked = api.update(
-                target,
-                name,
-                pod,
-                Some(Subresource::Status),
-                &Write::by(MANAGER, false),
-            )?;
-            if params.resource_version.is_some() {
-                params.resource_version = meta_str(&marked, "resourceVersion").map(str::to_owned);
+        let write = Write::by(MANAGER, false);
+        match api.update(target, name, pod, Some(Subresource::Status), &write) {
+            Ok(marked) => {
+                if params.resource_version.is_some() {
+                    params.resource_version =
+                        meta_str(&marked, "resourceVersion").map(str::to_owned);
+                }
+                break;
             }
+            Err(ApiError::Conflict { .. }) if tries + 1 < RETRIES => tries += 1,
+            Err(e) => return Err(e),
         }
     }
     api.delete(target, name, &params).map(drop)
+}
+
+/// The preconditions of a delete, checked on `pod` before it is marked.
+fn check_preconditions(pod: &Value, name: &str, params: &DeleteParams) -> ApiResult<()> {
+    let uid = meta_str(pod, "uid").unwrap_or_default();
+    if let Some(wanted) = params.uid.as_deref().filter(|u| !u.is_empty() && *u != uid) {
+        return Err(ApiError::conflict(
+            "",
+            "Pod",
+            name,
+            &format!(
+                "the UID in the precondition ({wanted}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+            ),
+        ));
+    }
+    let version = meta_str(pod, "resourceVersion").unwrap_or_default();
+    if let Some(wanted) =
+        params.resource_version.as_deref().filter(|v| !v.is_empty() && *v != version)
+    {
+        return Err(ApiError::conflict(
+            "",
+            "Pod",
+            name,
+            &format!(
+                "the ResourceVersion in the precondition ({wanted}) does not match the ResourceVersion in record ({version}). The object might have been modified"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Set the pod's `DisruptionTarget` condition to `True`, `EvictionByEvictionAPI`

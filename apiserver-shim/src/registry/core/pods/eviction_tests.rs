@@ -245,3 +245,44 @@ async fn the_eviction_body_and_verb_are_checked() {
     let answer = c.router.clone().oneshot(get).await.expect("answer");
     assert_eq!(answer.status().as_u16(), 405);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pods_that_keep_changing_are_still_evicted() {
+    let c = Cluster::new();
+    let names: Vec<String> = (0..5).map(|i| format!("busy-{i}")).collect();
+    for name in &names {
+        c.pod(name, "web", "Running", true);
+    }
+    // Other writers (a kubelet, the syncer) update the pods all along.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let (api, stop, names) = (c.api.clone(), stop.clone(), names.clone());
+            std::thread::spawn(move || {
+                let rt = built_in("", "pods").expect("pods");
+                let pods = Target { rt, namespace: Some(NS.into()) };
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for name in &names {
+                        let Ok(mut pod) = api.get(&pods, name) else { continue };
+                        n += 1;
+                        pod["metadata"]["annotations"] = json!({"beat": n.to_string()});
+                        let write = Write::by("kubelet", false);
+                        let _ = api.update(&pods, name, pod, None, &write);
+                    }
+                }
+                n
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for name in &names {
+        answers.push((name.clone(), c.evict(name, eviction(name), "").await));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let beats: u64 = writers.into_iter().map(|w| w.join().expect("writer")).sum();
+    for (name, (code, _, body)) in answers {
+        assert_eq!(code, 201, "{name}, among {beats} concurrent writes: {body}");
+        assert!(c.get("", "pods", &name).is_none());
+    }
+}
