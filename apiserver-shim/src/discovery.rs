@@ -82,22 +82,51 @@ fn sorted_types<'a>(
     types
 }
 
-/// A resource's subresources, sorted by name.
-fn sorted_subresources(t: &ResourceType) -> Vec<Subresource> {
-    let mut subs = t.subresources.to_vec();
-    subs.sort_by_key(|s| s.name());
-    subs
+/// One subresource as discovery lists it.
+struct Sub {
+    name: &'static str,
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    verbs: &'static [&'static str],
+    /// Whether its kind is from another group-version than its resource's: only then does the
+    /// legacy list name its group and version.
+    foreign: bool,
 }
 
-/// `(group, version, kind)` a subresource answers with.
-fn subresource_kind(
-    t: &ResourceType,
-    sub: Subresource,
-) -> (&'static str, &'static str, &'static str) {
-    match sub {
-        Subresource::Status => (t.group, t.version, t.kind),
-        Subresource::Scale => ("autoscaling", "v1", "Scale"),
-    }
+/// A resource's subresources (views, then the strategy's actions), sorted by name.
+fn sorted_subresources(t: &ResourceType) -> Vec<Sub> {
+    let mut subs: Vec<Sub> = t
+        .subresources
+        .iter()
+        .map(|&sub| {
+            let (group, version, kind) = match sub {
+                Subresource::Status => (t.group, t.version, t.kind),
+                Subresource::Scale => ("autoscaling", "v1", "Scale"),
+            };
+            Sub {
+                name: sub.name(),
+                group,
+                version,
+                kind,
+                verbs: SUBRESOURCE_VERBS,
+                foreign: sub == Subresource::Scale,
+            }
+        })
+        .chain(t.strategy.actions().iter().map(|a| {
+            let (group, version) = a.group_version.unwrap_or((t.group, t.version));
+            Sub {
+                name: a.name,
+                group,
+                version,
+                kind: a.kind,
+                verbs: a.verbs,
+                foreign: a.group_version.is_some(),
+            }
+        }))
+        .collect();
+    subs.sort_by_key(|s| s.name);
+    subs
 }
 
 /// Inserts `key: [..]` unless `values` is empty (`omitempty`).
@@ -125,17 +154,16 @@ pub fn api_resource_list(registry: &Registry, group: &str, version: &str) -> Opt
         resources.push(Value::Object(r));
         for sub in sorted_subresources(t) {
             let mut s = Map::new();
-            s.insert("name".into(), json!(format!("{}/{}", t.plural, sub.name())));
+            s.insert("name".into(), json!(format!("{}/{}", t.plural, sub.name)));
             s.insert("singularName".into(), json!(""));
             s.insert("namespaced".into(), json!(t.namespaced));
-            if sub == Subresource::Scale {
+            if sub.foreign {
                 // Only a kind from another group-version carries group and version.
-                let (g, v, _) = subresource_kind(t, sub);
-                s.insert("group".into(), json!(g));
-                s.insert("version".into(), json!(v));
+                s.insert("group".into(), json!(sub.group));
+                s.insert("version".into(), json!(sub.version));
             }
-            s.insert("kind".into(), json!(subresource_kind(t, sub).2));
-            s.insert("verbs".into(), json!(SUBRESOURCE_VERBS));
+            s.insert("kind".into(), json!(sub.kind));
+            s.insert("verbs".into(), json!(sub.verbs));
             resources.push(Value::Object(s));
         }
     }
@@ -192,11 +220,10 @@ fn resource_discovery(t: &ResourceType) -> Value {
     let subs: Vec<Value> = sorted_subresources(t)
         .into_iter()
         .map(|sub| {
-            let (group, version, kind) = subresource_kind(t, sub);
             json!({
-                "subresource": sub.name(),
-                "responseKind": {"group": group, "version": version, "kind": kind},
-                "verbs": SUBRESOURCE_VERBS,
+                "subresource": sub.name,
+                "responseKind": {"group": sub.group, "version": sub.version, "kind": sub.kind},
+                "verbs": sub.verbs,
             })
         })
         .collect();
@@ -356,7 +383,27 @@ mod tests {
         sorted.sort();
         assert_eq!(all, sorted);
         let pods = all.iter().position(|n| n == "pods").expect("pods");
-        assert_eq!(all[pods + 1], "pods/status");
+        assert_eq!(
+            all[pods + 1..pods + 5],
+            ["pods/binding", "pods/eviction", "pods/log", "pods/status"]
+        );
+        // What `kubectl drain` looks for before it evicts rather than deletes.
+        assert_eq!(
+            *find(resources, "name", "pods/eviction"),
+            json!({
+                "name": "pods/eviction",
+                "singularName": "",
+                "namespaced": true,
+                "group": "policy",
+                "version": "v1",
+                "kind": "Eviction",
+                "verbs": ["create"]
+            })
+        );
+        let binding = find(resources, "name", "pods/binding");
+        assert_eq!((&binding["kind"], &binding["verbs"]), (&json!("Binding"), &json!(["create"])));
+        assert!(binding.get("group").is_none());
+        assert_eq!(find(resources, "name", "pods/log")["verbs"], json!(["get"]));
     }
 
     #[test]
@@ -432,11 +479,28 @@ mod tests {
                 "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
                 "shortNames": ["po"],
                 "categories": ["all"],
-                "subresources": [{
-                    "subresource": "status",
-                    "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
-                    "verbs": ["get", "patch", "update"]
-                }]
+                "subresources": [
+                    {
+                        "subresource": "binding",
+                        "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
+                        "verbs": ["create"]
+                    },
+                    {
+                        "subresource": "eviction",
+                        "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"},
+                        "verbs": ["create"]
+                    },
+                    {
+                        "subresource": "log",
+                        "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "verbs": ["get"]
+                    },
+                    {
+                        "subresource": "status",
+                        "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "verbs": ["get", "patch", "update"]
+                    }
+                ]
             })
         );
         let ns = find(resources, "resource", "namespaces");

@@ -30,6 +30,21 @@ impl Subresource {
     }
 }
 
+/// A subresource that acts on an object rather than showing a view of it (a pod's `binding`,
+/// `eviction` and `log`), served by a handler of its own: what discovery says of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    /// The path segment.
+    pub name: &'static str,
+    /// The group and version of the kind it takes, when they are not the resource's own
+    /// (`policy/v1` for an eviction).
+    pub group_version: Option<(&'static str, &'static str)>,
+    /// The kind it takes or answers with.
+    pub kind: &'static str,
+    /// Its verbs.
+    pub verbs: &'static [&'static str],
+}
+
 /// One served resource type (a group, version and plural name).
 #[derive(Clone, Debug)]
 pub struct ResourceType {

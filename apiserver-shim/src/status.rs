@@ -136,10 +136,14 @@ pub enum ApiError {
         causes: Vec<Cause>,
     },
     /// 429 TooManyRequests.
-    #[error("429 TooManyRequests: {TOO_MANY_REQUESTS}")]
+    #[error("429 TooManyRequests: {message}")]
     TooManyRequests {
-        /// The `retryAfterSeconds` detail (and the `Retry-After` header the caller sets).
+        /// Why the request is to be tried again later.
+        message: String,
+        /// The `retryAfterSeconds` detail and `Retry-After` header; none when 0.
         retry_after: u32,
+        /// What holds the request back (an eviction's `DisruptionBudget`).
+        causes: Vec<Cause>,
     },
     /// 431 RequestHeaderFieldsTooLarge, answered by the listener in place of hyper's bare answer.
     #[error("431 RequestHeaderFieldsTooLarge: {message}")]
@@ -288,10 +292,22 @@ impl ApiError {
         }
     }
 
-    /// 429 TooManyRequests, as kube-apiserver's flow control answers (the caller sets the
-    /// `Retry-After` header to the same seconds).
+    /// 429 TooManyRequests, as kube-apiserver's flow control answers.
     pub fn too_many_requests(retry_after_seconds: u32) -> ApiError {
-        ApiError::TooManyRequests { retry_after: retry_after_seconds }
+        ApiError::too_many_requests_because(TOO_MANY_REQUESTS, retry_after_seconds, Vec::new())
+    }
+
+    /// 429 TooManyRequests with a message and causes of its own (`NewTooManyRequests`).
+    pub fn too_many_requests_because(
+        message: impl Into<String>,
+        retry_after_seconds: u32,
+        causes: Vec<Cause>,
+    ) -> ApiError {
+        ApiError::TooManyRequests {
+            message: message.into(),
+            retry_after: retry_after_seconds,
+            causes,
+        }
     }
 
     /// 414 RequestURITooLong.
@@ -370,7 +386,6 @@ impl ApiError {
     pub fn message(&self) -> &str {
         match self {
             ApiError::Unauthorized => "Unauthorized",
-            ApiError::TooManyRequests { .. } => TOO_MANY_REQUESTS,
             ApiError::BadRequest { message }
             | ApiError::Forbidden { message, .. }
             | ApiError::NotFound { message, .. }
@@ -383,6 +398,7 @@ impl ApiError {
             | ApiError::RequestUriTooLong { message }
             | ApiError::UnsupportedMediaType { message }
             | ApiError::Invalid { message, .. }
+            | ApiError::TooManyRequests { message, .. }
             | ApiError::RequestHeaderFieldsTooLarge { message }
             | ApiError::InternalError { message }
             | ApiError::ServiceUnavailable { message, .. }
@@ -403,12 +419,13 @@ impl ApiError {
         }
     }
 
-    /// The causes of an Invalid error, of an apply's Conflict or of a Timeout waiting for a
-    /// resourceVersion; empty otherwise.
+    /// The causes of an Invalid error, of an apply's Conflict, of a Timeout waiting for a
+    /// resourceVersion or of a refused eviction; empty otherwise.
     pub fn causes(&self) -> &[Cause] {
         match self {
             ApiError::Conflict { causes, .. }
             | ApiError::Invalid { causes, .. }
+            | ApiError::TooManyRequests { causes, .. }
             | ApiError::Timeout { causes, .. } => causes,
             _ => &[],
         }
@@ -419,15 +436,17 @@ impl ApiError {
         match self {
             ApiError::Conflict { causes, .. }
             | ApiError::Invalid { causes, .. }
+            | ApiError::TooManyRequests { causes, .. }
             | ApiError::Timeout { causes, .. } => causes,
             _ => Vec::new(),
         }
     }
 
-    /// The `retryAfterSeconds` detail, for a 429, a passing 503 and a Timeout worth retrying.
+    /// The `retryAfterSeconds` detail, for a 429, a passing 503 and a Timeout worth retrying
+    /// (none when 0, as Go's `omitempty` leaves it out).
     pub fn retry_after(&self) -> Option<u32> {
         match self {
-            ApiError::TooManyRequests { retry_after } => Some(*retry_after),
+            ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after).filter(|s| *s > 0),
             ApiError::ServiceUnavailable { retry_after, .. }
             | ApiError::Timeout { retry_after, .. } => *retry_after,
             _ => None,
@@ -459,7 +478,13 @@ impl ApiError {
         if !causes.is_empty() {
             let causes: Vec<Value> = causes
                 .iter()
-                .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                .map(|c| {
+                    let mut cause = json!({"reason": c.reason, "message": c.message});
+                    if !c.field.is_empty() {
+                        cause["field"] = c.field.clone().into();
+                    }
+                    cause
+                })
                 .collect();
             details.insert("causes".into(), causes.into());
         }
@@ -532,13 +557,17 @@ fn qualified(group: &str, resource: &str) -> String {
 }
 
 impl IntoResponse for ApiError {
+    /// The `Status` as JSON, with `Retry-After` when it says when to try again (as
+    /// kube-apiserver's `ErrorNegotiated`).
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
         let mut response = (code, body).into_response();
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(seconds) = self.retry_after() {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use carrel_store::{Revision, Store};
+use carrel_store::{Error as StoreError, Revision, Store};
 
 use crate::object::{finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339};
 use crate::resource::ResourceType;
@@ -13,35 +13,48 @@ use super::{
     ListParams, Target,
 };
 
+/// The end of one try at a delete.
+enum Try {
+    /// The answer.
+    Done(ApiResult<Value>),
+    /// Another write changed the object between the delete's read and its write.
+    Raced(ApiError),
+}
+
+/// How many times a delete that lost a race with another write is made again.
+const DELETE_RETRIES: usize = 16;
+
 impl Api {
     /// DELETE one object. Objects with finalizers are marked for deletion and stay until the
-    /// last finalizer is removed; a namespace is emptied first.
-    ///
-    /// Without a `resourceVersion` precondition, another write landing between the delete's read
-    /// and its own write is no reason to fail: it reads again (kube-apiserver's
-    /// `GuaranteedUpdate` retries the same way), a bounded number of times.
+    /// last finalizer is removed; a namespace is emptied first. Without a `resourceVersion`
+    /// precondition, a delete that loses a race with another write of the object is made again
+    /// on the newer object, as kube-apiserver's store does (its preconditions checked again).
     pub fn delete(
         &self,
         target: &Target<'_>,
         name: &str,
         params: &DeleteParams,
     ) -> ApiResult<Value> {
-        let mut attempt = 1;
+        let mut tries = 0;
         loop {
-            match self.delete_as_read(target, name, params) {
-                Err(e) if raced(&e, params) && attempt < DELETE_ATTEMPTS => attempt += 1,
-                done => return done,
+            match self.delete_once(target, name, params) {
+                Try::Done(answer) => return answer,
+                Try::Raced(_) if params.resource_version.is_none() && tries < DELETE_RETRIES => {
+                    tries += 1;
+                }
+                Try::Raced(conflict) => return Err(conflict),
             }
         }
     }
 
-    /// [`Api::delete`] of the object as read now: a write in between is a conflict.
-    fn delete_as_read(
-        &self,
-        target: &Target<'_>,
-        name: &str,
-        params: &DeleteParams,
-    ) -> ApiResult<Value> {
+    fn delete_once(&self, target: &Target<'_>, name: &str, params: &DeleteParams) -> Try {
+        match self.try_delete(target, name, params) {
+            Ok(done) => done,
+            Err(e) => Try::Done(Err(e)),
+        }
+    }
+
+    fn try_delete(&self, target: &Target<'_>, name: &str, params: &DeleteParams) -> ApiResult<Try> {
         let rt = target.rt;
         let (key, current) = self.stored(target, name)?;
         let old = shown(rt, &current)?;
@@ -74,14 +87,14 @@ impl Api {
         rt.strategy.check_delete(rt, name)?;
         if !params.dry_run {
             if let Some(done) = rt.strategy.delete(self, &key, name, &old, params) {
-                return done;
+                return Ok(Try::Done(done));
             }
         }
         let collector = propagation.and_then(Propagation::finalizer);
         if rt.strategy.deleted_in_steps() || !finalizers(&old).is_empty() || collector.is_some() {
             // Mark it; the object goes when its finalizers (and what it holds) do.
             if is_deleting(&old) {
-                return Ok(old);
+                return Ok(Try::Done(Ok(old)));
             }
             let mut marked = old.clone();
             if let Some(finalizer) = collector {
@@ -96,24 +109,35 @@ impl Api {
             );
             rt.strategy.mark_deleting(&mut marked);
             if params.dry_run {
-                return Ok(marked);
+                return Ok(Try::Done(Ok(marked)));
             }
             // A step of a delete: not bounded by the store's quota.
-            let stored = self
-                .store
-                .update_to_delete(&key, encode_stored(rt, &marked)?, Some(current.mod_revision))
-                .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
+            let stored = match self.store.update_to_delete(
+                &key,
+                encode_stored(rt, &marked)?,
+                Some(current.mod_revision),
+            ) {
+                Ok(stored) => stored,
+                Err(e @ StoreError::Conflict { .. }) => {
+                    return Ok(Try::Raced(ApiError::from_store(e, rt.group, rt.plural, name)))
+                }
+                Err(e) => return Err(ApiError::from_store(e, rt.group, rt.plural, name)),
+            };
             let answer = written(marked, &stored);
             rt.strategy.after_marked(self, name)?;
-            return match self.store.get(&key).map_err(internal)? {
+            return Ok(Try::Done(match self.store.get(&key).map_err(internal)? {
                 Some(still) => shown(rt, &still),
                 None => Ok(answer),
-            };
+            }));
         }
         if params.dry_run {
-            return Ok(old);
+            return Ok(Try::Done(Ok(old)));
         }
-        self.remove(rt, &key, name, current.mod_revision, old)
+        // The store refuses the removal (409) only when the object moved past the revision read.
+        match self.remove(rt, &key, name, current.mod_revision, old) {
+            Err(e @ ApiError::Conflict { .. }) => Ok(Try::Raced(e)),
+            answer => Ok(Try::Done(answer)),
+        }
     }
 
     /// Remove an object at `revision` and answer with `last` at the deletion's revision.
@@ -167,16 +191,6 @@ impl Api {
             "items": deleted,
         }))
     }
-}
-
-/// How many times a delete without a `resourceVersion` precondition reads again after losing a
-/// race with another write.
-const DELETE_ATTEMPTS: usize = 16;
-
-/// Whether `e` is a delete losing a race with another write, not a precondition it was given.
-fn raced(e: &ApiError, params: &DeleteParams) -> bool {
-    params.resource_version.is_none()
-        && matches!(e, ApiError::Conflict { message, .. } if !message.contains("Precondition failed"))
 }
 
 /// What becomes of an object's dependents when it is deleted (`propagationPolicy`).

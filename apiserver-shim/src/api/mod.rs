@@ -104,6 +104,25 @@ pub struct DeleteParams {
     pub orphan_dependents: Option<bool>,
 }
 
+impl DeleteParams {
+    /// The options a `DeleteOptions` object gives (a DELETE's body, an Eviction's
+    /// `deleteOptions`).
+    pub fn from_options(options: &Value) -> DeleteParams {
+        let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
+        DeleteParams {
+            uid: string(options.pointer("/preconditions/uid")),
+            resource_version: string(options.pointer("/preconditions/resourceVersion")),
+            dry_run: options
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(|v| v == "All")),
+            grace_period_seconds: options.get("gracePeriodSeconds").and_then(Value::as_i64),
+            propagation_policy: string(options.get("propagationPolicy")),
+            orphan_dependents: options.get("orphanDependents").and_then(Value::as_bool),
+        }
+    }
+}
+
 /// How a write is made: for real or as a dry run, and by whom.
 #[derive(Clone, Debug)]
 pub struct Write {

@@ -275,19 +275,7 @@ pub(super) fn delete_params(headers: &HeaderMap, raw: &[u8]) -> ApiResult<Delete
     if raw.iter().all(u8::is_ascii_whitespace) {
         return Ok(DeleteParams::default());
     }
-    let body = decode_body(headers, raw)?;
-    let string = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_owned);
-    Ok(DeleteParams {
-        uid: string(body.pointer("/preconditions/uid")),
-        resource_version: string(body.pointer("/preconditions/resourceVersion")),
-        dry_run: body
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|v| v == "All")),
-        grace_period_seconds: body.get("gracePeriodSeconds").and_then(Value::as_i64),
-        propagation_policy: string(body.get("propagationPolicy")),
-        orphan_dependents: body.get("orphanDependents").and_then(Value::as_bool),
-    })
+    Ok(DeleteParams::from_options(&decode_body(headers, raw)?))
 }
 
 /// Custom resources are JSON (or YAML): kube-apiserver has no protobuf for them.

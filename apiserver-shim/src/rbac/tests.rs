@@ -652,6 +652,8 @@ fn view_reads_but_does_not_write_and_cannot_read_secrets() {
     ));
     assert!(allowed(&policy, &req(&u, "get", "", "namespaces", "a").with_name("a")));
     assert!(!allowed(&policy, &req(&u, "create", "", "pods", "a")));
+    assert!(!allowed(&policy, &req(&u, "create", "", "pods", "a").with_subresource("eviction")));
+    assert!(allowed(&policy, &req(&u, "get", "policy", "poddisruptionbudgets", "a")));
     assert!(!allowed(&policy, &req(&u, "get", "", "secrets", "a").with_name("s")));
     assert!(!allowed(&policy, &req(&u, "list", "", "secrets", "a")));
     assert!(!allowed(&policy, &req(&u, "get", "rbac.authorization.k8s.io", "roles", "a")));
@@ -671,6 +673,9 @@ fn edit_writes_workloads_and_reads_secrets_but_not_rbac() {
     assert!(allowed(&policy, &req(&u, "create", "coordination.k8s.io", "leases", "a")));
     assert!(allowed(&policy, &req(&u, "patch", "networking.k8s.io", "ingresses", "a")));
     assert!(allowed(&policy, &req(&u, "create", "policy", "poddisruptionbudgets", "a")));
+    // `kubectl drain` evicts.
+    assert!(allowed(&policy, &req(&u, "create", "", "pods", "a").with_subresource("eviction")));
+    assert!(!allowed(&policy, &req(&u, "get", "", "pods", "a").with_subresource("eviction")));
     // In Kubernetes edit CAN read secrets.
     assert!(allowed(&policy, &req(&u, "get", "", "secrets", "a").with_name("s")));
     assert!(allowed(&policy, &req(&u, "create", "", "secrets", "a")));
@@ -698,6 +703,7 @@ fn admin_manages_roles_and_bindings_in_its_namespace() {
         &req(&u, "create", "authorization.k8s.io", "localsubjectaccessreviews", "a")
     ));
     assert!(allowed(&policy, &req(&u, "create", "apps", "deployments", "a")));
+    assert!(allowed(&policy, &req(&u, "create", "", "pods", "a").with_subresource("eviction")));
     assert!(!allowed(
         &policy,
         &req(&u, "create", "rbac.authorization.k8s.io", "rolebindings", "b")

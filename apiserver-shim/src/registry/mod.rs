@@ -18,7 +18,7 @@ use crate::api::{Api, DeleteParams};
 use crate::object::{metadata_mut, spec_part};
 use crate::object_names::NameRule;
 use crate::rbac::{Policy, UserInfo};
-use crate::resource::{ResourceType, Subresource, VERBS};
+use crate::resource::{Action, ResourceType, Subresource, VERBS};
 use crate::selector::FieldLabels;
 use crate::status::ApiResult;
 use crate::table::{self, AGE, NAME};
@@ -54,6 +54,12 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
     /// the pod intake window apply to.
     fn is_pod(&self) -> bool {
         false
+    }
+
+    /// The kind's subresources that are actions rather than views of the object (a pod's
+    /// `binding`, `eviction` and `log`), each served by a handler of its own.
+    fn actions(&self) -> &'static [Action] {
+        &[]
     }
 
     /// Whether objects of the kind are namespaces: a request for one is in that namespace (as

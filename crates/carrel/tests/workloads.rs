@@ -2,7 +2,8 @@
 //! kubectl users run (1.31, 1.33 and the current one, each against a tenant of its own):
 //! Deployments roll out, over and back and scale, StatefulSets roll out in order and scale down
 //! from the top, DaemonSets run on every node, Jobs complete or fail, deletes cascade,
-//! ResourceQuotas bound what is created and report what is used.
+//! ResourceQuotas bound what is created and report what is used, and `kubectl drain` evicts
+//! within PodDisruptionBudgets.
 
 mod common;
 
@@ -344,6 +345,97 @@ fn stateful(k: &Kubectl<'_>) {
     });
     let claims = k.run(&["get", "pvc", "-o", "name"]);
     assert_eq!(claims.trim(), "persistentvolumeclaim/data-db-0", "retained");
+}
+
+#[test]
+fn drain_evicts_a_deployment_within_its_disruption_budget() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    for k in &Kubectl::each(&up) {
+        drains(k);
+    }
+    up.stop();
+}
+
+/// The ALLOWED DISRUPTIONS `kubectl get pdb` prints for budget `name`.
+fn allowed_disruptions(k: &Kubectl<'_>, name: &str) -> String {
+    let table = k.run(&["get", "pdb", name]);
+    let mut lines = table.lines();
+    let header: Vec<&str> =
+        lines.next().unwrap_or_default().split("  ").filter(|c| !c.is_empty()).collect();
+    let row: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    let column = header.iter().position(|c| c.trim() == "ALLOWED DISRUPTIONS");
+    column.and_then(|i| row.get(i)).map(|c| (*c).to_owned()).unwrap_or(table)
+}
+
+fn pod_names(k: &Kubectl<'_>) -> Vec<String> {
+    let names =
+        k.run(&["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].metadata.name}"]);
+    names.split_whitespace().map(str::to_owned).collect()
+}
+
+fn drains(k: &Kubectl<'_>) {
+    let within = Duration::from_secs(60);
+    k.run(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
+    k.run(&["create", "pdb", "web", "--selector=app=web", "--min-available=1"]);
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    eventually("one disruption allowed", within, || {
+        let allowed = allowed_disruptions(k, "web");
+        (allowed == "1", allowed)
+    });
+    let node = k.run(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let before = pod_names(k);
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    // Both pods are evicted, one at a time as the budget allows: kubectl retries the second
+    // until the first's replacement is ready.
+    let drained = k.output(&[
+        "drain",
+        &node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=120s",
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&drained.stdout).into_owned(),
+        String::from_utf8_lossy(&drained.stderr).into_owned(),
+    );
+    assert!(drained.status.success(), "kubectl {} drain: {stdout}\n{stderr}", k.version);
+    assert!(stdout.contains(&format!("node/{node} cordoned")), "{stdout}");
+    for pod in &before {
+        assert!(stdout.contains(&format!("pod/{pod} evicted")), "{stdout}");
+    }
+    assert!(stdout.contains(&format!("node/{node} drained")), "{stdout}");
+    let left = pod_names(k);
+    assert!(before.iter().all(|p| !left.contains(p)), "evicted pods are gone: {left:?}");
+    let unschedulable = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.unschedulable}"]);
+    assert_eq!(unschedulable, "true", "the tenant's cordon of its virtual node stays");
+    // The Deployment replaced them. The syncer places pods on host nodes without regard to a
+    // tenant's cordon of its virtual nodes, so with one node the replacements run on it.
+    k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+
+    // A budget that allows nothing holds the drain back: kubectl retries on the 429 and gives
+    // up at its timeout, and the pods stay.
+    k.run(&["patch", "pdb", "web", "--type=merge", "-p", "{\"spec\":{\"minAvailable\":2}}"]);
+    eventually("no disruption allowed", within, || {
+        let allowed = allowed_disruptions(k, "web");
+        (allowed == "0", allowed)
+    });
+    let running = pod_names(k);
+    let blocked = k.output(&["drain", &node, "--ignore-daemonsets", "--timeout=8s"]);
+    let stderr = String::from_utf8_lossy(&blocked.stderr).into_owned();
+    assert!(!blocked.status.success(), "kubectl {}: {stderr}", k.version);
+    assert!(
+        stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
+        "{stderr}"
+    );
+    assert_eq!(pod_names(k), running, "a refused eviction deletes nothing");
+
+    k.run(&["uncordon", &node]);
+    let unschedulable = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.unschedulable}"]);
+    assert_eq!(unschedulable, "", "uncordoned");
+    let ready = k.run(&["get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}"]);
+    assert_eq!(ready, "2");
 }
 
 const JOB: &str = "apiVersion: batch/v1

@@ -25,6 +25,7 @@ use carrel_events::Recorder;
 pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod gc;
 pub mod job;
 pub mod node_lifecycle;
@@ -103,6 +104,7 @@ pub async fn run_with(client: Client, options: Options, stop: watch::Receiver<bo
         ("node-lifecycle", Box::pin(node_lifecycle::run(context.clone(), stop.clone()))),
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
         ("resourcequota", Box::pin(resource_quota::run(context.clone(), stop.clone()))),
+        ("disruption", Box::pin(disruption::run(context.clone(), stop.clone()))),
         (
             "cronjob",
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),

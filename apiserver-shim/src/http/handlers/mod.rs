@@ -56,6 +56,9 @@ pub(super) async fn resource(
                 ("binding", &Method::POST) => {
                     return pods::binding(server, &path.rt, namespace, name, headers, body).await
                 }
+                ("eviction", &Method::POST) => {
+                    return pods::eviction(server, namespace, name, query, headers, body).await
+                }
                 ("log", &Method::GET) => return pods::log(server, namespace, name, query).await,
                 _ => {
                     if let Some(refused) = pods::refused(sub, method) {

@@ -1,15 +1,16 @@
-//! The pod subresources the HTTP side answers itself: `binding` (the scheduler's), `log` (from the
-//! cluster's [`pods::PodLogs`]), and the refusal of those that reach a container.
+//! The pod subresources the HTTP side answers itself: `binding` (the scheduler's), `eviction` (a
+//! delete its PodDisruptionBudget allows, [`eviction`](crate::registry::core::pods::eviction)),
+//! `log` (from the cluster's [`pods::PodLogs`]), and the refusal of those that reach a container.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 
 use crate::api::Target;
-use crate::http::request::{decode_body, read_body, Query};
+use crate::http::request::{decode_body, dry_run, read_body, Query};
 use crate::http::response::json_response;
 use crate::http::{blocking, Server};
-use crate::registry::core::pods::subresources as pods;
+use crate::registry::core::pods::{eviction as evictions, subresources as pods};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
@@ -39,14 +40,35 @@ pub(super) async fn binding(
     Ok(json_response(StatusCode::CREATED, &status))
 }
 
+/// `POST pods/<name>/eviction`: delete the pod if its PodDisruptionBudget allows; the answer's
+/// code is the `Status`'s (201, or 500 for a pod more than one budget selects).
+pub(super) async fn eviction(
+    server: &Server,
+    namespace: &str,
+    name: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    let dry_run = dry_run(query)?;
+    let eviction = decode_body(headers, &read_body(body).await?)?;
+    let api = server.api.clone();
+    let (name, namespace) = (name.to_owned(), namespace.to_owned());
+    let status =
+        blocking(move || evictions::evict(&api, &namespace, &name, &eviction, dry_run)).await?;
+    let code = status["code"].as_u64().and_then(|c| u16::try_from(c).ok());
+    let code = code.and_then(|c| StatusCode::from_u16(c).ok()).unwrap_or(StatusCode::CREATED);
+    Ok(json_response(code, &status))
+}
+
 /// The refusal of pod subresource `sub` with `method`, if this server refuses it: a wrong verb
-/// for `binding` or `log`, and the subresources that reach a container.
+/// for `binding`, `eviction` or `log`, and the subresources that reach a container.
 pub(super) fn refused(sub: &str, method: &Method) -> Option<ApiError> {
     match sub {
-        "binding" | "log" => {
+        "binding" | "eviction" | "log" => {
             Some(ApiError::method_not_allowed(format!("pods/{sub} does not accept {method}")))
         }
-        "exec" | "attach" | "portforward" | "proxy" | "eviction" | "ephemeralcontainers" => {
+        "exec" | "attach" | "portforward" | "proxy" | "ephemeralcontainers" => {
             Some(ApiError::method_not_allowed(format!(
                 "pods/{sub} is not supported by this server: a pod's containers are \
                  reached through the host cluster that runs them"

@@ -1,6 +1,9 @@
 //! Pods (`pods` in `v1`): how the API server serves them. The subresources that are not views
-//! of the stored object (`binding`, `log`) are [`subresources`].
+//! of the stored object are [`subresources`] (`binding`, `log`) and [`eviction`].
 
+pub mod eviction;
+#[cfg(test)]
+mod eviction_tests;
 pub mod subresources;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
@@ -9,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::defaults::{default_pod_spec, object_at, requests_from_limits, set_default};
 use crate::registry::{served, Strategy, Validate, ALL, STATUS};
-use crate::resource::ResourceType;
+use crate::resource::{Action, ResourceType};
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::validation::{pod_quantities, pod_spec, same, Errors};
@@ -21,6 +24,19 @@ pub const TYPE: ResourceType =
 /// The strategy for Pods.
 #[derive(Debug)]
 pub struct Pods;
+
+/// The subresources a pod serves beside `status`, as kube-apiserver's discovery lists them
+/// (those that reach a container are not served).
+const ACTIONS: &[Action] = &[
+    Action { name: "binding", group_version: None, kind: "Binding", verbs: &["create"] },
+    Action {
+        name: "eviction",
+        group_version: Some(("policy", "v1")),
+        kind: "Eviction",
+        verbs: &["create"],
+    },
+    Action { name: "log", group_version: None, kind: "Pod", verbs: &["get"] },
+];
 
 impl Validate for Pods {
     type Object = Pod;
@@ -49,6 +65,10 @@ impl Strategy for Pods {
 
     fn is_pod(&self) -> bool {
         true
+    }
+
+    fn actions(&self) -> &'static [Action] {
+        ACTIONS
     }
 
     fn pod_spec<'a>(&self, object: &'a Value) -> Option<&'a Value> {
