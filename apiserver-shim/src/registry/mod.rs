@@ -27,6 +27,7 @@ pub use form::{Decode, Validate};
 
 pub mod apiextensions;
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod carrel;
 pub mod coordination;
@@ -340,6 +341,8 @@ pub static BUILT_IN: &[ResourceType] = &[
     apps::replicasets::TYPE,
     apps::statefulsets::TYPE,
     apps::daemonsets::TYPE,
+    autoscaling::horizontalpodautoscalers::TYPE,
+    autoscaling::horizontalpodautoscalers::V1,
     batch::jobs::TYPE,
     batch::cronjobs::TYPE,
     coordination::leases::TYPE,
