@@ -207,6 +207,16 @@ impl ResourceType {
     pub fn is_custom(&self) -> bool {
         self.custom.is_some()
     }
+
+    /// Whether this type's version is the one its objects are stored in: the definition's
+    /// storage version for a custom resource, the strategy's word for a built-in kind (one
+    /// version of each kind is; the others are views of the same objects).
+    pub fn is_storage_version(&self) -> bool {
+        match &self.custom {
+            Some(custom) => custom.storage_version == self.version,
+            None => self.strategy.is_storage_version(),
+        }
+    }
 }
 
 pub use crate::registry::{BUILT_IN, STATUS, STATUS_SCALE};
@@ -214,9 +224,11 @@ pub use crate::registry::{BUILT_IN, STATUS, STATUS_SCALE};
 /// Only `/scale`.
 pub const SCALE: &[Subresource] = &[Subresource::Scale];
 
-/// A built-in type by group and plural.
+/// A built-in type by group and plural, in the version its objects are stored in.
 pub fn built_in(group: &str, plural: &str) -> Option<&'static ResourceType> {
-    BUILT_IN.iter().find(|t| t.group == group && t.plural == plural)
+    BUILT_IN
+        .iter()
+        .find(|t| t.group == group && t.plural == plural && t.strategy.is_storage_version())
 }
 
 /// The served resource types, looked up by group, version and plural.

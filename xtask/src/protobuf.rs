@@ -45,7 +45,8 @@ kinds! {
         SubjectAccessReview,
     }
     authentication::v1::{SelfSubjectReview, TokenRequest, TokenReview}
-    autoscaling::v1::{Scale}
+    autoscaling::v1::{HorizontalPodAutoscaler, Scale}
+    autoscaling::v2::{HorizontalPodAutoscaler}
 }
 
 /// `DeleteOptions` is registered in every group-version: client-go sends it as the body of a

@@ -304,6 +304,13 @@ impl Api {
                 defaults::validate(rt, object, Some(&old))?;
             }
         }
-        rt.strategy.admit(self, old, object)
+        rt.strategy.admit(self, old, object)?;
+        if !rt.is_storage_version() {
+            // What will be stored, as this version shows it: what a write answers, and what
+            // the next read gives.
+            rt.strategy.convert_to_storage(object);
+            rt.strategy.convert_from_storage(object);
+        }
+        Ok(())
     }
 }

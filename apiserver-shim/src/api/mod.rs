@@ -259,7 +259,7 @@ impl Api {
         self.base
             .all()
             .iter()
-            .find(|t| t.group == group && t.plural == plural)
+            .find(|t| t.group == group && t.plural == plural && t.is_storage_version())
             .expect("built-in type")
     }
 
@@ -276,7 +276,18 @@ impl Api {
 
 /// A stored object as `rt`'s version shows it.
 fn shown(rt: &ResourceType, object: &Object) -> ApiResult<Value> {
-    Ok(crd::present(rt, decode(object)?, object.mod_revision))
+    Ok(present(rt, decode(object)?, object.mod_revision))
+}
+
+/// A stored object, decoded, as `rt`'s version shows it (written at `revision`): a custom
+/// resource in the version asked for, with the defaults of its schema; a built-in kind's object
+/// converted from its storage version.
+pub fn present(rt: &ResourceType, object: Value, revision: Revision) -> Value {
+    let mut object = crd::present(rt, object, revision);
+    if rt.custom.is_none() && !rt.is_storage_version() {
+        rt.strategy.convert_from_storage(&mut object);
+    }
+    object
 }
 
 /// The kind of `rt`'s lists.
@@ -287,12 +298,18 @@ fn list_kind(rt: &ResourceType) -> String {
     }
 }
 
-/// An object as stored: a custom resource in its definition's storage version.
+/// An object as stored: a custom resource in its definition's storage version, a built-in kind's
+/// object converted to its storage version.
 fn encode_stored(rt: &ResourceType, object: &Value) -> ApiResult<Bytes> {
     match &rt.custom {
         Some(custom) if custom.storage_version != rt.version => {
             let mut stored = object.clone();
             stored["apiVersion"] = crd::storage_api_version(rt, custom).into();
+            encode(&stored)
+        }
+        None if !rt.is_storage_version() => {
+            let mut stored = object.clone();
+            rt.strategy.convert_to_storage(&mut stored);
             encode(&stored)
         }
         _ => encode(object),

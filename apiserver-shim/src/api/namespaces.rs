@@ -29,7 +29,15 @@ impl Api {
     pub(crate) fn finish_namespace(&self, namespace: &str) -> ApiResult<()> {
         let params = DeleteParams::default();
         let registry = self.registry();
-        for rt in registry.all().iter().filter(|t| t.namespaced) {
+        // A built-in kind once, in the version its objects are stored in (a definition's
+        // storage version may not be served: its types are each looked at).
+        let kinds = || {
+            registry
+                .all()
+                .iter()
+                .filter(|t| t.namespaced && (t.is_custom() || t.is_storage_version()))
+        };
+        for rt in kinds() {
             let target = Target { rt, namespace: Some(namespace.to_owned()) };
             let prefix = prefix_for(rt, Some(namespace));
             let page = self.store.list(&prefix, &StoreListOptions::default()).map_err(internal)?;
@@ -46,7 +54,7 @@ impl Api {
         let key = key_for(namespaces, None, namespace);
         if let Some(current) = self.store.get(&key).map_err(internal)? {
             let value = decode(&current)?;
-            let content_left = registry.all().iter().filter(|t| t.namespaced).any(|rt| {
+            let content_left = kinds().any(|rt| {
                 self.store
                     .list(
                         &prefix_for(rt, Some(namespace)),

@@ -509,12 +509,12 @@ fn sets_defaults(schema: &Value) -> bool {
 }
 
 /// Whether a stored object's bytes are already what `rt`'s version shows (so they can be served
-/// as they are): always for a built-in type; for a custom resource, when it was stored in the
-/// version asked for and after the definition last changed (or its schema has no defaults), so
-/// that no default is missing. Stored objects are serialised with their keys in order, so `apiVersion`
-/// comes first.
+/// as they are): for a built-in type, when it is the version its kind is stored in; for a custom
+/// resource, when it was stored in the version asked for and after the definition last changed
+/// (or its schema has no defaults), so that no default is missing. Stored objects are serialised
+/// with their keys in order, so `apiVersion` comes first.
 pub fn shown_as_stored(rt: &ResourceType, stored: &[u8], revision: carrel_store::Revision) -> bool {
-    let Some(custom) = &rt.custom else { return true };
+    let Some(custom) = &rt.custom else { return rt.strategy.is_storage_version() };
     if custom.written_before(revision) {
         return false;
     }

@@ -208,7 +208,7 @@ pub(super) fn translate(
     params: &ListParams,
     event: &carrel_store::Event,
 ) -> Option<(&'static str, Value)> {
-    let object = crate::crd::present(rt, decode_event_object(event).ok()?, event.revision);
+    let object = crate::api::present(rt, decode_event_object(event).ok()?, event.revision);
     let selected = |o: &Value| api.selected(rt, o, params);
     match event.kind {
         carrel_store::EventKind::Created => selected(&object).then_some(("ADDED", object)),

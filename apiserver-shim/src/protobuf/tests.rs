@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::authentication::v1 as authn;
 use k8s_pb::api::authorization::v1 as authz;
+use k8s_pb::api::autoscaling::{v1 as autoscaling_v1, v2 as autoscaling_v2};
 use k8s_pb::api::core::v1 as core;
 use k8s_pb::api::events::v1 as events;
 use k8s_pb::apimachinery::pkg::api::resource::Quantity;
@@ -565,6 +566,74 @@ fn negative_numbers() {
     let probe = index_of("k8s.io.api.core.v1.Probe");
     let bytes = core::Probe { period_seconds: Some(-1), ..Default::default() }.encode_to_vec();
     assert_eq!(decode_message(&bytes, probe, 0).unwrap(), json!({"periodSeconds": -1}));
+}
+
+#[test]
+fn autoscalers_in_both_versions_as_kubectl_autoscale_sends_them() {
+    let target = |kind: &str| (s(kind), s("web"), s("apps/v1"));
+    let (kind, name, api_version) = target("Deployment");
+    let v2 = autoscaling_v2::HorizontalPodAutoscaler {
+        metadata: meta("web"),
+        spec: Some(autoscaling_v2::HorizontalPodAutoscalerSpec {
+            scale_target_ref: Some(autoscaling_v2::CrossVersionObjectReference {
+                kind: kind.clone(),
+                name: name.clone(),
+                api_version: api_version.clone(),
+            }),
+            min_replicas: Some(1),
+            max_replicas: Some(3),
+            metrics: vec![autoscaling_v2::MetricSpec {
+                r#type: s("Resource"),
+                resource: Some(autoscaling_v2::ResourceMetricSource {
+                    name: s("cpu"),
+                    target: Some(autoscaling_v2::MetricTarget {
+                        r#type: s("Utilization"),
+                        average_utilization: Some(50),
+                        ..Default::default()
+                    }),
+                }),
+                ..Default::default()
+            }],
+            behavior: None,
+        }),
+        status: Some(autoscaling_v2::HorizontalPodAutoscalerStatus {
+            desired_replicas: Some(0),
+            ..Default::default()
+        }),
+    };
+    assert_eq!(
+        decode(&body("autoscaling/v2", "HorizontalPodAutoscaler", &v2)),
+        json!({
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "web", "apiVersion": "apps/v1"},
+                "minReplicas": 1,
+                "maxReplicas": 3,
+                "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 50}}}],
+            },
+            "status": {"desiredReplicas": 0},
+        })
+    );
+    let v1 = autoscaling_v1::HorizontalPodAutoscaler {
+        metadata: meta("web"),
+        spec: Some(autoscaling_v1::HorizontalPodAutoscalerSpec {
+            scale_target_ref: Some(autoscaling_v1::CrossVersionObjectReference {
+                kind,
+                name,
+                api_version,
+            }),
+            min_replicas: Some(1),
+            max_replicas: Some(3),
+            target_cpu_utilization_percentage: Some(50),
+        }),
+        status: None,
+    };
+    let decoded = decode(&body("autoscaling/v1", "HorizontalPodAutoscaler", &v1));
+    assert_eq!(decoded["spec"]["targetCPUUtilizationPercentage"], 50);
+    assert_eq!(decoded["spec"]["scaleTargetRef"]["kind"], "Deployment");
 }
 
 #[test]

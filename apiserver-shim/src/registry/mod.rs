@@ -27,6 +27,7 @@ pub use form::{Decode, Validate};
 
 pub mod apiextensions;
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod carrel;
 pub mod coordination;
@@ -80,6 +81,23 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
     ) -> ApiResult<()> {
         Ok(())
     }
+
+    /// Whether the type's version is the one its objects are stored in. A kind served in more
+    /// than one version is stored in one; each other version is a view of the same objects,
+    /// converted by [`Strategy::convert_to_storage`] on every write and by
+    /// [`Strategy::convert_from_storage`] on every read (as a custom resource's versions are by
+    /// its definition).
+    fn is_storage_version(&self) -> bool {
+        true
+    }
+
+    /// An object of the type's version as its storage version holds it: converted, with the
+    /// storage version's defaults. Nothing to do for the storage version itself.
+    fn convert_to_storage(&self, _object: &mut Value) {}
+
+    /// A stored object as the type's version shows it. Nothing to do for the storage version
+    /// itself.
+    fn convert_from_storage(&self, _object: &mut Value) {}
 
     /// The rule the kind's object names follow.
     fn name_rule(&self) -> NameRule {
@@ -314,7 +332,9 @@ pub const fn served(
     }
 }
 
-/// Every built-in resource type, in the order discovery lists them: one line per kind.
+/// Every built-in resource type, in the order discovery lists them: one line per kind, and one
+/// more per other version a kind is served in, after its storage version (a group's first version
+/// is its preferred one).
 pub static BUILT_IN: &[ResourceType] = &[
     core::namespaces::TYPE,
     core::pods::TYPE,
@@ -335,6 +355,8 @@ pub static BUILT_IN: &[ResourceType] = &[
     apps::statefulsets::TYPE,
     apps::daemonsets::TYPE,
     apps::controllerrevisions::TYPE,
+    autoscaling::horizontalpodautoscalers::TYPE,
+    autoscaling::horizontalpodautoscalers::V1,
     batch::jobs::TYPE,
     batch::cronjobs::TYPE,
     coordination::leases::TYPE,

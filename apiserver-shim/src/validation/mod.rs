@@ -36,7 +36,9 @@ pub(crate) use meta::{annotations, labels, object_meta, object_meta_update, STAN
 pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RANGE};
 pub(crate) use read::same;
 pub use resources::parse_quantity;
-pub(crate) use resources::{container_resources, pod_quantities, QUANTITY_FORMAT};
+pub(crate) use resources::{
+    container_resource_name, container_resources, pod_quantities, QUANTITY_FORMAT,
+};
 pub(crate) use selector::{
     immutable_selector, label_selector, required_selector, same_selector, template_labels,
     template_matches, Selector,

@@ -3,7 +3,7 @@
 //! Deployments roll out, over and back and scale, StatefulSets roll out in order and scale down
 //! from the top, DaemonSets run on every node, Jobs complete or fail, deletes cascade,
 //! ResourceQuotas bound what is created and report what is used, and `kubectl drain` evicts
-//! within PodDisruptionBudgets.
+//! within PodDisruptionBudgets; autoscalers are made and read in both their versions.
 
 mod common;
 
@@ -603,6 +603,79 @@ fn daemons(k: &Kubectl<'_>) {
         (left.is_empty(), left)
     });
 }
+
+#[test]
+fn kubectl_autoscale_makes_an_autoscaler_read_in_v2_and_v1() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    for k in &Kubectl::each(&up) {
+        autoscales(k);
+    }
+    up.stop();
+}
+
+fn autoscales(k: &Kubectl<'_>) {
+    k.run(&["create", "deployment", "web", "--image=nginx:1.27"]);
+    // The current kubectl takes the target as --cpu (and warns on --cpu-percent).
+    let cpu = if k.version == "current" { "--cpu=50%" } else { "--cpu-percent=50" };
+    let made = k.run(&["autoscale", "deployment", "web", "--min=1", "--max=3", cpu]);
+    assert_eq!(
+        made, "horizontalpodautoscaler.autoscaling/web autoscaled\n",
+        "kubectl {}",
+        k.version
+    );
+
+    let table = k.run(&["get", "hpa", "web"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]);
+    let row = lines.next().unwrap_or_default();
+    let cells: Vec<&str> = row.split("   ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(
+        cells[..6],
+        ["web", "Deployment/web", "cpu: <unknown>/50%", "1", "3", "0"],
+        "{table}"
+    );
+
+    // By its full name: a short name drops the version (client-go's shortcut expander), so
+    // `hpa.v1.autoscaling` reads the preferred v2.
+    let v1 = k.run(&[
+        "get",
+        "horizontalpodautoscalers.v1.autoscaling",
+        "web",
+        "-o",
+        "jsonpath={.spec.targetCPUUtilizationPercentage}",
+    ]);
+    assert_eq!(v1, "50", "kubectl {}", k.version);
+    let v2 = k.run(&[
+        "get",
+        "horizontalpodautoscalers.v2.autoscaling",
+        "web",
+        "-o",
+        "jsonpath={.spec.metrics[0].resource.target.averageUtilization}",
+    ]);
+    assert_eq!(v2, "50", "kubectl {}", k.version);
+
+    let file = k.up.home.path().join(format!("bad-hpa-{}.yaml", k.version));
+    std::fs::write(&file, BAD_HPA).expect("write manifest");
+    let refused = k.output(&["create", "-f", &file.to_string_lossy()]);
+    assert!(!refused.status.success(), "kubectl {}: an autoscaler of 0 replicas", k.version);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("The HorizontalPodAutoscaler \"bad\" is invalid")
+            && stderr.contains("spec.maxReplicas: Invalid value: 0: must be greater than 0"),
+        "kubectl {}: {stderr}",
+        k.version
+    );
+}
+
+const BAD_HPA: &str = "apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: bad}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  maxReplicas: 0
+";
 
 const GPU_JOB: &str = "apiVersion: batch/v1
 kind: Job

@@ -23,7 +23,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::core::PartialObjectMeta;
-use kube::discovery::{verbs, ApiResource, Discovery, Scope};
+use kube::discovery::{verbs, ApiCapabilities, ApiResource, Discovery, Scope};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use serde_json::json;
@@ -236,12 +236,25 @@ impl Collector {
                 return;
             }
         };
+        let watchable = |api: &ApiResource, caps: &ApiCapabilities| {
+            [verbs::LIST, verbs::WATCH, verbs::DELETE].iter().all(|v| caps.supports_operation(v))
+                && !ignored(api)
+        };
         for group in discovery.groups() {
+            // An owner reference may name a kind in any version its group serves (an
+            // autoscaling/v1 HorizontalPodAutoscaler is an autoscaling/v2 one): each is known.
+            for version in group.versions() {
+                for (api, caps) in group.versioned_resources(version) {
+                    if watchable(&api, &caps) {
+                        let kind = (api.api_version.clone(), api.kind.clone());
+                        let namespaced = caps.scope == Scope::Namespaced;
+                        self.kinds.insert(kind, Arc::new(Resource { api, namespaced }));
+                    }
+                }
+            }
+            // The objects of a kind are watched once, in the group's preferred version.
             for (api, caps) in group.recommended_resources() {
-                let watchable = [verbs::LIST, verbs::WATCH, verbs::DELETE]
-                    .iter()
-                    .all(|verb| caps.supports_operation(verb));
-                if !watchable || ignored(&api) {
+                if !watchable(&api, &caps) {
                     continue;
                 }
                 let key = format!("{}/{}", api.api_version, api.plural);

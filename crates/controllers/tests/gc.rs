@@ -3,6 +3,7 @@
 
 mod common;
 
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -104,6 +105,33 @@ async fn a_dependent_whose_owner_never_existed_is_collected_and_one_of_an_unserv
     })
     .await;
     assert!(!gone(c, "of-widget").await, "an owner of a kind not served decides nothing");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owner_named_in_a_version_it_is_not_watched_in_is_known() {
+    // Autoscalers are watched in autoscaling/v2; a reference may name them in autoscaling/v1.
+    let cluster = Cluster::start().await;
+    let c = &cluster.client;
+    let autoscalers: Api<HorizontalPodAutoscaler> = Api::namespaced(c.clone(), "default");
+    let hpa: HorizontalPodAutoscaler = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 3},
+    }))
+    .unwrap();
+    let hpa = autoscalers.create(&PostParams::default(), &hpa).await.unwrap();
+    let owner = OwnerReference {
+        api_version: "autoscaling/v1".into(),
+        kind: "HorizontalPodAutoscaler".into(),
+        name: "web".into(),
+        uid: hpa.metadata.uid.clone().unwrap(),
+        ..OwnerReference::default()
+    };
+    create(c, "of-web", vec![owner], &[]).await;
+    autoscalers.delete("web", &DeleteParams::default()).await.unwrap();
+    until("the dependent of the autoscaler collected", || async {
+        gone(c, "of-web").await.then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
