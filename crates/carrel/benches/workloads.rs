@@ -173,13 +173,12 @@ async fn job(client: &kube::Client, app: &str) -> BenchResult<Duration> {
     loop {
         let job = jobs.get(app).await?;
         let conditions = job.status.and_then(|s| s.conditions).unwrap_or_default();
-        if let Some(done) = conditions.iter().find(|c| c.status == "True") {
-            if done.type_ == "Complete" {
-                return Ok(start.elapsed());
-            }
-            if done.type_ == "Failed" {
-                return Err(format!("the Job failed: {:?}", done.message).into());
-            }
+        let holds = |kind: &str| conditions.iter().find(|c| c.type_ == kind && c.status == "True");
+        if holds("Complete").is_some() {
+            return Ok(start.elapsed());
+        }
+        if let Some(failed) = holds("Failed") {
+            return Err(format!("the Job failed: {:?}", failed.message).into());
         }
         if Instant::now() > deadline {
             return Err(format!("the Job not complete within {WAIT:?}").into());
