@@ -8,6 +8,7 @@
 //! Creates of a type the admission counts are serialised, so two pods created at once cannot both
 //! take the last slice of a quota.
 
+pub mod default_storage_class;
 pub mod limit_ranges;
 pub mod podsecurity;
 
