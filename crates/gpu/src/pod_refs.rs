@@ -2,12 +2,12 @@
 //! Pure code: the tenant API's admission refuses what the syncer cannot carry, and the syncer
 //! translates the rest to the host names of the tenant's copies; both read this one table.
 //!
-//! A reference either names a ConfigMap or Secret of the pod's namespace (the syncer copies the
-//! object into the tenant's host namespace and renames the reference to the copy, so no tenant
-//! reference can name an object Carrel keeps there), or it names something the syncer does not
-//! carry (a PersistentVolumeClaim, Endpoints, a PersistentVolume, a cluster trust bundle, a
-//! certificate signer): on the host it would name the host's object of that name, so the
-//! tenant API refuses it.
+//! A reference either names a ConfigMap, Secret or PersistentVolumeClaim of the pod's namespace
+//! (the syncer carries the object into the tenant's host namespace under a name of its own and
+//! renames the reference to it, so no tenant reference can name an object Carrel or the host
+//! keeps there), or it names something the syncer does not carry (Endpoints, a PersistentVolume,
+//! a data source, a cluster trust bundle, a certificate signer): on the host it would name the
+//! host's object of that name, so the tenant API refuses it.
 
 use serde_json::Value;
 
@@ -18,6 +18,8 @@ pub enum Referent {
     ConfigMap,
     /// A Secret of the pod's namespace.
     Secret,
+    /// A PersistentVolumeClaim of the pod's namespace.
+    PersistentVolumeClaim,
     /// Something the syncer does not carry to the host, by kind.
     Unsynced(&'static str),
 }
@@ -54,7 +56,7 @@ pub const VOLUME_REFERENCES: &[Reference] = &[
     r("flexVolume", "/secretRef/name", Referent::Secret),
     r("glusterfs", "/endpoints", Referent::Unsynced("Endpoints")),
     r("iscsi", "/secretRef/name", Referent::Secret),
-    r("persistentVolumeClaim", "/claimName", Referent::Unsynced("PersistentVolumeClaim")),
+    r("persistentVolumeClaim", "/claimName", Referent::PersistentVolumeClaim),
     r("rbd", "/secretRef/name", Referent::Secret),
     r("scaleIO", "/secretRef/name", Referent::Secret),
     r("secret", "/secretName", Referent::Secret),
@@ -155,7 +157,7 @@ pub fn volume_references(spec: &Value) -> Vec<Found<'_>> {
 }
 
 /// The references of pod spec `spec` the syncer cannot carry to the host, as
-/// `spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim "data"`.
+/// `spec.volumes[0].glusterfs.endpoints: Endpoints "gl"`.
 pub fn unsynced_references(spec: &Value) -> Vec<String> {
     volume_references(spec)
         .into_iter()
@@ -195,10 +197,9 @@ mod tests {
         );
         assert_eq!(
             unsynced_references(&spec),
-            [
-                "spec.volumes[1].persistentVolumeClaim.claimName: PersistentVolumeClaim \"data\"",
-                "spec.volumes[2].projected.sources[1].podCertificate.signerName: certificate signer \"x/y\"",
-            ]
+            ["spec.volumes[2].projected.sources[1].podCertificate.signerName: certificate signer \"x/y\""]
         );
+        let claim = volume_references(&spec).into_iter().find(|f| f.volume == "b").unwrap();
+        assert_eq!(claim.reference.referent, Referent::PersistentVolumeClaim);
     }
 }
