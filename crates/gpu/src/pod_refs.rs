@@ -7,7 +7,8 @@
 //! renames the reference to it, so no tenant reference can name an object Carrel or the host
 //! keeps there), or it names something the syncer does not carry (Endpoints, a PersistentVolume,
 //! a data source, a cluster trust bundle, a certificate signer): on the host it would name the
-//! host's object of that name, so the tenant API refuses it.
+//! host's object of that name, so the tenant API refuses it. Generic ephemeral volumes are refused
+//! whole ([`UNSYNCED_VOLUME_SOURCES`]).
 
 use serde_json::Value;
 
@@ -62,6 +63,12 @@ pub const VOLUME_REFERENCES: &[Reference] = &[
     r("secret", "/secretName", Referent::Secret),
     r("storageos", "/secretRef/name", Referent::Secret),
 ];
+
+/// Volume source types the syncer does not carry at all, whatever they name, with what they are
+/// called: a generic ephemeral volume's claim would be made on the host, by the host's
+/// ephemeral-volume controller, straight from its template (whose selector or class could bind
+/// the host's own volumes), and no tenant claim would stand for it.
+pub const UNSYNCED_VOLUME_SOURCES: &[(&str, &str)] = &[("ephemeral", "generic ephemeral volume")];
 
 /// Volume source types that name no object of the cluster (they may name storage outside it,
 /// such as a cloud disk or an NFS server: the Pod Security Standard `restricted` refuses those).
@@ -157,15 +164,26 @@ pub fn volume_references(spec: &Value) -> Vec<Found<'_>> {
 }
 
 /// The references of pod spec `spec` the syncer cannot carry to the host, as
-/// `spec.volumes[0].glusterfs.endpoints: Endpoints "gl"`.
+/// `spec.volumes[0].glusterfs.endpoints: Endpoints "gl"`, then its volumes of a source the
+/// syncer does not carry ([`UNSYNCED_VOLUME_SOURCES`]), as
+/// `spec.volumes[1].ephemeral: generic ephemeral volume "scratch"`.
 pub fn unsynced_references(spec: &Value) -> Vec<String> {
-    volume_references(spec)
+    let mut out: Vec<String> = volume_references(spec)
         .into_iter()
         .filter_map(|f| match f.reference.referent {
             Referent::Unsynced(kind) => Some(format!("{}: {kind} {:?}", f.path, f.name)),
             _ => None,
         })
-        .collect()
+        .collect();
+    for (i, v) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
+        for (source, what) in UNSYNCED_VOLUME_SOURCES {
+            if v.get(*source).is_some_and(|s| !s.is_null()) {
+                let name = v["name"].as_str().unwrap_or("");
+                out.push(format!("spec.volumes[{i}].{source}: {what} {name:?}"));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -201,5 +219,14 @@ mod tests {
         );
         let claim = volume_references(&spec).into_iter().find(|f| f.volume == "b").unwrap();
         assert_eq!(claim.reference.referent, Referent::PersistentVolumeClaim);
+        let ephemeral = json!({"volumes": [
+            {"name": "cfg", "configMap": {"name": "c"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "storageClassName": ""}}}},
+        ]});
+        assert_eq!(
+            unsynced_references(&ephemeral),
+            ["spec.volumes[1].ephemeral: generic ephemeral volume \"scratch\""]
+        );
     }
 }

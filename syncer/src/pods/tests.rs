@@ -131,6 +131,16 @@ fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
             Want::Fail { says: "Endpoints \"gl\"", release: false },
         ),
         (
+            "a generic ephemeral volume",
+            Some(tenant_pod(
+                "u1",
+                json!({}),
+                json!({"volumes": [{"name": "s", "ephemeral": {"volumeClaimTemplate": {}}}]}),
+            )),
+            None,
+            Want::Fail { says: "generic ephemeral volume \"s\"", release: false },
+        ),
+        (
             "a claim, which is carried",
             Some(tenant_pod("u1", json!({}), pvc)),
             None,

@@ -188,6 +188,18 @@ fn a_pod_mounting_a_claim_is_admitted() {
     }));
     assert!(checks(Level::Baseline, &p).is_empty());
     assert!(checks(Level::Restricted, &p).iter().all(|c| *c != "unsynced references"));
+    // A generic ephemeral volume's claim would be made by the host from its template: refused.
+    let p = pod(json!({
+        "containers": [{"name": "c", "image": "x"}],
+        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}],
+    }));
+    let v = check(Level::Baseline, &p);
+    assert!(
+        forbidden_message(Level::Baseline, &v)
+            .ends_with("spec.volumes[0].ephemeral: generic ephemeral volume \"scratch\""),
+        "{v:?}"
+    );
 }
 
 /// Every volume source and projected source of the Kubernetes schema is classified: either
