@@ -19,6 +19,9 @@
 //!   virtual node, and a finished host pod's claims are released.
 //! - `copies`: the host copies of the ConfigMaps and Secrets pods reference, which follow their
 //!   tenant objects and leave the host with them.
+//! - `claims`: a host PersistentVolumeClaim for each tenant claim, made when the claim is (or
+//!   when a pod needs it first), deleted with it; its binding and status go up to the tenant's.
+//! - `storage_classes`: the tenant's mirrors of the host's StorageClasses.
 //! - `tokens`: service-account tokens in host Secrets, renewed and deleted.
 //! - `events_up`: host events about host pods, copied up to the tenant.
 //! - `virtual_nodes`: the tenant's view of the host nodes its pods run on.
@@ -30,12 +33,14 @@
 //! Host names come from [`host_names`] only; translations between tenant and host objects are
 //! pure, in [`translate`].
 
+mod claims;
 mod copies;
 mod events_up;
 pub mod host_names;
 pub mod host_watch;
 pub mod placement;
 mod pods;
+mod storage_classes;
 pub mod taken_up;
 mod tokens;
 pub mod translate;
@@ -53,7 +58,8 @@ use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::scheduler::{scheduler, ScheduleRequest};
@@ -177,6 +183,12 @@ struct Inner {
     tokens: Mutex<HashMap<Key, chrono::DateTime<chrono::Utc>>>,
     /// The host Secrets of the tenant (copies and token Secrets), once they are watched.
     host_secrets: std::sync::OnceLock<Store<Secret>>,
+    /// The host claims of the tenant, once they are watched.
+    host_claims: std::sync::OnceLock<Store<PersistentVolumeClaim>>,
+    /// The host's StorageClasses: host claims are given their classes from them.
+    storage_classes: Store<StorageClass>,
+    /// Tenant claims whose last reconcile failed, looked at again shortly.
+    claims_to_retry: Mutex<BTreeSet<Key>>,
 }
 
 /// The keys of the objects a relist of a watch has shown so far, between its `Init` and its
@@ -231,6 +243,7 @@ impl Syncer {
                 host_client: host.client().clone(),
                 host_nodes: host.nodes(),
                 claim_leases: host.claim_leases(),
+                storage_classes: host.storage_classes(),
                 host: host.clone(),
                 tenant_pods,
                 tenant_writer: Mutex::new(Some(tenant_writer)),
@@ -245,6 +258,8 @@ impl Syncer {
                 running: Mutex::default(),
                 tokens: Mutex::default(),
                 host_secrets: std::sync::OnceLock::new(),
+                host_claims: std::sync::OnceLock::new(),
+                claims_to_retry: Mutex::default(),
             }),
         }
     }
@@ -290,6 +305,7 @@ impl Syncer {
         let host = self.inner.host.subscribe(&self.inner.tenant, &self.inner.host_namespace);
         let _ = self.inner.host_pods.set(host.pods.store());
         let _ = self.inner.host_secrets.set(host.secrets.store());
+        let _ = self.inner.host_claims.set(host.volume_claims.store());
         let tasks = vec![
             tokio::spawn(self.clone().watch_tenant_pods(writer)),
             tokio::spawn(self.clone().watch_host_pods(host.pods)),
@@ -298,6 +314,8 @@ impl Syncer {
             tokio::spawn(self.clone().watch_host_nodes(host.nodes)),
             tokio::spawn(self.clone().mirror::<ConfigMap>(host.config_maps)),
             tokio::spawn(self.clone().mirror::<Secret>(host.secrets)),
+            tokio::spawn(self.clone().sync_claims(host.volume_claims)),
+            tokio::spawn(self.clone().mirror_storage_classes(host.storage_classes)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];

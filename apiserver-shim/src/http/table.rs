@@ -155,4 +155,74 @@ mod tests {
         assert_eq!(t["rows"][1]["cells"][1], "NotReady");
         assert_eq!(t["rows"][1]["cells"][2], "<none>");
     }
+
+    #[test]
+    fn claim_and_storage_class_rows_have_kubectls_columns() {
+        let claims = BUILT_IN.iter().find(|t| t.plural == "persistentvolumeclaims").unwrap();
+        let bound = json!({
+            "metadata": {"name": "data-db-0"},
+            "spec": {"volumeName": "pvc-1", "storageClassName": "standard", "volumeMode": "Filesystem",
+                "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound", "capacity": {"storage": "2Gi"},
+                "accessModes": ["ReadWriteMany", "ReadWriteOnce", "ReadWriteOnce"]},
+        });
+        let pending = json!({
+            "metadata": {"name": "data-db-1", "deletionTimestamp": "2025-01-01T00:00:00Z"},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Pending", "accessModes": ["ReadWriteOnce"]},
+        });
+        let t = table(claims, &[bound, pending], json!({}), "v1", TableOptions::default());
+        let names: Vec<&str> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "Name",
+                "Status",
+                "Volume",
+                "Capacity",
+                "Access Modes",
+                "StorageClass",
+                "VolumeAttributesClass",
+                "Age",
+                "VolumeMode"
+            ]
+        );
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[1], "Bound");
+        assert_eq!(cells[2], "pvc-1");
+        assert_eq!(cells[3], "2Gi");
+        assert_eq!(cells[4], "RWO,RWX");
+        assert_eq!(cells[5], "standard");
+        assert_eq!(cells[6], "<unset>");
+        assert_eq!(cells[8], "Filesystem");
+        // Unbound: no capacity or modes yet; being deleted: Terminating.
+        let cells = &t["rows"][1]["cells"];
+        assert_eq!(
+            (&cells[1], &cells[3], &cells[4], &cells[5]),
+            (&json!("Terminating"), &json!(""), &json!(""), &json!(""))
+        );
+
+        let classes = BUILT_IN.iter().find(|t| t.plural == "storageclasses").unwrap();
+        let standard = json!({
+            "metadata": {"name": "standard",
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "sim.carrel.dev/local",
+        });
+        let t = table(classes, &[standard], json!({}), "v1", TableOptions::default());
+        assert_eq!(
+            t["rows"][0]["cells"].as_array().unwrap()[..5],
+            [
+                json!("standard (default)"),
+                json!("sim.carrel.dev/local"),
+                json!("Delete"),
+                json!("Immediate"),
+                json!(false)
+            ]
+        );
+    }
 }

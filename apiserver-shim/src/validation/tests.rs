@@ -1135,6 +1135,20 @@ fn more_immutable_fields() {
         "FieldValueForbidden",
         "Forbidden: spec is immutable",
     );
+    // A claim made without a class is given one once (the default written in later); a class,
+    // once set, stays.
+    let old = create("", "persistentvolumeclaims", claim.clone()).unwrap();
+    let mut classed = claim.clone();
+    classed["spec"]["storageClassName"] = json!("standard");
+    let old = update("", "persistentvolumeclaims", &old, classed.clone()).expect("class from nil");
+    let mut reclassed = classed;
+    reclassed["spec"]["storageClassName"] = json!("fast");
+    assert_cause(
+        &causes_of(update("", "persistentvolumeclaims", &old, reclassed)),
+        "spec",
+        "FieldValueForbidden",
+        "Forbidden: spec is immutable",
+    );
 
     // PriorityClass value, StorageClass parameters.
     let pc = json!({"metadata": {"name": "high"}, "value": 1000});

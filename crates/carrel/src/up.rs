@@ -23,7 +23,7 @@ use carrel_apiserver::{kubeconfig, local_client};
 use carrel_apiserver::{Api, Server};
 use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_sim::kubelet::Kubelet;
-use carrel_sim::{run_scheduler, LogStore};
+use carrel_sim::{run_provisioner, run_scheduler, LogStore};
 use carrel_store::{Options, SledStore};
 use carrel_tenants::Manager;
 
@@ -200,6 +200,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
     tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
+    // The host's storage: a default StorageClass, and volumes provisioned and bound for its claims.
+    tasks.push(tokio::spawn(run_provisioner(client.clone(), stop_rx.clone())));
     // The host's garbage collector, as a cluster's kube-controller-manager runs one: ownerless
     // dependents, and deletes in the foreground or orphaning.
     let host_controllers = carrel_controllers::Context::new(client.clone());

@@ -385,13 +385,11 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
     ));
     assert!(events.contains("the host pod runs without runtimeClassName"), "{events}");
     // A volume whose source the syncer does not carry is refused: on the host it would name the
-    // host's PersistentVolumeClaim of that name.
-    let err = fails(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stateful\nspec:\n  containers:\n  - name: main\n    image: x\n  volumes:\n  - name: data\n    persistentVolumeClaim:\n      claimName: data\n"));
+    // host's Endpoints of that name.
+    let err = fails(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: stateful\nspec:\n  containers:\n  - name: main\n    image: x\n  volumes:\n  - name: data\n    glusterfs:\n      endpoints: gluster\n      path: data\n"));
     assert!(
         err.contains("forbidden")
-            && err.contains(
-                "spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim \"data\""
-            ),
+            && err.contains("spec.volumes[0].glusterfs.endpoints: Endpoints \"gluster\""),
         "{err}"
     );
     // A pod name with dots makes a valid host pod too.

@@ -19,6 +19,8 @@ struct Kubectl<'a> {
     version: &'static str,
     binary: PathBuf,
     kubeconfig: PathBuf,
+    /// The tenant's name.
+    tenant: String,
 }
 
 impl<'a> Kubectl<'a> {
@@ -33,8 +35,9 @@ impl<'a> Kubectl<'a> {
             .into_iter()
             .enumerate()
             .map(|(i, (version, binary))| {
-                let kubeconfig = create(up, &format!("team-{i}"), extra);
-                Kubectl { up, version, binary, kubeconfig }
+                let tenant = format!("team-{i}");
+                let kubeconfig = create(up, &tenant, extra);
+                Kubectl { up, version, binary, kubeconfig, tenant }
             })
             .collect()
     }
@@ -75,6 +78,15 @@ impl<'a> Kubectl<'a> {
 
     fn exists(&self, name: &str) -> bool {
         self.output(&["get", "configmap", name]).status.success()
+    }
+
+    /// Standard output of a command that must succeed, run as the host's admin in the tenant's
+    /// host namespace.
+    fn on_host(&self, args: &[&str]) -> String {
+        let namespace = format!("carrel-{}", self.tenant);
+        let mut all = vec!["-n", namespace.as_str()];
+        all.extend_from_slice(args);
+        ok(self.up.kubectl(&self.up.host_kubeconfig(), &all))
     }
 }
 
@@ -213,15 +225,14 @@ spec:
       containers: [{name: nginx, image: \"nginx:1.27\"}]
 ";
 
-/// A StatefulSet with a volume claim template: its pods mount claims, which a tenant's
-/// admission refuses (the syncer does not carry claims to the host, where the name would be
-/// the host's own claim).
+/// A StatefulSet with a volume claim template: each pod mounts a claim of its own, which the
+/// syncer carries to the host as a host claim of the tenant's, bound by the host's provisioner.
 const CLAIMED: &str = "apiVersion: apps/v1
 kind: StatefulSet
 metadata: {name: db}
 spec:
   serviceName: db
-  replicas: 2
+  replicas: 3
   selector: {matchLabels: {app: db}}
   template:
     metadata: {labels: {app: db}}
@@ -319,32 +330,80 @@ fn stateful(k: &Kubectl<'_>) {
     });
     k.run(&["rollout", "status", "statefulset/web", "--timeout=60s"]);
 
-    // With a volume claim template: the claim is made before its pod, the pod is refused, and
-    // the claims are retained when the set goes.
+    // With a volume claim template: each pod gets a claim of its own, bound on the host, and
+    // the set rolls out; the claims are retained when the set goes.
     k.apply(CLAIMED);
-    eventually("a refused pod told", within, || {
-        let events = k.run(&[
+    k.run(&["rollout", "status", "statefulset/db", "--timeout=120s"]);
+    let pods: Vec<String> = stateful_pods(k, "db").into_iter().map(|(name, _)| name).collect();
+    assert_eq!(pods, ["db-0", "db-1", "db-2"]);
+    let phases = || {
+        k.run(&[
             "get",
-            "events",
-            "--field-selector",
-            "involvedObject.name=db,reason=FailedCreate",
+            "pvc",
             "-o",
-            "jsonpath={.items[*].message}",
-        ]);
-        let told = events.contains("create Pod db-0 in StatefulSet db failed error:")
-            && events.contains("PersistentVolumeClaim \"data-db-0\"");
-        (told, events)
+            "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}",
+        ])
+    };
+    eventually("every claim bound", within, || {
+        let seen = phases();
+        (seen.trim() == "data-db-0=Bound data-db-1=Bound data-db-2=Bound", seen)
     });
-    let claims = k.run(&["get", "pvc", "-o", "name"]);
-    assert_eq!(claims.trim(), "persistentvolumeclaim/data-db-0");
-    assert!(stateful_pods(k, "db").is_empty());
+    // As kind or k3s show it: the volume named for the claim, the default class, its size.
+    let uid = k.run(&["get", "pvc", "data-db-0", "-o", "jsonpath={.metadata.uid}"]);
+    let row = k.run(&["get", "pvc", "data-db-0", "--no-headers"]);
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        ["data-db-0", "Bound", &format!("pvc-{uid}"), "1Gi", "RWO", "standard"],
+        "{row}"
+    );
+    let classes = k.run(&["get", "storageclass", "--no-headers"]);
+    assert!(classes.starts_with("standard (default)"), "{classes}");
+    let mounted = k.run(&[
+        "get",
+        "pod",
+        "db-1",
+        "-o",
+        "jsonpath={.spec.volumes[0].persistentVolumeClaim.claimName}",
+    ]);
+    assert_eq!(mounted, "data-db-1");
+    // On the host: the tenant's three host claims in its host namespace, bound.
+    let host_claims = || {
+        k.on_host(&[
+            "get",
+            "pvc",
+            "-l",
+            &format!("carrel.dev/tenant={}", k.tenant),
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}",
+        ])
+    };
+    assert_eq!(
+        host_claims().trim(),
+        "data-db-0-x-default=Bound data-db-1-x-default=Bound data-db-2-x-default=Bound"
+    );
+    let host_mount = k.on_host(&[
+        "get",
+        "pod",
+        "db-1-x-default",
+        "-o",
+        "jsonpath={.spec.volumes[0].persistentVolumeClaim.claimName}",
+    ]);
+    assert_eq!(host_mount, "data-db-1-x-default");
+
     k.run(&["delete", "statefulset", "db", "web"]);
-    eventually("web's pods gone", within, || {
-        let left = stateful_pods(k, "web");
+    eventually("the sets' pods gone", within, || {
+        let left = [stateful_pods(k, "web"), stateful_pods(k, "db")].concat();
         (left.is_empty(), left)
     });
     let claims = k.run(&["get", "pvc", "-o", "name"]);
-    assert_eq!(claims.trim(), "persistentvolumeclaim/data-db-0", "retained");
+    assert_eq!(claims.lines().count(), 3, "retained: {claims}");
+    // A claim deleted after its pod leaves the host too; the others stay.
+    k.run(&["delete", "pvc", "data-db-2"]);
+    eventually("its host claim gone", within, || {
+        let seen = host_claims();
+        (seen.trim() == "data-db-0-x-default=Bound data-db-1-x-default=Bound", seen)
+    });
 }
 
 #[test]
@@ -737,6 +796,7 @@ fn gpu_workloads_wait_for_their_quota_and_give_their_slices_back() {
         version: "1.33",
         binary: carrel_e2e::kubectl_path("kubectl.1.33"),
         kubeconfig: kc,
+        tenant: "team-gpu".into(),
     };
 
     // Four workers, room for two: two run, the others are refused by the quota until slices

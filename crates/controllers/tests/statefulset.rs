@@ -552,13 +552,16 @@ async fn on_delete_replaces_a_pod_only_once_it_is_deleted() {
 #[tokio::test]
 async fn a_refused_pod_is_a_failed_create_event() {
     let cluster = Cluster::start().await;
-    // A tenant's admission refuses the claims' volumes: the host would resolve them itself.
+    // A tenant's admission refuses a privileged pod (its claims' volumes it lets through).
     cluster.server.api().set_admission(Arc::new(TenantAdmission::new(TenantPolicy {
         level: Level::Baseline,
         ..TenantPolicy::default()
     })));
     let client = cluster.client.clone();
-    create(&client, &sts("refused", 1, json!({}))).await;
+    let privileged = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": "nginx:1", "securityContext": {"privileged": true}}
+    ]}}}});
+    create(&client, &sts("refused", 1, privileged)).await;
     let failed = until("a FailedCreate event", || async {
         events(&client, "refused", "FailedCreate").await.pop()
     })
@@ -567,7 +570,7 @@ async fn a_refused_pod_is_a_failed_create_event() {
         failed.starts_with("create Pod refused-0 in StatefulSet refused failed error: "),
         "{failed}"
     );
-    assert!(failed.contains("PersistentVolumeClaim \"data-refused-0\""), "{failed}");
+    assert!(failed.contains("privileged"), "{failed}");
     assert!(claim(&client, "data-refused-0").await.is_some(), "the claim is made first");
     assert!(get_pod(&client, "refused-0").await.is_none());
 }

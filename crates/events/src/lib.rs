@@ -53,6 +53,21 @@ impl EventTarget {
         }
     }
 
+    /// A PersistentVolumeClaim.
+    pub fn persistent_volume_claim(
+        namespace: &str,
+        name: &str,
+        uid: Option<String>,
+    ) -> EventTarget {
+        EventTarget {
+            api_version: "v1".into(),
+            kind: "PersistentVolumeClaim".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            uid,
+        }
+    }
+
     /// A Lease.
     pub fn lease(namespace: &str, name: &str) -> EventTarget {
         EventTarget {

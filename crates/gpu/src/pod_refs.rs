@@ -2,12 +2,13 @@
 //! Pure code: the tenant API's admission refuses what the syncer cannot carry, and the syncer
 //! translates the rest to the host names of the tenant's copies; both read this one table.
 //!
-//! A reference either names a ConfigMap or Secret of the pod's namespace (the syncer copies the
-//! object into the tenant's host namespace and renames the reference to the copy, so no tenant
-//! reference can name an object Carrel keeps there), or it names something the syncer does not
-//! carry (a PersistentVolumeClaim, Endpoints, a PersistentVolume, a cluster trust bundle, a
-//! certificate signer): on the host it would name the host's object of that name, so the
-//! tenant API refuses it.
+//! A reference either names a ConfigMap, Secret or PersistentVolumeClaim of the pod's namespace
+//! (the syncer carries the object into the tenant's host namespace under a name of its own and
+//! renames the reference to it, so no tenant reference can name an object Carrel or the host
+//! keeps there), or it names something the syncer does not carry (Endpoints, a PersistentVolume,
+//! a data source, a cluster trust bundle, a certificate signer): on the host it would name the
+//! host's object of that name, so the tenant API refuses it. Generic ephemeral volumes are refused
+//! whole ([`UNSYNCED_VOLUME_SOURCES`]).
 
 use serde_json::Value;
 
@@ -18,6 +19,8 @@ pub enum Referent {
     ConfigMap,
     /// A Secret of the pod's namespace.
     Secret,
+    /// A PersistentVolumeClaim of the pod's namespace.
+    PersistentVolumeClaim,
     /// Something the syncer does not carry to the host, by kind.
     Unsynced(&'static str),
 }
@@ -54,12 +57,18 @@ pub const VOLUME_REFERENCES: &[Reference] = &[
     r("flexVolume", "/secretRef/name", Referent::Secret),
     r("glusterfs", "/endpoints", Referent::Unsynced("Endpoints")),
     r("iscsi", "/secretRef/name", Referent::Secret),
-    r("persistentVolumeClaim", "/claimName", Referent::Unsynced("PersistentVolumeClaim")),
+    r("persistentVolumeClaim", "/claimName", Referent::PersistentVolumeClaim),
     r("rbd", "/secretRef/name", Referent::Secret),
     r("scaleIO", "/secretRef/name", Referent::Secret),
     r("secret", "/secretName", Referent::Secret),
     r("storageos", "/secretRef/name", Referent::Secret),
 ];
+
+/// Volume source types the syncer does not carry at all, whatever they name, with what they are
+/// called: a generic ephemeral volume's claim would be made on the host, by the host's
+/// ephemeral-volume controller, straight from its template (whose selector or class could bind
+/// the host's own volumes), and no tenant claim would stand for it.
+pub const UNSYNCED_VOLUME_SOURCES: &[(&str, &str)] = &[("ephemeral", "generic ephemeral volume")];
 
 /// Volume source types that name no object of the cluster (they may name storage outside it,
 /// such as a cloud disk or an NFS server: the Pod Security Standard `restricted` refuses those).
@@ -155,15 +164,26 @@ pub fn volume_references(spec: &Value) -> Vec<Found<'_>> {
 }
 
 /// The references of pod spec `spec` the syncer cannot carry to the host, as
-/// `spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim "data"`.
+/// `spec.volumes[0].glusterfs.endpoints: Endpoints "gl"`, then its volumes of a source the
+/// syncer does not carry ([`UNSYNCED_VOLUME_SOURCES`]), as
+/// `spec.volumes[1].ephemeral: generic ephemeral volume "scratch"`.
 pub fn unsynced_references(spec: &Value) -> Vec<String> {
-    volume_references(spec)
+    let mut out: Vec<String> = volume_references(spec)
         .into_iter()
         .filter_map(|f| match f.reference.referent {
             Referent::Unsynced(kind) => Some(format!("{}: {kind} {:?}", f.path, f.name)),
             _ => None,
         })
-        .collect()
+        .collect();
+    for (i, v) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
+        for (source, what) in UNSYNCED_VOLUME_SOURCES {
+            if v.get(*source).is_some_and(|s| !s.is_null()) {
+                let name = v["name"].as_str().unwrap_or("");
+                out.push(format!("spec.volumes[{i}].{source}: {what} {name:?}"));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -195,10 +215,18 @@ mod tests {
         );
         assert_eq!(
             unsynced_references(&spec),
-            [
-                "spec.volumes[1].persistentVolumeClaim.claimName: PersistentVolumeClaim \"data\"",
-                "spec.volumes[2].projected.sources[1].podCertificate.signerName: certificate signer \"x/y\"",
-            ]
+            ["spec.volumes[2].projected.sources[1].podCertificate.signerName: certificate signer \"x/y\""]
+        );
+        let claim = volume_references(&spec).into_iter().find(|f| f.volume == "b").unwrap();
+        assert_eq!(claim.reference.referent, Referent::PersistentVolumeClaim);
+        let ephemeral = json!({"volumes": [
+            {"name": "cfg", "configMap": {"name": "c"}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "storageClassName": ""}}}},
+        ]});
+        assert_eq!(
+            unsynced_references(&ephemeral),
+            ["spec.volumes[1].ephemeral: generic ephemeral volume \"scratch\""]
         );
     }
 }

@@ -1,13 +1,16 @@
 //! What the embedded host of `carrel up` lacks and a real cluster has: a kubelet per simulated
-//! node ([`kubelet`], with its containers' logs in [`logs`]) and a scheduler ([`scheduler`]).
+//! node ([`kubelet`], with its containers' logs in [`logs`]), a scheduler ([`scheduler`]) and a
+//! storage provisioner with its default StorageClass ([`provisioner`]).
 //! Apart from the production node agent, which knows nothing of them; `carrel up` and the tests
 //! run them beside it.
 
 pub mod kubelet;
 pub mod logs;
+pub mod provisioner;
 pub mod scheduler;
 
 pub use logs::{LogLine, LogStore};
+pub use provisioner::run_provisioner;
 pub use scheduler::run_scheduler;
 
 /// Resolves when `stop` turns true or its sender is gone.

@@ -1,11 +1,14 @@
 //! The host side shared by every syncer of a process: one watch per host kind, whatever the
 //! number of tenants, each change routed to the syncer of the tenant it belongs to.
 //!
-//! - Host pods, ConfigMaps and Secrets: those the syncers wrote (their `managed-by` label), in
-//!   every namespace; each goes to the partition its namespace and tenant label name.
+//! - Host pods, ConfigMaps, Secrets and PersistentVolumeClaims: those the syncers wrote (their
+//!   `managed-by` label), in every namespace; each goes to the partition its namespace and tenant
+//!   label name.
 //! - Host Events about pods: each goes to the partition of its namespace (a tenant's host
 //!   namespace).
 //! - Nodes: one cache; every change goes to every syncer (virtual nodes follow them).
+//! - StorageClasses: one cache; every change goes to every syncer (the tenants' mirrors follow
+//!   them, and host claims are given their classes from it).
 //! - Claim Leases: one cache (placement reads the whole fleet); a change goes to the syncer of
 //!   the tenant whose pod holds the claim.
 //!
@@ -24,7 +27,8 @@ use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
@@ -54,10 +58,14 @@ struct Inner {
     pods: Arc<Feed<Pod>>,
     config_maps: Arc<Feed<ConfigMap>>,
     secrets: Arc<Feed<Secret>>,
+    volume_claims: Arc<Feed<PersistentVolumeClaim>>,
     events: Arc<Feed<Event>>,
     nodes: Store<Node>,
     claim_leases: Store<Lease>,
+    storage_classes: Store<StorageClass>,
     node_changes: Arc<Fanout<Arc<Node>>>,
+    /// Told of every change to the host's StorageClasses.
+    storage_class_changes: Arc<Fanout<()>>,
     claim_changes: Arc<Fanout<Key>>,
     /// Told of a change to the host pods or claims of a tenant with no syncer.
     unheard: Unheard,
@@ -81,8 +89,15 @@ impl Unheard {
     }
 }
 
+/// The writers of the caches kept for every syncer, until the watches that fill them start.
+struct Writers {
+    nodes: reflector::store::Writer<Node>,
+    leases: reflector::store::Writer<Lease>,
+    classes: reflector::store::Writer<StorageClass>,
+}
+
 enum Started {
-    No(reflector::store::Writer<Node>, reflector::store::Writer<Lease>),
+    No(Box<Writers>),
     Yes(#[allow(dead_code)] Vec<AbortOnDrop>),
 }
 
@@ -98,8 +113,10 @@ pub(crate) struct TenantFeed {
     pub(crate) pods: Subscription<Pod>,
     pub(crate) config_maps: Subscription<ConfigMap>,
     pub(crate) secrets: Subscription<Secret>,
+    pub(crate) volume_claims: Subscription<PersistentVolumeClaim>,
     pub(crate) events: Subscription<Event>,
     pub(crate) nodes: Listener<Arc<Node>>,
+    pub(crate) storage_classes: Listener<()>,
     pub(crate) claims: Listener<Key>,
 }
 
@@ -151,6 +168,7 @@ impl HostWatch {
             move |p: &Partition| one_namespace || p.namespace.starts_with(HOST_NAMESPACE_PREFIX);
         let (nodes, nodes_writer) = reflector::store();
         let (claim_leases, leases_writer) = reflector::store();
+        let (storage_classes, classes_writer) = reflector::store();
         let unheard = Unheard::default();
         HostWatch {
             inner: Arc::new(Inner {
@@ -159,13 +177,20 @@ impl HostWatch {
                 pods: Arc::new(Feed::new(labelled, |_| true).telling(unheard.clone())),
                 config_maps: Arc::new(Feed::new(labelled, |_| true)),
                 secrets: Arc::new(Feed::new(labelled, |_| true)),
+                volume_claims: Arc::new(Feed::new(labelled, |_| true)),
                 events: Arc::new(Feed::new(in_namespace, keep_events)),
                 nodes,
                 claim_leases,
+                storage_classes,
                 node_changes: Arc::new(Fanout::default()),
+                storage_class_changes: Arc::new(Fanout::default()),
                 claim_changes: Arc::new(Fanout::default()),
                 unheard,
-                started: Mutex::new(Started::No(nodes_writer, leases_writer)),
+                started: Mutex::new(Started::No(Box::new(Writers {
+                    nodes: nodes_writer,
+                    leases: leases_writer,
+                    classes: classes_writer,
+                }))),
             }),
         }
     }
@@ -183,6 +208,11 @@ impl HostWatch {
     /// Every claim Lease.
     pub fn claim_leases(&self) -> Store<Lease> {
         self.inner.claim_leases.clone()
+    }
+
+    /// The host's StorageClasses.
+    pub fn storage_classes(&self) -> Store<StorageClass> {
+        self.inner.storage_classes.clone()
     }
 
     /// The host pods the syncer of `tenant` wrote in `host_namespace`, and their changes.
@@ -203,12 +233,15 @@ impl HostWatch {
         TenantFeed {
             pods: self.inner.pods.subscribe(labelled.clone()),
             config_maps: self.inner.config_maps.subscribe(labelled.clone()),
-            secrets: self.inner.secrets.subscribe(labelled),
+            secrets: self.inner.secrets.subscribe(labelled.clone()),
+            volume_claims: self.inner.volume_claims.subscribe(labelled),
             events: self.inner.events.subscribe(events),
             // Shown what the caches hold, as a watch of their own would be at its start.
             nodes: self.inner.node_changes.listen(tenant, |send| {
                 nodes.state().into_iter().for_each(send);
             }),
+            // One change is enough for a syncer to look at every class.
+            storage_classes: self.inner.storage_class_changes.listen(tenant, |send| send(())),
             claims: self.inner.claim_changes.listen(tenant, |send| {
                 for lease in leases.state() {
                     match claim_of(&lease) {
@@ -233,13 +266,18 @@ impl HostWatch {
     /// The tenants with a subscription to any part of the host side.
     pub fn subscribed_tenants(&self) -> BTreeSet<String> {
         let inner = &self.inner;
-        let mut tenants: BTreeSet<String> =
-            [inner.pods.subscribed(), inner.config_maps.subscribed(), inner.secrets.subscribed()]
-                .into_iter()
-                .flatten()
-                .map(|p| p.tenant)
-                .collect();
+        let mut tenants: BTreeSet<String> = [
+            inner.pods.subscribed(),
+            inner.config_maps.subscribed(),
+            inner.secrets.subscribed(),
+            inner.volume_claims.subscribed(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|p| p.tenant)
+        .collect();
         tenants.extend(inner.node_changes.listening());
+        tenants.extend(inner.storage_class_changes.listening());
         tenants.extend(inner.claim_changes.listening());
         tenants
     }
@@ -259,18 +297,19 @@ impl HostWatch {
         let mut started = self.inner.started.lock();
         let Started::No(..) = &*started else { return };
         let placeholder = Started::Yes(Vec::new());
-        let Started::No(nodes_writer, leases_writer) =
-            std::mem::replace(&mut *started, placeholder)
-        else {
+        let Started::No(writers) = std::mem::replace(&mut *started, placeholder) else {
             return;
         };
+        let Writers { nodes: nodes_writer, leases: leases_writer, classes: classes_writer } =
+            *writers;
         let inner = &self.inner;
         let labels = format!("{}={}", host_names::LABEL_MANAGED_BY, host_names::MANAGED_BY);
         let labelled = watcher::Config::default().labels(&labels);
         let tasks = vec![
             self.spawn_feed(&inner.pods, labelled.clone(), "host pods"),
             self.spawn_feed(&inner.config_maps, labelled.clone(), "host ConfigMaps"),
-            self.spawn_feed(&inner.secrets, labelled, "host Secrets"),
+            self.spawn_feed(&inner.secrets, labelled.clone(), "host Secrets"),
+            self.spawn_feed(&inner.volume_claims, labelled, "host PersistentVolumeClaims"),
             self.spawn_feed(
                 &inner.events,
                 watcher::Config::default().fields("involvedObject.kind=Pod"),
@@ -280,6 +319,11 @@ impl HostWatch {
                 Api::all(inner.client.clone()),
                 nodes_writer,
                 inner.node_changes.clone(),
+            ))),
+            AbortOnDrop(tokio::spawn(watch_storage_classes(
+                Api::all(inner.client.clone()),
+                classes_writer,
+                inner.storage_class_changes.clone(),
             ))),
             AbortOnDrop(tokio::spawn(watch_claims(
                 carrel_gpu::leases::api(&inner.client),
@@ -340,6 +384,25 @@ async fn watch_nodes(
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "watching host nodes"),
+        }
+    }
+}
+
+/// Keep the cache of the host's StorageClasses; every change (a deletion too) goes to every
+/// syncer.
+async fn watch_storage_classes(
+    api: Api<StorageClass>,
+    writer: reflector::store::Writer<StorageClass>,
+    changes: Arc<Fanout<()>>,
+) {
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => {}
+            Ok(_) => changes.send_all(&()),
+            Err(e) => tracing::warn!(error = %e, "watching the host's StorageClasses"),
         }
     }
 }

@@ -230,6 +230,15 @@ impl Syncer {
                 return Ok(None);
             }
         };
+        // The claims it mounts first: a pod waiting for one holds no GPU meanwhile.
+        match self.pod_claims(tenant).await {
+            Ok(crate::claims::PodClaims::Ready) => {}
+            Ok(crate::claims::PodClaims::Waiting(why)) => {
+                self.unschedulable(tenant, &why).await?;
+                return Ok(Some(Duration::from_secs(2)));
+            }
+            Err(e) => return self.host_name_taken(tenant, e).await,
+        }
         let mut held = Vec::new();
         if !request.is_empty() {
             let holder = Holder {

@@ -71,6 +71,8 @@ fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
     let new = tenant_pod("u1", json!({"phase": "Pending"}), json!({}));
     let running = tenant_pod("u1", json!({"phase": "Running"}), json!({}));
     let pvc = json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]});
+    let endpoints =
+        json!({"volumes": [{"name": "g", "glusterfs": {"endpoints": "gl", "path": "p"}}]});
     let rows: Vec<(&str, Option<Pod>, Option<Pod>, Want)> = vec![
         ("nothing on either side", None, None, Want::Step(Step::Release)),
         (
@@ -124,9 +126,25 @@ fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
         ),
         (
             "references the host cannot have",
+            Some(tenant_pod("u1", json!({}), endpoints)),
+            None,
+            Want::Fail { says: "Endpoints \"gl\"", release: false },
+        ),
+        (
+            "a generic ephemeral volume",
+            Some(tenant_pod(
+                "u1",
+                json!({}),
+                json!({"volumes": [{"name": "s", "ephemeral": {"volumeClaimTemplate": {}}}]}),
+            )),
+            None,
+            Want::Fail { says: "generic ephemeral volume \"s\"", release: false },
+        ),
+        (
+            "a claim, which is carried",
             Some(tenant_pod("u1", json!({}), pvc)),
             None,
-            Want::Fail { says: "PersistentVolumeClaim", release: false },
+            Want::Step(Step::CreateHostPod),
         ),
         (
             "running on the host",

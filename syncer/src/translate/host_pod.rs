@@ -43,9 +43,10 @@ pub(super) fn tenant_downward_items(items: Option<&mut Value>) {
     }
 }
 
-/// Every ConfigMap and Secret reference of `source` (a volume or a projected source) named as
-/// the host copy of the tenant's object. What the syncer does not carry is refused before it
-/// gets here (the tenant API's admission, [`unsynced_references`]).
+/// Every ConfigMap, Secret and PersistentVolumeClaim reference of `source` (a volume or a
+/// projected source) named as the host object the syncer carries the tenant's to. What the syncer
+/// does not carry is refused before it gets here (the tenant API's admission,
+/// [`unsynced_references`]).
 pub(super) fn rename_references(source: &mut Value, table: &[Reference], namespace: &str) {
     for r in table.iter().filter(|r| !matches!(r.referent, Referent::Unsynced(_))) {
         rename(source, &format!("/{}{}", r.source, r.pointer), namespace);

@@ -1,7 +1,9 @@
 //! Pure translations between tenant and host objects, one module each: the objects a pod
 //! references and their host copies ([`references`](mod@references)), a tenant pod into its
 //! host pod ([`host_pod`](mod@host_pod)), a host pod's status back into the tenant's
-//! ([`status`](mod@status)), and a virtual node ([`virtual_node`](mod@virtual_node)).
+//! ([`status`](mod@status)), a tenant claim into its host claim and back ([`claim`](mod@claim)),
+//! a virtual node ([`virtual_node`](mod@virtual_node)) and the tenant's view of a host
+//! StorageClass ([`storage_class`](mod@storage_class)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,15 +15,21 @@ use carrel_gpu::runtime_env::steers_runtime;
 use carrel_gpu::Claim;
 
 use crate::host_names;
+mod claim;
 mod host_pod;
 mod references;
 mod status;
+mod storage_class;
 mod virtual_node;
 
 #[cfg(test)]
+mod claim_tests;
+#[cfg(test)]
 mod tests;
 
+pub use claim::*;
 pub use host_pod::*;
 pub use references::*;
 pub use status::*;
+pub use storage_class::*;
 pub use virtual_node::*;

@@ -39,7 +39,8 @@ pub fn references(pod: &Value) -> References {
         match found.reference.referent {
             Referent::ConfigMap => add("cm", Some(found.name)),
             Referent::Secret => add("secret", Some(found.name)),
-            Referent::Unsynced(_) => {}
+            // Claims are carried on their own ([`pod_claims`]), not copied.
+            Referent::PersistentVolumeClaim | Referent::Unsynced(_) => {}
         }
     }
     for c in containers_of(spec) {
@@ -198,10 +199,10 @@ pub fn missing_env_sources(pod: &Value, sources: &EnvSources) -> Vec<String> {
     missing
 }
 
-/// The references of `pod` the syncer cannot carry to the host ([`pod_refs`]: persistent volume
-/// claims, Endpoints, data sources, trust bundles, signers), as
-/// `spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim "data"`. The tenant
-/// API refuses such pods; the syncer makes no host pod for one (a pod stored before that rule).
+/// The references of `pod` the syncer cannot carry to the host ([`pod_refs`]: Endpoints,
+/// PersistentVolumes, data sources, trust bundles, signers), as
+/// `spec.volumes[0].glusterfs.endpoints: Endpoints "gl"`. The tenant API refuses such pods; the
+/// syncer makes no host pod for one (a pod stored before that rule).
 pub fn unsynced_references(pod: &Value) -> Vec<String> {
     pod_refs::unsynced_references(&pod["spec"])
 }

@@ -59,12 +59,11 @@ fn references_the_host_cannot_have_are_named() {
     let p = json!({"spec": {"volumes": [
         {"name": "cfg", "configMap": {"name": "c"}},
         {"name": "data", "persistentVolumeClaim": {"claimName": "d"}},
+        {"name": "g", "glusterfs": {"endpoints": "gl", "path": "p"}},
         {"name": "scratch", "emptyDir": {}},
     ]}});
-    assert_eq!(
-        unsynced_references(&p),
-        ["spec.volumes[1].persistentVolumeClaim.claimName: PersistentVolumeClaim \"d\""]
-    );
+    assert_eq!(unsynced_references(&p), ["spec.volumes[2].glusterfs.endpoints: Endpoints \"gl\""]);
+    assert_eq!(pod_claims(&p), BTreeSet::from(["d".to_owned()]));
 }
 
 /// Every ConfigMap and Secret reference of every volume source type names the tenant's host
@@ -90,8 +89,10 @@ fn every_volume_reference_names_the_tenants_copy() {
             let p = json!({"metadata": {"name": "p", "namespace": "ml"}, "spec": {
                 "containers": [{"name": "c", "image": "x"}], "volumes": [volume]}});
             let refs = references(&p);
+            let claims = pod_claims(&p);
             let copied = match r.referent {
                 Referent::ConfigMap => &refs.config_maps,
+                Referent::PersistentVolumeClaim => &claims,
                 _ => &refs.secrets,
             };
             assert_eq!(copied, &BTreeSet::from(["admin-kubeconfig".to_owned()]), "{r:?}");

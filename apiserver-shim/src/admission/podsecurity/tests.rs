@@ -171,12 +171,34 @@ fn references_the_syncer_cannot_carry_are_refused() {
     }));
     let v = check(Level::Baseline, &p);
     assert_eq!(checks(Level::Baseline, &p), ["unsynced references"]);
+    // The claim is carried (the syncer makes the tenant's own host claim); the Endpoints are not.
     assert_eq!(
         forbidden_message(Level::Baseline, &v),
         "Carrel refuses references to objects it does not carry to the host cluster (the host \
          would resolve them in its own namespace): \
-         spec.volumes[0].persistentVolumeClaim.claimName: PersistentVolumeClaim \"data\", \
          spec.volumes[2].glusterfs.endpoints: Endpoints \"gl\""
+    );
+}
+
+#[test]
+fn a_pod_mounting_a_claim_is_admitted() {
+    let p = pod(json!({
+        "containers": [{"name": "c", "image": "x"}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+    }));
+    assert!(checks(Level::Baseline, &p).is_empty());
+    assert!(checks(Level::Restricted, &p).iter().all(|c| *c != "unsynced references"));
+    // A generic ephemeral volume's claim would be made by the host from its template: refused.
+    let p = pod(json!({
+        "containers": [{"name": "c", "image": "x"}],
+        "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}],
+    }));
+    let v = check(Level::Baseline, &p);
+    assert!(
+        forbidden_message(Level::Baseline, &v)
+            .ends_with("spec.volumes[0].ephemeral: generic ephemeral volume \"scratch\""),
+        "{v:?}"
     );
 }
 

@@ -11,7 +11,62 @@ use crate::object::go_quote as quote;
 use crate::object_names as names;
 use crate::registry::{served, Strategy, Validate, NONE, STATUS};
 use crate::resource::ResourceType;
+use crate::table::{self, age_cell, col, name_cell, str_at, wide, Column, AGE, NAME};
 use crate::validation::{parse_quantity, Errors};
+
+/// kube-apiserver's columns for claims.
+const COLUMNS: [Column; 9] = [
+    NAME,
+    col("Status", "string", "phase represents the current phase of PersistentVolumeClaim."),
+    col(
+        "Volume",
+        "string",
+        "volumeName is the binding reference to the PersistentVolume backing this claim.",
+    ),
+    col("Capacity", "string", "capacity represents the actual resources of the underlying volume."),
+    col(
+        "Access Modes",
+        "string",
+        "accessModes contains the actual access modes the volume backing the PVC has. More info: \
+         https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1",
+    ),
+    col("StorageClass", "string", "StorageClass of the pvc"),
+    col("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"),
+    AGE,
+    wide(
+        "VolumeMode",
+        "volumeMode defines what type of volume is required by the claim. Value of Filesystem is \
+         implied when not included in claim spec.",
+    ),
+];
+
+/// Access modes as kubectl abbreviates them (`GetAccessModesAsString`): `RWO,ROX,RWX,RWOP`, in
+/// that order, each once.
+pub fn access_modes(modes: Option<&Value>) -> String {
+    let modes: Vec<&str> =
+        modes.and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ]
+    .iter()
+    .filter(|(mode, _)| modes.contains(mode))
+    .map(|(_, short)| *short)
+    .collect::<Vec<_>>()
+    .join(",")
+}
+
+/// A claim's class (`GetPersistentVolumeClaimClass`): the beta annotation, else
+/// `spec.storageClassName`, else `""`.
+fn claim_class(o: &Value) -> &str {
+    let beta = crate::admission::default_storage_class::BETA_STORAGE_CLASS;
+    o.pointer("/metadata/annotations")
+        .and_then(|a| a.get(beta))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| str_at(o, "/spec/storageClassName"))
+}
 
 /// The `persistentvolumeclaims` resource type.
 pub const TYPE: ResourceType = served(
@@ -61,7 +116,42 @@ impl Validate for PersistentVolumeClaims {
 
 impl Strategy for PersistentVolumeClaims {
     fn mutate_create(&self, api: &crate::Api, object: &mut Value) -> crate::ApiResult<()> {
+        crate::admission::default_storage_class::admit_claim(api, object)?;
         crate::admission::limit_ranges::admit_claim(api, object)
+    }
+
+    fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
+        table::definitions(&COLUMNS)
+    }
+
+    fn cells(&self, _rt: &ResourceType, o: &Value) -> Vec<Value> {
+        let phase = if o.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()) {
+            "Terminating"
+        } else {
+            str_at(o, "/status/phase")
+        };
+        let volume = str_at(o, "/spec/volumeName");
+        // Capacity and access modes are the bound volume's: shown once the claim names one.
+        let (capacity, modes) = if volume.is_empty() {
+            ("", String::new())
+        } else {
+            (str_at(o, "/status/capacity/storage"), access_modes(o.pointer("/status/accessModes")))
+        };
+        let set_or_unset = |pointer: &str| match o.pointer(pointer).and_then(Value::as_str) {
+            Some(v) => v.to_owned(),
+            None => "<unset>".to_owned(),
+        };
+        vec![
+            name_cell(o),
+            json!(phase),
+            json!(volume),
+            json!(capacity),
+            json!(modes),
+            json!(claim_class(o)),
+            json!(set_or_unset("/spec/volumeAttributesClassName")),
+            age_cell(o),
+            json!(set_or_unset("/spec/volumeMode")),
+        ]
     }
 
     fn defaults(&self, object: &mut Value) {
@@ -125,19 +215,30 @@ fn storage_request(spec: &PersistentVolumeClaimSpec) -> Option<&Quantity> {
 }
 
 /// `ValidatePersistentVolumeClaimUpdate`: the spec is immutable but for `resources.requests`
-/// (of a bound claim; never below its capacity), `volumeAttributesClassName`, and a
-/// `volumeName` not yet set.
+/// (of a bound claim; never below its capacity), `volumeAttributesClassName`, a `volumeName`
+/// not yet set, and a `storageClassName` not yet set (`validateStorageClassUpgradeFromNil`: the
+/// default class written into a claim made before there was one), once.
 fn claim_update(old: &PersistentVolumeClaim, new: &PersistentVolumeClaim, e: &mut Errors) {
     let zero = PersistentVolumeClaimSpec::default();
     let before = old.spec.as_ref().unwrap_or(&zero);
     let after = new.spec.as_ref().unwrap_or(&zero);
     let bound = new.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
     let unnamed = before.volume_name.as_deref().unwrap_or_default().is_empty();
+    let beta = old
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::admission::default_storage_class::BETA_STORAGE_CLASS));
+    let class_from_nil = before.storage_class_name.is_none()
+        && after.storage_class_name.as_ref().is_some_and(|c| beta.is_none_or(|b| b == c));
     let strip = |spec: &PersistentVolumeClaimSpec| {
         let mut spec = spec.clone();
         spec.volume_attributes_class_name = None;
         if unnamed {
             spec.volume_name = None;
+        }
+        if class_from_nil {
+            spec.storage_class_name = None;
         }
         if bound {
             // A bound claim's storage request may change: compare it as the old one.

@@ -1,4 +1,4 @@
-//! StorageClasss (`storageclasses` in `storage.k8s.io/v1`): how the API server serves them.
+//! StorageClasses (`storageclasses` in `storage.k8s.io/v1`): how the API server serves them.
 
 use k8s_openapi::api::storage::v1::StorageClass;
 use serde_json::{json, Value};
@@ -8,7 +8,33 @@ use crate::object::go_quote as quote;
 use crate::object_names as names;
 use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
+use crate::table::{self, age_cell, col, str_at, Column, AGE, NAME};
 use crate::validation::{same, shown, Errors};
+
+/// kube-apiserver's columns for StorageClasses.
+const COLUMNS: [Column; 6] = [
+    NAME,
+    col("Provisioner", "string", "provisioner indicates the type of the provisioner."),
+    col(
+        "ReclaimPolicy",
+        "string",
+        "reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of \
+         this storage class. Defaults to Delete.",
+    ),
+    col(
+        "VolumeBindingMode",
+        "string",
+        "volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound. \
+         When unset, VolumeBindingImmediate is used. This field is only honored by servers that \
+         enable the VolumeScheduling feature.",
+    ),
+    col(
+        "AllowVolumeExpansion",
+        "string",
+        "allowVolumeExpansion shows whether the storage class allow volume expand.",
+    ),
+    AGE,
+];
 
 /// The `storageclasses` resource type.
 pub const TYPE: ResourceType = served(
@@ -24,7 +50,7 @@ pub const TYPE: ResourceType = served(
     &StorageClasses,
 );
 
-/// The strategy for StorageClasss.
+/// The strategy for StorageClasses.
 #[derive(Debug)]
 pub struct StorageClasses;
 
@@ -65,6 +91,30 @@ impl Strategy for StorageClasses {
 
     fn has_defaults(&self) -> bool {
         true
+    }
+
+    fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
+        table::definitions(&COLUMNS)
+    }
+
+    /// `printStorageClass`: the default class's name says so.
+    fn cells(&self, _rt: &ResourceType, o: &Value) -> Vec<Value> {
+        let mut name = str_at(o, "/metadata/name").to_owned();
+        if crate::admission::default_storage_class::is_default(o) {
+            name.push_str(" (default)");
+        }
+        let or = |pointer: &str, default: &str| match str_at(o, pointer) {
+            "" => default.to_owned(),
+            set => set.to_owned(),
+        };
+        vec![
+            json!(name),
+            json!(str_at(o, "/provisioner")),
+            json!(or("/reclaimPolicy", "Delete")),
+            json!(or("/volumeBindingMode", "Immediate")),
+            json!(o.get("allowVolumeExpansion").and_then(Value::as_bool).unwrap_or(false)),
+            age_cell(o),
+        ]
     }
 }
 
