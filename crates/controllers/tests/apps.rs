@@ -16,18 +16,7 @@ use common::{pods, set_pod, until, Cluster};
 const NS: &str = "default";
 
 fn rs(name: &str, replicas: i32, app: &str) -> ReplicaSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": app}},
-            "template": {
-                "metadata": {"labels": {"app": app}},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-            },
-        },
-    }))
-    .unwrap()
+    common::workload(name, replicas, app)
 }
 
 async fn events(client: &Client, name: &str, reason: &str) -> Vec<Event> {

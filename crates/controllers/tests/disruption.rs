@@ -21,33 +21,11 @@ fn budget(name: &str, app: &str, budget: serde_json::Value) -> PodDisruptionBudg
 }
 
 fn replicaset(name: &str, replicas: i32) -> ReplicaSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-            },
-        },
-    }))
-    .unwrap()
+    common::workload(name, replicas, name)
 }
 
 fn deployment(name: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-            },
-        },
-    }))
-    .unwrap()
+    common::workload(name, replicas, name)
 }
 
 /// The budget's status once `check` holds of it.

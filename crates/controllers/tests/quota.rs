@@ -169,18 +169,7 @@ async fn any_served_type_is_counted_and_watched() {
 }
 
 fn deployment(name: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-            },
-        },
-    }))
-    .unwrap()
+    common::workload(name, replicas, name)
 }
 
 async fn failed_creates(client: &Client, namespace: &str) -> Vec<Event> {

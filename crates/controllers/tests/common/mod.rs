@@ -100,3 +100,20 @@ pub async fn set_pod(client: &Client, namespace: &str, pod: &str, phase: &str, r
         .await
         .expect("patch pod status");
 }
+
+/// A workload of `replicas` pods labelled `app=<app>`, one nginx container each, as a
+/// ReplicaSet, Deployment or any kind of that shape.
+pub fn workload<K: serde::de::DeserializeOwned>(name: &str, replicas: i32, app: &str) -> K {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app}},
+            "template": {
+                "metadata": {"labels": {"app": app}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            },
+        },
+    }))
+    .expect("a workload")
+}
