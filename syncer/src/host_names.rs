@@ -33,6 +33,9 @@ pub const ANNOTATION_TOKEN_EXPIRES: &str = "carrel.dev/token-expires";
 pub const ANNOTATION_CDI: &str = "cdi.k8s.io/carrel-gpu";
 /// Label on the tenant's virtual nodes.
 pub const LABEL_VIRTUAL_NODE: &str = "carrel.dev/virtual-node";
+/// On a virtual node whose host node is cordoned: its `spec.unschedulable` is the host's, not
+/// the tenant's own cordon (which the syncer keeps, and honours when it places the tenant's pods).
+pub const ANNOTATION_HOST_UNSCHEDULABLE: &str = "carrel.dev/host-unschedulable";
 /// Label on the tenant's mirrors of the host's StorageClasses.
 pub const LABEL_HOST_STORAGE_CLASS: &str = "carrel.dev/host-storage-class";
 /// The volume carrying the tenant's service-account token in a host pod.

@@ -170,6 +170,10 @@ struct Inner {
     queue_rx: Mutex<Option<UnboundedReceiver<ScheduleRequest<Key>>>>,
     /// The virtual nodes written, each as its tenant is shown it ([`translate::virtual_node_shown`]).
     virtual_nodes: Mutex<HashMap<String, Value>>,
+    /// The virtual nodes the tenant cordoned itself ([`translate::tenant_cordoned`]): its pods
+    /// are placed elsewhere unless they tolerate a cordon, and the node stays cordoned whatever
+    /// its host node does.
+    tenant_cordons: Mutex<BTreeSet<String>>,
     /// Told when the quota changes: the virtual nodes show it.
     quota_changed: tokio::sync::Notify,
     /// The host events copied up, so that each version is copied once.
@@ -252,6 +256,7 @@ impl Syncer {
                 due: tokio::time::Instant::now(),
                 queue_rx: Mutex::new(Some(rx)),
                 virtual_nodes: Mutex::default(),
+                tenant_cordons: Mutex::default(),
                 quota_changed: tokio::sync::Notify::new(),
                 events_seen: Mutex::default(),
                 failures: Mutex::default(),
@@ -312,6 +317,7 @@ impl Syncer {
             tokio::spawn(self.clone().watch_claims(host.claims)),
             tokio::spawn(self.clone().watch_host_events(host.events)),
             tokio::spawn(self.clone().watch_host_nodes(host.nodes)),
+            tokio::spawn(self.clone().watch_tenant_cordons()),
             tokio::spawn(self.clone().mirror::<ConfigMap>(host.config_maps)),
             tokio::spawn(self.clone().mirror::<Secret>(host.secrets)),
             tokio::spawn(self.clone().sync_claims(host.volume_claims)),
@@ -512,7 +518,8 @@ impl Syncer {
         key
     }
 
-    /// Claims whose pod is gone, and virtual nodes no pod of the tenant runs on.
+    /// Claims whose pod is gone, and virtual nodes no pod of the tenant runs on (unless the
+    /// tenant cordoned them).
     async fn collect_garbage(&self) -> Result<(), SyncError> {
         let mut live_hosts: HashSet<String> = HashSet::new();
         let mut used_nodes: HashSet<String> = HashSet::new();
@@ -558,8 +565,11 @@ impl Syncer {
             )
             .await?;
         for n in list.items {
+            // A node the tenant cordoned stays, its pods gone or not, until it is uncordoned:
+            // the cordon is the tenant's to lift.
+            let cordoned = serde_json::to_value(&n).is_ok_and(|v| translate::tenant_cordoned(&v));
             let Some(name) = n.metadata.name else { continue };
-            if !used_nodes.contains(&name) {
+            if !used_nodes.contains(&name) && !cordoned {
                 match nodes.delete(&name, &DeleteParams::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {}

@@ -167,7 +167,8 @@ pub async fn release(
 pub type PodRequest = BTreeMap<String, u32>;
 
 /// Claim devices for every entry of `request`, all on one node among those a pod with `needs`
-/// may run on: the first node (in name order) where the allocator places them all. Claims this
+/// may run on (`cordoned`: nodes it may not, cordoned by its tenant): the first node (in name
+/// order) where the allocator places them all. Claims this
 /// host pod already has are returned as they are. Quota usage counts the tenant's devices on
 /// every node.
 #[allow(clippy::too_many_arguments)]
@@ -176,6 +177,7 @@ pub async fn acquire(
     mut cached: Option<Cached>,
     quota: &BTreeMap<String, i64>,
     needs: &PodNeeds,
+    cordoned: &BTreeSet<String>,
     holder: &Holder,
     host_namespace: &str,
     host_pod: &str,
@@ -195,13 +197,16 @@ pub async fn acquire(
     let attempts = 8 + usize::from(cached.is_some());
     for _attempt in 0..attempts {
         let from_cache = cached.is_some();
-        let (fleet, _, nodes) = match cached.take() {
+        let (fleet, _, mut nodes) = match cached.take() {
             Some(c) => fleet_of(
                 c.nodes.iter().map(AsRef::as_ref),
                 leases::claims_in(c.leases.iter().map(AsRef::as_ref)),
             )?,
             None => fleet_and_nodes(host).await?,
         };
+        for node in nodes.iter_mut().filter(|n| cordoned.contains(&n.name)) {
+            node.unschedulable = true;
+        }
         let planned = plan_with_room(
             host,
             &fleet,

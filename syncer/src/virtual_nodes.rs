@@ -14,7 +14,7 @@ impl Syncer {
             None => json!({"metadata": {"name": node}}),
         };
         let quota = self.inner.quota.read().clone();
-        let wanted = translate::virtual_node(&host_node, &quota);
+        let wanted = translate::virtual_node(&host_node, &quota, self.tenant_cordoned(node));
         let typed: Node = serde_json::from_value(wanted.clone())
             .map_err(|source| SyncError::Decode { kind: "Node", source })?;
         let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
@@ -28,11 +28,16 @@ impl Syncer {
             },
             Err(e) => return Err(e.into()),
         };
+        // A cordon the tenant made before a restart is the tenant's still.
+        let wanted = match translate::tenant_cordoned(&old) {
+            true => translate::virtual_node(&host_node, &quota, true),
+            false => wanted,
+        };
         self.write_virtual_node(node, &old, &wanted).await
     }
 
-    /// Bring virtual node `node` from what it shows (`old`) to `wanted`: its labels, cordon and
-    /// taints, then its status, each by a merge patch of what differs.
+    /// Bring virtual node `node` from what it shows (`old`) to `wanted`: its labels, annotations,
+    /// cordon and taints, then its status, each by a merge patch of what differs.
     pub(crate) async fn write_virtual_node(
         &self,
         node: &str,
@@ -41,10 +46,16 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let nodes: Api<Node> = Api::all(self.inner.tenant_client.clone());
         let part = |v: &Value, path: &str| v.pointer(path).cloned().unwrap_or_else(|| json!({}));
-        let meta = translate::merge_patch(
-            &json!({"metadata": {"labels": part(old, "/metadata/labels")}, "spec": part(old, "/spec")}),
-            &json!({"metadata": {"labels": part(wanted, "/metadata/labels")}, "spec": part(wanted, "/spec")}),
-        );
+        let shown = |v: &Value| {
+            json!({
+                "metadata": {
+                    "labels": part(v, "/metadata/labels"),
+                    "annotations": part(v, "/metadata/annotations"),
+                },
+                "spec": part(v, "/spec"),
+            })
+        };
+        let meta = translate::merge_patch(&shown(old), &shown(wanted));
         let params = kube::api::PatchParams::default();
         if meta.as_object().is_some_and(|m| !m.is_empty()) {
             nodes.patch(node, &params, &kube::api::Patch::Merge(&meta)).await?;
@@ -105,7 +116,7 @@ impl Syncer {
             return Ok(());
         };
         let quota = self.inner.quota.read().clone();
-        let wanted = translate::virtual_node(&to_value(host)?, &quota);
+        let wanted = translate::virtual_node(&to_value(host)?, &quota, self.tenant_cordoned(name));
         if translate::virtual_node_shown(&wanted) == shown {
             return Ok(());
         }
@@ -116,6 +127,71 @@ impl Syncer {
                 Ok(())
             }
             other => other,
+        }
+    }
+}
+
+impl Syncer {
+    /// Whether the tenant cordoned virtual node `node` itself.
+    pub(crate) fn tenant_cordoned(&self, node: &str) -> bool {
+        self.inner.tenant_cordons.lock().contains(node)
+    }
+
+    /// The virtual nodes the tenant cordoned itself.
+    pub(crate) fn tenant_cordons(&self) -> BTreeSet<String> {
+        self.inner.tenant_cordons.lock().clone()
+    }
+
+    /// Follow the tenant's own cordons of its virtual nodes (`kubectl cordon`, `kubectl drain`):
+    /// the set placement reads, and the cordon's taint written on the node as Kubernetes writes
+    /// it. Only virtual nodes are watched, and only a change of cordon causes a write.
+    pub(crate) async fn watch_tenant_cordons(self) {
+        let api: Api<Node> = Api::all(self.inner.tenant_client.clone());
+        let config =
+            watcher::Config::default().labels(&format!("{}=true", host_names::LABEL_VIRTUAL_NODE));
+        let stream = watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        let mut relist = Relist::default();
+        while let Some(event) = stream.next().await {
+            let node = match event {
+                Ok(watcher::Event::Init) => {
+                    relist.begin();
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(shown) = relist.end() {
+                        self.inner.tenant_cordons.lock().retain(|n| shown.contains(n));
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::Delete(node)) => {
+                    if let Some(name) = node.metadata.name.as_deref() {
+                        self.inner.tenant_cordons.lock().remove(name);
+                    }
+                    continue;
+                }
+                Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => node,
+                Err(e) => {
+                    tracing::debug!(tenant = %self.inner.tenant, error = %e, "watching the tenant's nodes");
+                    continue;
+                }
+            };
+            let Some(name) = node.metadata.name.clone() else { continue };
+            relist.saw(name.as_str());
+            let cordoned = to_value(&node).is_ok_and(|n| translate::tenant_cordoned(&n));
+            let changed = match cordoned {
+                true => self.inner.tenant_cordons.lock().insert(name.clone()),
+                false => self.inner.tenant_cordons.lock().remove(&name),
+            };
+            if !changed {
+                continue;
+            }
+            tracing::debug!(tenant = %self.inner.tenant, node = %name, cordoned, "tenant cordon");
+            if let Some(host) = self.inner.host_nodes.get(&ObjectRef::new(&name)) {
+                if let Err(e) = self.refresh_virtual_node(&name, &host).await {
+                    tracing::debug!(tenant = %self.inner.tenant, node = %name, error = %e, "writing a tenant cordon");
+                }
+            }
         }
     }
 }

@@ -56,7 +56,8 @@ impl<'a> Kubectl<'a> {
     /// Standard output of a command that must succeed.
     fn run(&self, args: &[&str]) -> String {
         let output = self.output(args);
-        assert!(output.status.success(), "kubectl {} {args:?}", self.version);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "kubectl {} {args:?}: {stderr}", self.version);
         ok(output)
     }
 
@@ -409,12 +410,15 @@ fn stateful(k: &Kubectl<'_>) {
 #[test]
 fn drain_evicts_a_deployment_within_its_disruption_budget() {
     let data = tempfile::tempdir().unwrap();
-    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let up = Up::start_args(data.path(), &["--sim-nodes", "2"]);
     for k in &Kubectl::each(&up) {
         drains(k);
     }
     up.stop();
 }
+
+/// The names of the nodes `carrel up --sim-nodes 2` simulates.
+const SIM_NODES: [&str; 2] = ["carrel-sim-0", "carrel-sim-1"];
 
 /// The ALLOWED DISRUPTIONS `kubectl get pdb` prints for budget `name`.
 fn allowed_disruptions(k: &Kubectl<'_>, name: &str) -> String {
@@ -433,6 +437,29 @@ fn pod_names(k: &Kubectl<'_>) -> Vec<String> {
     names.split_whitespace().map(str::to_owned).collect()
 }
 
+/// The `app=web` pods as (name, node) pairs.
+fn pods_and_nodes(k: &Kubectl<'_>) -> Vec<(String, String)> {
+    let path = r#"jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}{"\n"}{end}"#;
+    let pairs = k.run(&["get", "pods", "-l", "app=web", "-o", path]);
+    pairs
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(p, n)| (p.to_owned(), n.to_owned()))
+        .collect()
+}
+
+/// `kubectl drain` with a short timeout, as (success, stdout, stderr).
+fn drain(k: &Kubectl<'_>, node: &str, timeout: &str) -> (bool, String, String) {
+    let timeout = format!("--timeout={timeout}");
+    let args = ["drain", node, "--ignore-daemonsets", "--delete-emptydir-data", &timeout];
+    let drained = k.output(&args);
+    (
+        drained.status.success(),
+        String::from_utf8_lossy(&drained.stdout).into_owned(),
+        String::from_utf8_lossy(&drained.stderr).into_owned(),
+    )
+}
+
 fn drains(k: &Kubectl<'_>) {
     let within = Duration::from_secs(60);
     k.run(&["create", "deployment", "web", "--image=nginx:1.27", "--replicas=2"]);
@@ -442,57 +469,67 @@ fn drains(k: &Kubectl<'_>) {
         let allowed = allowed_disruptions(k, "web");
         (allowed == "1", allowed)
     });
-    let node = k.run(&["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
-    let before = pod_names(k);
+    let before = pods_and_nodes(k);
     assert_eq!(before.len(), 2, "{before:?}");
+    let node = before[0].1.clone();
+    let nodes = k.run(&["get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"]);
+    // `carrel up`'s two simulated nodes.
+    let other = if node == SIM_NODES[0] { SIM_NODES[1] } else { SIM_NODES[0] };
+    assert!(SIM_NODES.contains(&node.as_str()), "{node}");
+    let on_node: Vec<&String> = before.iter().filter(|(_, n)| *n == node).map(|(p, _)| p).collect();
 
-    // Both pods are evicted, one at a time as the budget allows: kubectl retries the second
-    // until the first's replacement is ready.
-    let drained = k.output(&[
-        "drain",
-        &node,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=120s",
-    ]);
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&drained.stdout).into_owned(),
-        String::from_utf8_lossy(&drained.stderr).into_owned(),
-    );
-    assert!(drained.status.success(), "kubectl {} drain: {stdout}\n{stderr}", k.version);
+    // The pods on the node are evicted, one at a time as the budget allows: kubectl retries a
+    // refused eviction until the replacement of the one before is ready. The node stays
+    // cordoned, so the replacements run on the other node.
+    let (drained, stdout, stderr) = drain(k, &node, "120s");
+    assert!(drained, "kubectl {} drain {node} (nodes {nodes}): {stdout}\n{stderr}", k.version);
     assert!(stdout.contains(&format!("node/{node} cordoned")), "{stdout}");
-    for pod in &before {
+    for pod in &on_node {
         assert!(stdout.contains(&format!("pod/{pod} evicted")), "{stdout}");
     }
     assert!(stdout.contains(&format!("node/{node} drained")), "{stdout}");
-    let left = pod_names(k);
-    assert!(before.iter().all(|p| !left.contains(p)), "evicted pods are gone: {left:?}");
     let unschedulable = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.unschedulable}"]);
     assert_eq!(unschedulable, "true", "the tenant's cordon of its virtual node stays");
-    // The Deployment replaced them. The syncer places pods on host nodes without regard to a
-    // tenant's cordon of its virtual nodes, so with one node the replacements run on it.
+    let taint = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"]);
+    assert!(taint.contains("node.kubernetes.io/unschedulable"), "{taint}");
     k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let after = pods_and_nodes(k);
+    assert!(before.iter().all(|(p, _)| !on_node.contains(&p) || after.iter().all(|(q, _)| q != p)));
+    assert!(after.iter().all(|(_, n)| n == other), "the cordoned node is kept free: {after:?}");
+    assert_eq!(
+        k.on_host(&["get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"])
+            .split_whitespace()
+            .filter(|n| *n == node)
+            .count(),
+        0,
+        "no host pod of the tenant is left on the drained node"
+    );
 
-    // A budget that allows nothing holds the drain back: kubectl retries on the 429 and gives
-    // up at its timeout, and the pods stay.
+    // A budget that allows nothing holds a drain back: kubectl retries on the 429 and gives up
+    // at its timeout, and the pods stay.
     k.run(&["patch", "pdb", "web", "--type=merge", "-p", "{\"spec\":{\"minAvailable\":2}}"]);
     eventually("no disruption allowed", within, || {
         let allowed = allowed_disruptions(k, "web");
         (allowed == "0", allowed)
     });
     let running = pod_names(k);
-    let blocked = k.output(&["drain", &node, "--ignore-daemonsets", "--timeout=8s"]);
-    let stderr = String::from_utf8_lossy(&blocked.stderr).into_owned();
-    assert!(!blocked.status.success(), "kubectl {}: {stderr}", k.version);
+    let (drained, _, stderr) = drain(k, other, "8s");
+    assert!(!drained, "kubectl {}: {stderr}", k.version);
     assert!(
         stderr.contains("Cannot evict pod as it would violate the pod's disruption budget."),
         "{stderr}"
     );
     assert_eq!(pod_names(k), running, "a refused eviction deletes nothing");
 
-    k.run(&["uncordon", &node]);
-    let unschedulable = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.unschedulable}"]);
-    assert_eq!(unschedulable, "", "uncordoned");
+    for n in [node.as_str(), other] {
+        k.run(&["uncordon", n]);
+        let unschedulable = k.run(&["get", "node", n, "-o", "jsonpath={.spec.unschedulable}"]);
+        assert_eq!(unschedulable, "", "uncordoned");
+    }
+    eventually("the cordon's taint goes with it", within, || {
+        let taints = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"]);
+        (!taints.contains("node.kubernetes.io/unschedulable"), taints)
+    });
     let ready = k.run(&["get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}"]);
     assert_eq!(ready, "2");
 }

@@ -254,11 +254,18 @@ impl Syncer {
                     return Ok(None);
                 }
             };
+            // The tenant's own cordons keep the pod off those nodes, as kube-scheduler's
+            // NodeUnschedulable filter would, unless it tolerates them.
+            let cordons = match translate::tolerates_cordon(tenant) {
+                true => BTreeSet::new(),
+                false => self.tenant_cordons(),
+            };
             match placement::acquire(
                 &self.inner.host_client,
                 self.cached_fleet(),
                 &quota,
                 &needs,
+                &cordons,
                 &holder,
                 &self.inner.host_namespace,
                 host_name,
@@ -294,7 +301,7 @@ impl Syncer {
             Ok(token) => token,
             Err(e) => return self.host_name_taken(tenant, e).await,
         };
-        let host = translate::host_pod(
+        let mut host = translate::host_pod(
             &self.inner.tenant,
             &self.inner.host_namespace,
             tenant,
@@ -303,6 +310,9 @@ impl Syncer {
             &env_sources,
             &self.allowed_tolerations(),
         );
+        if !translate::tolerates_cordon(tenant) {
+            translate::keep_off_nodes(&mut host, &self.tenant_cordons());
+        }
         let pod: Pod = serde_json::from_value(host)
             .map_err(|source| SyncError::Decode { kind: "Pod", source })?;
         let api: Api<Pod> =

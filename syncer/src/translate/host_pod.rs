@@ -290,3 +290,49 @@ pub fn hostname_of(name: &str) -> String {
     let cut: String = first.chars().take(63).collect();
     cut.trim_end_matches('-').to_owned()
 }
+
+/// Whether tenant pod `pod` tolerates a cordoned node (the `node.kubernetes.io/unschedulable`
+/// taint, as DaemonSet pods do): the tenant's own cordons do not keep it off.
+pub fn tolerates_cordon(pod: &Value) -> bool {
+    let cordon = carrel_gpu::fit::Taint {
+        key: carrel_gpu::fit::TAINT_UNSCHEDULABLE.to_owned(),
+        value: String::new(),
+        effect: "NoSchedule".to_owned(),
+    };
+    pod.pointer("/spec/tolerations").and_then(Value::as_array).into_iter().flatten().any(|t| {
+        serde_json::from_value::<Toleration>(t.clone()).is_ok_and(|t| t.tolerates(&cordon))
+    })
+}
+
+/// Keep host pod `host` (not yet bound) off `nodes`, the nodes its tenant cordoned: a required
+/// node affinity on `metadata.name` added to each of its node selector terms (terms are ORed, so
+/// each must exclude them), or a term of its own when it has none.
+pub fn keep_off_nodes(host: &mut Value, nodes: &BTreeSet<String>) {
+    if nodes.is_empty() || host.pointer("/spec/nodeName").is_some_and(|n| n != "") {
+        return;
+    }
+    let requirement = json!({"key": "metadata.name", "operator": "NotIn", "values": nodes});
+    let Some(spec) = host.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let required = spec
+        .entry("affinity")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .map(|a| a.entry("nodeAffinity").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+        .map(|n| {
+            n.entry("requiredDuringSchedulingIgnoredDuringExecution")
+                .or_insert_with(|| json!({"nodeSelectorTerms": []}))
+        })
+        .and_then(Value::as_object_mut)
+        .map(|r| r.entry("nodeSelectorTerms").or_insert_with(|| json!([])));
+    let Some(terms) = required.and_then(Value::as_array_mut) else { return };
+    if terms.is_empty() {
+        terms.push(json!({}));
+    }
+    for term in terms.iter_mut().filter_map(Value::as_object_mut) {
+        let fields = term.entry("matchFields").or_insert_with(|| json!([]));
+        if let Some(fields) = fields.as_array_mut() {
+            fields.push(requirement.clone());
+        }
+    }
+}

@@ -328,7 +328,7 @@ fn status_goes_back_and_virtual_nodes_show_only_the_quota() {
         "status": {"allocatable": {"cpu": "64", "nvidia.com/mig-1g.18gb": "56"}, "conditions": [{"type": "Ready", "status": "True"}]}
     });
     let quota = BTreeMap::from([("1g.18gb".to_owned(), 2)]);
-    let v = virtual_node(&node, &quota);
+    let v = virtual_node(&node, &quota, false);
     assert_eq!(v["status"]["allocatable"]["nvidia.com/mig-1g.18gb"], "2");
     assert_eq!(v["status"]["allocatable"]["cpu"], "64");
     assert!(v["metadata"]["labels"].get("secret-host-label").is_none());
@@ -345,18 +345,88 @@ fn virtual_nodes_show_cordon_taints_and_addresses() {
             "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "t1"}],
         },
     });
-    let v = virtual_node(&node, &BTreeMap::new());
+    let v = virtual_node(&node, &BTreeMap::new(), false);
     assert_eq!(v["spec"]["unschedulable"], true);
     assert_eq!(v["spec"]["taints"][0]["key"], "nvidia.com/gpu");
+    assert_eq!(
+        v["spec"]["taints"][1],
+        json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"})
+    );
+    // The host's cordon, not the tenant's.
+    assert_eq!(v["metadata"]["annotations"]["carrel.dev/host-unschedulable"], "true");
+    assert!(!tenant_cordoned(&v));
     assert_eq!(v["status"]["addresses"][0]["address"], "10.0.1.1");
     // A heartbeat alone changes nothing a tenant is shown.
     let mut later = node.clone();
     later["status"]["conditions"][0]["lastHeartbeatTime"] = json!("t2");
-    let w = virtual_node(&later, &BTreeMap::new());
+    let w = virtual_node(&later, &BTreeMap::new(), false);
     assert_ne!(v, w);
     assert_eq!(virtual_node_shown(&v), virtual_node_shown(&w));
-    let bare = virtual_node(&json!({"metadata": {"name": "n2"}}), &BTreeMap::new());
+    let bare = virtual_node(&json!({"metadata": {"name": "n2"}}), &BTreeMap::new(), false);
     assert_eq!(bare["spec"], json!({}));
+}
+
+#[test]
+fn a_tenant_cordon_is_the_tenants_whatever_the_host_does() {
+    let host = json!({"metadata": {"name": "n1"}, "spec": {}});
+    let v = virtual_node(&host, &BTreeMap::new(), true);
+    assert_eq!(v["spec"]["unschedulable"], true);
+    assert_eq!(
+        v["spec"]["taints"],
+        json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}])
+    );
+    assert_eq!(v["metadata"]["annotations"], json!({}));
+    assert!(tenant_cordoned(&v), "read back as the tenant's own");
+    // Cordoned on the host too: one taint, and the cordon reads as the host's.
+    let cordoned = json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true,
+        "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}});
+    let both = virtual_node(&cordoned, &BTreeMap::new(), true);
+    assert_eq!(both["spec"]["taints"].as_array().map(Vec::len), Some(1));
+    assert!(!tenant_cordoned(&both));
+    // As kubectl leaves a node it cordoned, and uncordoned.
+    assert!(tenant_cordoned(&json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": true}})));
+    assert!(!tenant_cordoned(
+        &json!({"metadata": {"name": "n1"}, "spec": {"unschedulable": false}})
+    ));
+    assert!(!tenant_cordoned(&json!({"metadata": {"name": "n1"}, "spec": {}})));
+}
+
+#[test]
+fn pods_are_kept_off_the_tenants_cordoned_nodes_unless_they_tolerate_it() {
+    let off = BTreeSet::from(["n1".to_owned(), "n2".to_owned()]);
+    let not_in = json!({"key": "metadata.name", "operator": "NotIn", "values": ["n1", "n2"]});
+    // No affinity: a term of its own.
+    let mut bare = json!({"spec": {"containers": []}});
+    keep_off_nodes(&mut bare, &off);
+    assert_eq!(
+        bare["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"],
+        json!({"nodeSelectorTerms": [{"matchFields": [not_in]}]})
+    );
+    // Terms are ORed: each one excludes them, and keeps what it asked.
+    let mut ors = json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n3"]}]},
+    ]}}}}});
+    keep_off_nodes(&mut ors, &off);
+    let terms = &ors["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    assert_eq!(terms[0]["matchExpressions"][0]["key"], "zone");
+    assert_eq!(terms[0]["matchFields"], json!([not_in]));
+    assert_eq!(terms[1]["matchFields"][1], not_in);
+    // Bound already, or nothing cordoned: untouched.
+    let mut bound = json!({"spec": {"nodeName": "n1"}});
+    keep_off_nodes(&mut bound, &off);
+    assert_eq!(bound, json!({"spec": {"nodeName": "n1"}}));
+    let mut free = json!({"spec": {}});
+    keep_off_nodes(&mut free, &BTreeSet::new());
+    assert_eq!(free, json!({"spec": {}}));
+    // DaemonSet pods tolerate the cordon; a toleration of another taint does not.
+    let ds = json!({"spec": {"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]}});
+    assert!(tolerates_cordon(&ds));
+    assert!(tolerates_cordon(&json!({"spec": {"tolerations": [{"operator": "Exists"}]}})));
+    let other = json!({"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}});
+    assert!(!tolerates_cordon(&other));
+    assert!(!tolerates_cordon(&json!({"spec": {}})));
 }
 
 #[test]

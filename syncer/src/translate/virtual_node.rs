@@ -5,7 +5,15 @@ use super::*;
 
 /// The tenant's view of host node `host_node`: its name, its hostname and GPU product labels, its
 /// CPU, memory and pod capacity, and as GPU resources the tenant's own quota only.
-pub fn virtual_node(host_node: &Value, quota: &BTreeMap<String, i64>) -> Value {
+///
+/// It is cordoned when the host node is (marked [`host_names::ANNOTATION_HOST_UNSCHEDULABLE`])
+/// or when the tenant cordoned it itself (`tenant_cordoned`, as [`tenant_cordoned`] reads it),
+/// with the `node.kubernetes.io/unschedulable:NoSchedule` taint a cordoned node carries.
+pub fn virtual_node(
+    host_node: &Value,
+    quota: &BTreeMap<String, i64>,
+    tenant_cordoned: bool,
+) -> Value {
     let name = host_node.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
     let mut labels = Map::new();
     for (k, v) in
@@ -38,13 +46,22 @@ pub fn virtual_node(host_node: &Value, quota: &BTreeMap<String, i64>) -> Value {
         .cloned()
         .unwrap_or_else(|| json!({"type": "Ready", "status": "Unknown"}));
     let mut spec = Map::new();
-    if let Some(taints) =
-        host_node.pointer("/spec/taints").filter(|t| t.as_array().is_some_and(|a| !a.is_empty()))
-    {
-        spec.insert("taints".to_owned(), taints.clone());
+    let mut taints: Vec<Value> =
+        host_node.pointer("/spec/taints").and_then(Value::as_array).cloned().unwrap_or_default();
+    let host_cordoned = host_node.pointer("/spec/unschedulable") == Some(&json!(true));
+    let mut annotations = Map::new();
+    if host_cordoned {
+        annotations.insert(host_names::ANNOTATION_HOST_UNSCHEDULABLE.to_owned(), json!("true"));
     }
-    if host_node.pointer("/spec/unschedulable") == Some(&json!(true)) {
+    if host_cordoned || tenant_cordoned {
         spec.insert("unschedulable".to_owned(), json!(true));
+        if !taints.iter().any(|t| t["key"] == carrel_gpu::fit::TAINT_UNSCHEDULABLE) {
+            taints
+                .push(json!({"key": carrel_gpu::fit::TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}));
+        }
+    }
+    if !taints.is_empty() {
+        spec.insert("taints".to_owned(), Value::Array(taints));
     }
     let mut status = json!({
         "capacity": resources,
@@ -58,10 +75,20 @@ pub fn virtual_node(host_node: &Value, quota: &BTreeMap<String, i64>) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
         "spec": spec,
         "status": status,
     })
+}
+
+/// Whether the tenant cordoned virtual node `node` itself (`kubectl cordon`, `kubectl drain`):
+/// it is unschedulable, and not because its host node is.
+pub fn tenant_cordoned(node: &Value) -> bool {
+    node.pointer("/spec/unschedulable") == Some(&json!(true))
+        && node
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(host_names::ANNOTATION_HOST_UNSCHEDULABLE))
+            .is_none()
 }
 
 /// What a tenant sees of virtual node `node` (as [`virtual_node`] makes it), less what changes
