@@ -277,6 +277,9 @@ impl Clusters {
             match &opened {
                 Ok(_) if mounted => {
                     tracing::debug!(tenant = %name, "opened the idle tenant's cluster");
+                    // Opened for a reason (a request, a host change, its controllers due): what
+                    // runs for it gets the idle time from now, not from its last request.
+                    tenant.touch();
                     self.open.add(name, &tenant);
                     self.close_when_idle(name, &tenant);
                 }

@@ -127,6 +127,11 @@ pub struct TenantStatus {
     /// When the tenant expires (RFC 3339), from its TTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// When the tenant's controllers are next due to act by the clock alone (RFC 3339): a
+    /// CronJob's schedule, a Job's deadline or time to live. A tenant closed while idle is
+    /// opened again then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake_time: Option<String>,
 }
 
 impl k8s_openapi::Resource for Tenant {

@@ -7,6 +7,7 @@ mod run;
 mod syncers;
 mod tenant;
 mod up;
+mod wakes;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -27,6 +27,7 @@ use carrel_syncer::{host_names, taken_up, Config, HostWatch, Syncer};
 use carrel_tenants::{host_namespace, TenantHooks};
 
 use crate::heap::Trim;
+use crate::wakes::Wakes;
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
 pub struct Syncers {
@@ -43,6 +44,8 @@ pub struct Syncers {
     running: Mutex<HashMap<String, Running>>,
     /// Gives what closed tenants freed back to the system.
     trim: Arc<Trim>,
+    /// Opens closed tenants again when their controllers are due.
+    wakes: Arc<Wakes>,
 }
 
 /// A task that ends with its owner.
@@ -80,7 +83,7 @@ impl Syncers {
     ) -> Syncers {
         let host_watch = HostWatch::new(host.clone());
         Syncers {
-            host,
+            host: host.clone(),
             host_watch,
             intake,
             ca_pem,
@@ -88,6 +91,7 @@ impl Syncers {
             start: true,
             running: Mutex::default(),
             trim: Trim::new(handle.clone()),
+            wakes: Wakes::new(host.clone(), handle.clone()),
             handle,
         }
     }
@@ -98,9 +102,10 @@ impl Syncers {
         Syncers { start: false, ..self }
     }
 
-    /// Open an idle tenant (whose syncer then starts) when one of its host pods or claims
-    /// changes: its syncer has something to do.
-    pub fn open_idle_tenants_on_host_changes(&self, clusters: Arc<Clusters>) {
+    /// Open an idle tenant when its controllers are due ([`Wakes`]), and (whose syncer then
+    /// starts) when one of its host pods or claims changes: its syncer has something to do.
+    pub fn open_idle_tenants_when_due(&self, clusters: Arc<Clusters>) {
+        self.wakes.start(clusters.clone());
         if !self.start {
             return;
         }
@@ -147,7 +152,13 @@ impl TenantHooks for Syncers {
         // Its controllers (workloads, garbage collection), as long as it is open.
         let options = carrel_controllers::Options { root_ca: self.ca_pem.clone() };
         let controllers = carrel_controllers::run_with(client.clone(), options, stop_rx.clone());
-        let controllers = self.handle.spawn(controllers);
+        let recorded = object.pointer("/status/nextWakeTime").and_then(Value::as_str);
+        self.wakes.serving(tenant, recorded.map(str::to_owned));
+        let (wakes, name) = (self.wakes.clone(), tenant.to_owned());
+        let controllers = self.handle.spawn(async move {
+            let next = controllers.await;
+            wakes.stopped(&name, next).await;
+        });
         if !self.start {
             return;
         }
@@ -191,6 +202,7 @@ impl TenantHooks for Syncers {
     }
 
     fn gone(&self, tenant: &str) {
+        self.wakes.gone(tenant);
         self.idle(tenant);
         if let Some(intake) = &self.intake {
             intake.forget(tenant);
@@ -198,7 +210,7 @@ impl TenantHooks for Syncers {
     }
 
     /// Its syncer stops, and starts again with its cluster (a change on the host side for it
-    /// opens it: see [`Syncers::open_idle_tenants_on_host_changes`]).
+    /// opens it: see [`Syncers::open_idle_tenants_when_due`]).
     fn idle(&self, tenant: &str) {
         if let Some(r) = self.running.lock().remove(tenant) {
             let _ = r.stop.send(true);

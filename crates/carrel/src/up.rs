@@ -174,7 +174,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {
         manager.close_idle_tenants(args.tenant_idle_after);
-        syncers.open_idle_tenants_on_host_changes(clusters.clone());
+        syncers.open_idle_tenants_when_due(clusters.clone());
     }
     let mut logs = BTreeMap::new();
     let mut tasks = Vec::new();

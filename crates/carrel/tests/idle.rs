@@ -93,3 +93,86 @@ fn an_idle_tenant_holds_no_file_and_opens_again_for_its_requests_and_its_host_po
     wait_closed(&up, "team-a");
     up.stop();
 }
+
+/// The host `Tenant`'s `status.nextWakeTime` (empty when none), read from the host: no request
+/// reaches the tenant.
+fn next_wake(up: &Up, tenant: &str) -> String {
+    let host = up.host_kubeconfig();
+    let path = "jsonpath={.status.nextWakeTime}";
+    ok(up.kubectl(&host, &["get", "tenant", tenant, "-o", path]))
+}
+
+const EXPIRING_JOB: &str = "apiVersion: batch/v1
+kind: Job
+metadata: {name: brief}
+spec:
+  ttlSecondsAfterFinished: 20
+  template:
+    metadata:
+      annotations: {sim.carrel.dev/run-seconds: \"0.2\"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: c, image: busybox}]
+";
+
+#[test]
+fn an_idle_tenant_opens_when_its_controllers_are_due_even_after_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let args = ["--sim-nodes", "1", "--sim-gpus", "h200x1", "--tenant-idle-after", "1s"];
+    let up = Up::start_args(data.path(), &args);
+    let team = create(&up, "team-a", &[]);
+    apply(&up, &team, "brief", EXPIRING_JOB);
+    eventually("the job complete", WAIT, || {
+        let path = "jsonpath={.status.conditions[?(@.type==\"Complete\")].status}";
+        let out = up.kubectl(&team, &["get", "job", "brief", "-o", path]);
+        let complete = String::from_utf8_lossy(&out.stdout).into_owned();
+        (complete == "True", complete)
+    });
+    wait_closed(&up, "team-a");
+
+    // Closed, its TTL controller is due when the Job expires: the host object says when.
+    let due = eventually("the next wake-up recorded", WAIT, || {
+        let at = next_wake(&up, "team-a");
+        (!at.is_empty(), at)
+    });
+    let due = chrono::DateTime::parse_from_rfc3339(&due).expect("an RFC 3339 time");
+    assert!(due > chrono::Utc::now(), "{due} is to come");
+
+    // A restart serves the tenant closed, and opens it at that time, with no request.
+    up.stop();
+    let up = Up::start_args(data.path(), &args);
+    // (Its host pod's state, listed as the host side starts, may open it a moment.)
+    wait_closed(&up, "team-a");
+    let still = chrono::DateTime::parse_from_rfc3339(&next_wake(&up, "team-a")).expect("kept");
+    assert_eq!(still, due, "still due then");
+    assert!(due > chrono::Utc::now(), "the test is slower than the job's TTL: {due}");
+    eventually("the tenant opened when due", Duration::from_secs(40), || {
+        let open = store_files(&up, "team-a");
+        (open > 0, open)
+    });
+    // Its TTL controller deleted the Job (in the foreground: the Job may still show, being
+    // deleted, until its garbage collector next runs); closed again, nothing more is due.
+    wait_closed(&up, "team-a");
+    eventually("nothing due any more", WAIT, || {
+        let at = next_wake(&up, "team-a");
+        (at.is_empty(), at)
+    });
+    let team = up.home.path().join("team-a.kubeconfig");
+    std::fs::write(&team, ok(up.carrel(&["tenant", "kubeconfig", "team-a"]))).expect("write");
+    let path = "jsonpath={.metadata.deletionTimestamp}";
+    let deleted = up.kubectl(&team, &["get", "job", "brief", "-o", path]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&deleted.stdout).into_owned(),
+        String::from_utf8_lossy(&deleted.stderr).into_owned(),
+    );
+    assert!(
+        !stdout.is_empty() || stderr.contains("NotFound"),
+        "the job deleted: {stdout} {stderr}"
+    );
+    eventually("the job gone", WAIT, || {
+        let out = up.kubectl(&team, &["get", "job", "brief"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (stderr.contains("NotFound"), stderr)
+    });
+    up.stop();
+}

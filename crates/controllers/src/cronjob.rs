@@ -475,6 +475,7 @@ async fn reconcile(cronjob: Arc<CronJob>, state: Arc<State>) -> Result<Action, E
     if let Some(error) = refusal {
         return Err(error);
     }
+    state.context.wakeups.after(crate::wakeup_key("cronjob", &namespace, &name), requeue);
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 

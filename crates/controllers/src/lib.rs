@@ -12,8 +12,9 @@
 
 use std::sync::Arc;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
+use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -53,6 +54,44 @@ pub enum Error {
 pub struct Context {
     /// The cluster's API.
     pub client: Client,
+    /// When each object's controller is next due to act by the clock alone.
+    pub wakeups: Arc<Wakeups>,
+}
+
+/// When the controllers are next due to act with nothing changing in the cluster: a CronJob's
+/// next schedule, a Job's deadline or its time to live, a rollout's progress deadline. Each
+/// controller says it for the object it reconciled; [`run_with`] gives the earliest still to
+/// come when the controllers stop, so that whoever stopped them (an idle tenant closing) can
+/// start them again in time.
+#[derive(Debug, Default)]
+pub struct Wakeups(parking_lot::Mutex<HashMap<String, DateTime<Utc>>>);
+
+impl Wakeups {
+    /// The controller of `key` (`cronjob/<namespace>/<name>`) is due again after `wait`, or only
+    /// on a change (`None`).
+    pub fn after(&self, key: String, wait: Option<std::time::Duration>) {
+        let at = wait.and_then(|w| chrono::Duration::from_std(w).ok()).map(|w| Utc::now() + w);
+        let mut due = self.0.lock();
+        match at {
+            Some(at) => {
+                due.insert(key, at);
+            }
+            None => {
+                due.remove(&key);
+            }
+        }
+    }
+
+    /// The earliest time after `now` a controller is due; those past are under way or
+    /// were for objects since gone.
+    pub fn next_after(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.0.lock().values().filter(|&&at| at > now).min().copied()
+    }
+}
+
+/// The key [`Wakeups`] knows an object by: its controller, namespace and name.
+pub fn wakeup_key(controller: &str, namespace: &str, name: &str) -> String {
+    format!("{controller}/{namespace}/{name}")
 }
 
 impl std::fmt::Debug for Context {
@@ -63,7 +102,7 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     pub fn new(client: Client) -> Arc<Context> {
-        Arc::new(Context { client })
+        Arc::new(Context { client, wakeups: Arc::default() })
     }
 
     /// A recorder of Events from `component` (kube-controller-manager's names:
@@ -81,14 +120,25 @@ pub struct Options {
     pub root_ca: Option<String>,
 }
 
-/// Run every controller against `client`'s cluster until `stop` is true.
-pub async fn run(client: Client, stop: watch::Receiver<bool>) {
+/// Run every controller against `client`'s cluster until `stop` is true; then, the earliest
+/// time one of them is due to act by the clock alone ([`Wakeups`]), if any.
+pub async fn run(client: Client, stop: watch::Receiver<bool>) -> Option<DateTime<Utc>> {
     run_with(client, Options::default(), stop).await
 }
 
 /// [`run`], with what `options` tell.
-pub async fn run_with(client: Client, options: Options, stop: watch::Receiver<bool>) {
+pub async fn run_with(
+    client: Client,
+    options: Options,
+    stop: watch::Receiver<bool>,
+) -> Option<DateTime<Utc>> {
     let context = Context::new(client);
+    let wakeups = context.wakeups.clone();
+    run_controllers(context, options, stop).await;
+    wakeups.next_after(Utc::now())
+}
+
+async fn run_controllers(context: Arc<Context>, options: Options, stop: watch::Receiver<bool>) {
     // One line per controller.
     let mut controllers: Vec<(&'static str, BoxFuture<'static, ()>)> = vec![
         ("garbage collector", Box::pin(gc::run(context.clone(), stop.clone()))),

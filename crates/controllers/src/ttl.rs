@@ -49,12 +49,22 @@ async fn reconcile(job: Arc<Job>, context: Arc<Context>) -> Result<Action, Error
     if job.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let Some(at) = expires_at(&job) else { return Ok(Action::await_change()) };
+    let key = crate::wakeup_key(
+        "ttl-after-finished",
+        &job.namespace().unwrap_or_default(),
+        &job.name_any(),
+    );
+    let Some(at) = expires_at(&job) else {
+        context.wakeups.after(key, None);
+        return Ok(Action::await_change());
+    };
     let now = Utc::now();
     if at > now {
         let wait = (at - now).to_std().unwrap_or_default() + Duration::from_millis(100);
+        context.wakeups.after(key, Some(wait));
         return Ok(Action::requeue(wait));
     }
+    context.wakeups.after(key, None);
     let api: Api<Job> =
         Api::namespaced(context.client.clone(), &job.namespace().unwrap_or_default());
     let params = DeleteParams {

@@ -116,8 +116,12 @@ pub fn status(tenant: &Value, observed: Observed<'_>) -> Value {
     if let Some(expiry) = expires_at(tenant) {
         status["expiresAt"] = json!(expiry.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     }
-    if let Some(usage) = tenant.pointer("/status/gpuUsage") {
-        status["gpuUsage"] = usage.clone();
+    // What others write in the status stays: the GPU usage (the manager's own, from the
+    // claims) and when the tenant is next due to wake (its controllers').
+    for kept in ["gpuUsage", "nextWakeTime"] {
+        if let Some(value) = tenant.pointer(&format!("/status/{kept}")) {
+            status[kept] = value.clone();
+        }
     }
     status
 }

@@ -45,12 +45,17 @@ const COMPONENT: &str = "deployment-controller";
 struct Shared {
     client: kube::Client,
     recorder: Recorder,
+    wakeups: Arc<crate::Wakeups>,
 }
 
 /// Run the Deployment controller until `stop`.
 pub async fn run(context: Arc<Context>, stop: watch::Receiver<bool>) {
     let client = context.client.clone();
-    let shared = Arc::new(Shared { client: client.clone(), recorder: context.recorder(COMPONENT) });
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        recorder: context.recorder(COMPONENT),
+        wakeups: context.wakeups.clone(),
+    });
     Controller::new(Api::<Deployment>::all(client.clone()), watcher::Config::default())
         .owns(Api::<ReplicaSet>::all(client.clone()), watcher::Config::default())
         // A Recreate rollout waits for the old pods to be gone: their deletions wake it.
@@ -731,9 +736,9 @@ impl Sync {
             self.write_status(status).await?;
             return Ok(Action::await_change());
         }
-        Ok(match stuck_requeue(&self.d, &status, now) {
-            Some(after) => Action::requeue(after),
-            None => Action::await_change(),
-        })
+        let after = stuck_requeue(&self.d, &status, now);
+        let key = crate::wakeup_key("deployment", &self.target.namespace, &self.target.name);
+        self.shared.wakeups.after(key, after);
+        Ok(after.map_or_else(Action::await_change, Action::requeue))
     }
 }

@@ -764,6 +764,8 @@ async fn reconcile(job: Arc<Job>, state: Arc<State>) -> Result<Action, Error> {
     if let Some(error) = refusal {
         return Err(error);
     }
+    let key = crate::wakeup_key("job", &namespace, &job.name_any());
+    state.context.wakeups.after(key, requeue);
     Ok(requeue.map_or_else(Action::await_change, Action::requeue))
 }
 
