@@ -13,7 +13,7 @@
 //! | section | ours | baseline (same run) |
 //! |---|---|---|
 //! | idle tenants' cost | N tenants (10,000; `CARREL_BENCH_DENSITY_TENANTS`) created through a kube client of the host API, 32 creates in flight, all Ready (a host watch), then left alone until every one is closed (none of their store files open, the descriptor count steady): (VmRSS, descriptors, threads) − baseline, / N; creates per second; first create → all Ready, per second | the process with no tenant, after 60 s idle |
-//! | idle CPU | utime + stime of the process over 60 s (`CARREL_BENCH_DENSITY_IDLE_S`) with the N closed tenants, % of one core | the same over the same time with no tenant, at the start |
+//! | idle CPU | utime + stime of the process over 60 s (`CARREL_BENCH_DENSITY_IDLE_S`) with the N closed tenants, % of one core, after 30 s quiet (`CARREL_BENCH_DENSITY_QUIET_S`) whose CPU, the closes' tail, is shown apart | the same over the same time with no tenant, at the start, after the same quiet |
 //! | opening an idle tenant | 200 closed tenants spread over the range, one after another, each with a kube client made beforehand from its admin kubeconfig (read from its host Secret): (a) its first `GET /api/v1/namespaces` (TLS connect, the tenant opened); (b) a second one on the same client (open, connection reused) | (c) right after, a new client's first request to the now open tenant (the same TLS connect, no opening) |
 //!
 //! With `CARREL_BENCH_DENSITY_OPEN` set, the tenants are kept open (`--tenant-idle-after 0s`),
@@ -47,6 +47,11 @@ const TENANTS_ENV: &str = "CARREL_BENCH_DENSITY_TENANTS";
 /// The idle CPU windows, in seconds; `CARREL_BENCH_DENSITY_IDLE_S` sets another length.
 const IDLE_S: u64 = 60;
 const IDLE_S_ENV: &str = "CARREL_BENCH_DENSITY_IDLE_S";
+/// Quiet before each idle CPU window, in seconds, with and without tenants alike: the tail of
+/// what came before (starting; the tenants' closes, their threads ending and the heap trim) is
+/// measured and shown apart, not counted as idle. `CARREL_BENCH_DENSITY_QUIET_S` sets another.
+const QUIET_S: u64 = 30;
+const QUIET_S_ENV: &str = "CARREL_BENCH_DENSITY_QUIET_S";
 /// `--tenant-idle-after`.
 const IDLE_AFTER: &str = "2s";
 /// Set, the tenants are kept open (`--tenant-idle-after 0s`): each keeps its store, syncer and
@@ -323,6 +328,24 @@ fn idle_cpu(up: &Up, window: Duration, tick: f64) -> Cpu {
     let seconds = total as f64 / tick;
     let percent = 100.0 * seconds / started.elapsed().as_secs_f64();
     Cpu { seconds, percent, before, after, by_thread, slices, most_store_fds }
+}
+
+/// Wait `quiet` before an idle window, showing what the process used meanwhile: the tail of
+/// `what` came before.
+fn quiet_tail(up: &Up, quiet: Duration, tick: f64, what: &str) {
+    if quiet.is_zero() {
+        return;
+    }
+    let tail = idle_cpu(up, quiet, tick);
+    println!(
+        "  {} s quiet, the tail of {what}: CPU {:.2} s = {:.3}% of a core (each {} s: {}; {})",
+        quiet.as_secs(),
+        tail.seconds,
+        tail.percent,
+        quiet.as_secs() / u64::from(SLICES),
+        slices(&tail),
+        top_threads(&tail)
+    );
 }
 
 /// The CPU seconds of each slice of a window.
@@ -602,6 +625,7 @@ fn main() -> BenchResult<()> {
     watchdog(WATCHDOG);
     let count = usize::try_from(env_count(TENANTS_ENV, TENANTS as u64)?)?;
     let idle = Duration::from_secs(env_count(IDLE_S_ENV, IDLE_S)?);
+    let quiet = Duration::from_secs(env_count(QUIET_S_ENV, QUIET_S)?);
     let tick = clock_ticks();
     println!("carrel density benchmark: every ratio is ours / baseline, both measured in this run");
     println!(
@@ -609,15 +633,20 @@ fn main() -> BenchResult<()> {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg()
     );
-    println!("{count} tenants, idle CPU over {} s, clock ticks {tick}/s", idle.as_secs());
+    println!(
+        "{count} tenants, idle CPU over {} s after {} s quiet, clock ticks {tick}/s",
+        idle.as_secs(),
+        quiet.as_secs()
+    );
     let open = std::env::var_os(OPEN_ENV).is_some();
     let state = if open { "open" } else { "closed" };
     let up = start(if open { "0s" } else { IDLE_AFTER })?;
     println!("carrel up: pid {}, data {}", up.pid, up.data.display());
     let rt = runtime("client")?;
 
-    section("no tenant: settle, then idle CPU");
+    section("no tenant: settle, quiet, then idle CPU");
     std::thread::sleep(SETTLE);
+    quiet_tail(&up, quiet, tick, "starting");
     let cpu_none = idle_cpu(&up, idle, tick);
     let base = cpu_none.after;
     println!("  at start: {}", describe(&cpu_none.before));
@@ -697,7 +726,8 @@ fn main() -> BenchResult<()> {
         describe(&closed)
     );
 
-    section(&format!("{count} {state} tenants: idle CPU"));
+    section(&format!("{count} {state} tenants: quiet, then idle CPU"));
+    quiet_tail(&up, quiet, tick, if open { "creating" } else { "closing" });
     let cpu_many = idle_cpu(&up, idle, tick);
     println!(
         "  over {} s: CPU {:.2} s = {:.3}% of a core; then {}; load average {}",
