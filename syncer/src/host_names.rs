@@ -40,6 +40,26 @@ pub const ANNOTATION_HOST_UNSCHEDULABLE: &str = "carrel.dev/host-unschedulable";
 pub const LABEL_HOST_STORAGE_CLASS: &str = "carrel.dev/host-storage-class";
 /// The volume carrying the tenant's service-account token in a host pod.
 pub const TOKEN_VOLUME: &str = "carrel-tenant-token";
+/// Label on a host pod: its tenant pod's namespace. All of a tenant's pods share one host
+/// namespace; this label is what tells its tenant namespaces apart there (the tenant's
+/// NetworkPolicies select by it).
+pub const LABEL_NAMESPACE: &str = "carrel.dev/tenant-namespace";
+/// The domain a tenant pod's labels are carried under on its host pod: label `app` as
+/// `label.carrel.dev/app`, `app.kubernetes.io/name` as `app.kubernetes.io.label.carrel.dev/name`
+/// ([`host_label_key`]).
+pub const POD_LABEL_DOMAIN: &str = "label.carrel.dev";
+/// The prefix of a carried label whose prefix is too long to be kept: its key is hashed.
+const HASHED_POD_LABEL_PREFIX: &str = "hashed-label.carrel.dev";
+/// Longest label key prefix (a DNS subdomain).
+const MAX_LABEL_PREFIX: usize = 253;
+/// The NetworkPolicy in every tenant's host namespace that admits traffic to its pods only from
+/// the tenant's own pods and its DNS. No tenant object's host name is this: [`host_name`] always
+/// holds `-x-` or ends in a hash.
+pub const ISOLATION_POLICY: &str = "carrel-tenant-isolation";
+/// The host namespace of the tenants' DNS resolvers.
+pub const DNS_NAMESPACE: &str = "carrel";
+/// The label (key, value) of the tenants' DNS resolver pods in [`DNS_NAMESPACE`].
+pub const DNS_POD_LABEL: (&str, &str) = ("carrel.dev/component", "dns");
 
 /// The host name of tenant object `name` in tenant namespace `namespace`: `<name>-x-<namespace>`
 /// where that reads back as only this pair, else the hashed form: the plain name's first
@@ -94,6 +114,42 @@ pub fn host_pod(namespace: &str, name: &str) -> String {
 /// namespace (a DNS label) has, so no copied tenant object can have this name.
 pub fn token_secret(namespace: &str, account: &str) -> String {
     format!("{}.sa-token", host_name(namespace, account))
+}
+
+/// The key tenant pod label `key` has on the host pod: under [`POD_LABEL_DOMAIN`], so that no
+/// tenant label is read on the host as one of the host's own (Carrel's, Kubernetes', an
+/// add-on's). A key without prefix gets that domain as its prefix; a key with one gets its prefix
+/// followed by the domain; a prefix too long for that is hashed (128 bits of SHA-256 of the
+/// whole key) under `hashed-label.carrel.dev`, which no other form can give. Injective, and
+/// the value is kept as it is, so selectors are rewritten key by key.
+pub fn host_label_key(key: &str) -> String {
+    match key.split_once('/') {
+        None => format!("{POD_LABEL_DOMAIN}/{key}"),
+        Some((prefix, name)) if prefix.len() + 1 + POD_LABEL_DOMAIN.len() <= MAX_LABEL_PREFIX => {
+            format!("{prefix}.{POD_LABEL_DOMAIN}/{name}")
+        }
+        Some(_) => {
+            let hash = digest::digest(&digest::SHA256, key.as_bytes());
+            let hex: String = hash.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            format!("{HASHED_POD_LABEL_PREFIX}/{}", &hex[..HASH_HEX])
+        }
+    }
+}
+
+/// The labels of the host pod of a tenant pod in `namespace` labelled `labels`: the syncer's
+/// ([`host_labels`]), the tenant namespace ([`LABEL_NAMESPACE`]) and each tenant label under
+/// its [`host_label_key`].
+pub fn host_pod_labels(
+    tenant: &str,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut host = host_labels(tenant);
+    host.insert(LABEL_NAMESPACE.to_owned(), namespace.to_owned());
+    for (k, v) in labels {
+        host.insert(host_label_key(k), v.clone());
+    }
+    host
 }
 
 /// Labels of a host object written for `tenant`.
@@ -208,6 +264,43 @@ mod tests {
         assert!(stands_for(Some(&labels), Some(&token), "t", &token));
         assert!(!stands_for(Some(&labels), Some(&other_account), "t", &token));
         assert!(!stands_for(Some(&labels), Some(&wanted), "t", &token), "a copy is not a token");
+    }
+
+    #[test]
+    fn tenant_pod_labels_are_carried_under_carrels_domain_only() {
+        assert_eq!(host_label_key("app"), "label.carrel.dev/app");
+        assert_eq!(
+            host_label_key("app.kubernetes.io/name"),
+            "app.kubernetes.io.label.carrel.dev/name"
+        );
+        // A tenant cannot pose as the syncer, its namespace label or the tenants' DNS.
+        for key in [LABEL_TENANT, LABEL_MANAGED_BY, LABEL_NAMESPACE, DNS_POD_LABEL.0] {
+            assert!(host_label_key(key).contains(".label.carrel.dev/"), "{key}");
+            assert_ne!(host_label_key(key), key);
+        }
+        let long_prefix = format!("{}.example.com", "a.".repeat(118));
+        let hashed = host_label_key(&format!("{long_prefix}/name"));
+        assert!(hashed.starts_with("hashed-label.carrel.dev/"), "{hashed}");
+        let (prefix, name) = hashed.split_once('/').unwrap();
+        assert!(carrel_machinery::names::is_dns1123_subdomain(prefix));
+        assert_eq!(name.len(), HASH_HEX);
+        assert_ne!(hashed, host_label_key(&format!("{long_prefix}/other")));
+        let fits = format!("{}.example.com/name", "a.".repeat(110));
+        assert!(host_label_key(&fits).split_once('/').unwrap().0.len() <= MAX_LABEL_PREFIX);
+        let labels = BTreeMap::from([
+            ("app".to_owned(), "web".to_owned()),
+            (LABEL_TENANT.to_owned(), "other".to_owned()),
+        ]);
+        let host = host_pod_labels("t", "ml", &labels);
+        assert_eq!(host.get(LABEL_TENANT).map(String::as_str), Some("t"));
+        assert_eq!(host.get(LABEL_NAMESPACE).map(String::as_str), Some("ml"));
+        assert_eq!(host.get("label.carrel.dev/app").map(String::as_str), Some("web"));
+        assert_eq!(
+            host.get("carrel.dev.label.carrel.dev/tenant").map(String::as_str),
+            Some("other")
+        );
+        // The isolation policy's name is no tenant object's.
+        assert!(!ISOLATION_POLICY.contains(SEPARATOR) && !looks_hashed(ISOLATION_POLICY));
     }
 
     #[test]

@@ -22,6 +22,8 @@
 //! - `claims`: a host PersistentVolumeClaim for each tenant claim, made when the claim is (or
 //!   when a pod needs it first), deleted with it; its binding and status go up to the tenant's.
 //! - `storage_classes`: the tenant's mirrors of the host's StorageClasses.
+//! - `network_policies`: the isolation policy of the tenant's host namespace, and a host
+//!   NetworkPolicy for each of the tenant's, deleted with it.
 //! - `tokens`: service-account tokens in host Secrets, renewed and deleted.
 //! - `events_up`: host events about host pods, copied up to the tenant.
 //! - `virtual_nodes`: the tenant's view of the host nodes its pods run on.
@@ -38,6 +40,7 @@ mod copies;
 mod events_up;
 pub mod host_names;
 pub mod host_watch;
+mod network_policies;
 pub mod placement;
 mod pods;
 mod storage_classes;
@@ -322,6 +325,7 @@ impl Syncer {
             tokio::spawn(self.clone().mirror::<Secret>(host.secrets)),
             tokio::spawn(self.clone().sync_claims(host.volume_claims)),
             tokio::spawn(self.clone().mirror_storage_classes(host.storage_classes)),
+            tokio::spawn(self.clone().sync_network_policies(host.network_policies)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];

@@ -247,9 +247,9 @@ async fn host_watches_with(n: usize) -> usize {
 async fn host_watches_do_not_grow_with_tenants() {
     let one = host_watches_with(1).await;
     let five = host_watches_with(5).await;
-    // Pods, ConfigMaps, Secrets, PersistentVolumeClaims, Events, Nodes, StorageClasses and claim
-    // Leases: one watch each.
-    assert_eq!(one, 8, "host watches for one tenant");
+    // Pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies, Events, Nodes,
+    // StorageClasses and claim Leases: one watch each.
+    assert_eq!(one, 9, "host watches for one tenant");
     assert_eq!(five, one, "host watches for five tenants");
 }
 

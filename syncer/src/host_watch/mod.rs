@@ -1,9 +1,9 @@
 //! The host side shared by every syncer of a process: one watch per host kind, whatever the
 //! number of tenants, each change routed to the syncer of the tenant it belongs to.
 //!
-//! - Host pods, ConfigMaps, Secrets and PersistentVolumeClaims: those the syncers wrote (their
-//!   `managed-by` label), in every namespace; each goes to the partition its namespace and tenant
-//!   label name.
+//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims and NetworkPolicies: those the
+//!   syncers wrote (their `managed-by` label), in every namespace; each goes to the partition its
+//!   namespace and tenant label name.
 //! - Host Events about pods: each goes to the partition of its namespace (a tenant's host
 //!   namespace).
 //! - Nodes: one cache; every change goes to every syncer (virtual nodes follow them).
@@ -28,6 +28,7 @@ use std::sync::{Arc, OnceLock};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -59,6 +60,7 @@ struct Inner {
     config_maps: Arc<Feed<ConfigMap>>,
     secrets: Arc<Feed<Secret>>,
     volume_claims: Arc<Feed<PersistentVolumeClaim>>,
+    network_policies: Arc<Feed<NetworkPolicy>>,
     events: Arc<Feed<Event>>,
     nodes: Store<Node>,
     claim_leases: Store<Lease>,
@@ -114,6 +116,7 @@ pub(crate) struct TenantFeed {
     pub(crate) config_maps: Subscription<ConfigMap>,
     pub(crate) secrets: Subscription<Secret>,
     pub(crate) volume_claims: Subscription<PersistentVolumeClaim>,
+    pub(crate) network_policies: Subscription<NetworkPolicy>,
     pub(crate) events: Subscription<Event>,
     pub(crate) nodes: Listener<Arc<Node>>,
     pub(crate) storage_classes: Listener<()>,
@@ -178,6 +181,7 @@ impl HostWatch {
                 config_maps: Arc::new(Feed::new(labelled, |_| true)),
                 secrets: Arc::new(Feed::new(labelled, |_| true)),
                 volume_claims: Arc::new(Feed::new(labelled, |_| true)),
+                network_policies: Arc::new(Feed::new(labelled, |_| true)),
                 events: Arc::new(Feed::new(in_namespace, keep_events)),
                 nodes,
                 claim_leases,
@@ -234,7 +238,8 @@ impl HostWatch {
             pods: self.inner.pods.subscribe(labelled.clone()),
             config_maps: self.inner.config_maps.subscribe(labelled.clone()),
             secrets: self.inner.secrets.subscribe(labelled.clone()),
-            volume_claims: self.inner.volume_claims.subscribe(labelled),
+            volume_claims: self.inner.volume_claims.subscribe(labelled.clone()),
+            network_policies: self.inner.network_policies.subscribe(labelled),
             events: self.inner.events.subscribe(events),
             // Shown what the caches hold, as a watch of their own would be at its start.
             nodes: self.inner.node_changes.listen(tenant, |send| {
@@ -271,6 +276,7 @@ impl HostWatch {
             inner.config_maps.subscribed(),
             inner.secrets.subscribed(),
             inner.volume_claims.subscribed(),
+            inner.network_policies.subscribed(),
         ]
         .into_iter()
         .flatten()
@@ -309,7 +315,8 @@ impl HostWatch {
             self.spawn_feed(&inner.pods, labelled.clone(), "host pods"),
             self.spawn_feed(&inner.config_maps, labelled.clone(), "host ConfigMaps"),
             self.spawn_feed(&inner.secrets, labelled.clone(), "host Secrets"),
-            self.spawn_feed(&inner.volume_claims, labelled, "host PersistentVolumeClaims"),
+            self.spawn_feed(&inner.volume_claims, labelled.clone(), "host PersistentVolumeClaims"),
+            self.spawn_feed(&inner.network_policies, labelled, "host NetworkPolicies"),
             self.spawn_feed(
                 &inner.events,
                 watcher::Config::default().fields("involvedObject.kind=Pod"),

@@ -47,10 +47,14 @@ pub(crate) enum Step {
     /// The host pod was made for an earlier tenant pod of the same name: delete it, release its
     /// claims and look again shortly.
     ReplaceHostPod,
-    /// Copy the host pod's status up; release the claims when the host pod has finished.
+    /// Copy the host pod's status up; release the claims when the host pod has finished; give
+    /// the host pod the tenant pod's labels when they changed.
     CopyStatusUp {
         /// Whether the host pod has finished.
         release: bool,
+        /// Whether the host pod's labels differ from those the tenant pod's call for
+        /// ([`host_names::host_pod_labels`]): the tenant's NetworkPolicies select by them.
+        relabel: bool,
     },
 }
 
@@ -91,7 +95,13 @@ pub(crate) fn decide(facts: &Facts<'_>) -> Step {
                 // Left from an earlier pod of the same name.
                 return Step::ReplaceHostPod;
             }
-            Step::CopyStatusUp { release: finished(host) }
+            let wanted = host_names::host_pod_labels(
+                facts.tenant,
+                facts.namespace,
+                tenant.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
+            );
+            let relabel = host.metadata.labels.as_ref() != Some(&wanted);
+            Step::CopyStatusUp { release: finished(host), relabel }
         }
     }
 }

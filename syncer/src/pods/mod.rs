@@ -127,7 +127,10 @@ impl Syncer {
                 release().await?;
                 Ok(Some(Duration::from_millis(50)))
             }
-            (Step::CopyStatusUp { release: done }, Some(tenant), Some(host)) => {
+            (Step::CopyStatusUp { release: done, relabel }, Some(tenant), Some(host)) => {
+                if relabel {
+                    self.relabel_host_pod(&tenant, &host).await?;
+                }
                 self.status_up(&tenant, &host).await?;
                 if done {
                     release().await?;
@@ -175,6 +178,29 @@ impl Syncer {
                     _ => Ok(None),
                 }
             }
+        }
+    }
+
+    /// Give host pod `host` the labels tenant pod `tenant` calls for: a merge patch that sets
+    /// them and removes the others.
+    async fn relabel_host_pod(&self, tenant: &Value, host: &Value) -> Result<(), SyncError> {
+        let name = host.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let wanted = translate::host_pod_labels(&self.inner.tenant, tenant);
+        let mut labels: serde_json::Map<String, Value> =
+            wanted.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        for key in host.pointer("/metadata/labels").and_then(Value::as_object).into_iter().flatten()
+        {
+            labels.entry(key.0.clone()).or_insert(Value::Null);
+        }
+        let patch = json!({"metadata": {"labels": labels}});
+        let api: Api<Pod> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let params = kube::api::PatchParams::default();
+        match api.patch(name, &params, &kube::api::Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            // Gone meanwhile: the host watch brings the pod back to its reconcile.
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 

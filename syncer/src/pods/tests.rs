@@ -34,7 +34,7 @@ fn host_pod(tenant: &str, (namespace, name): (&str, &str), uid: &str, phase: &st
             "name": host_names::host_pod("ml", "train"),
             "namespace": "carrel-acme",
             "uid": "host-uid",
-            "labels": host_names::host_labels(tenant),
+            "labels": host_names::host_pod_labels(tenant, namespace, &Default::default()),
             "annotations": annotations,
         },
         "spec": {"containers": [{"name": "main", "image": "cuda"}]},
@@ -70,6 +70,8 @@ enum Want {
 fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
     let new = tenant_pod("u1", json!({"phase": "Pending"}), json!({}));
     let running = tenant_pod("u1", json!({"phase": "Running"}), json!({}));
+    let mut labelled = running.clone();
+    labelled.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
     let pvc = json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]});
     let endpoints =
         json!({"volumes": [{"name": "g", "glusterfs": {"endpoints": "gl", "path": "p"}}]});
@@ -150,31 +152,37 @@ fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
             "running on the host",
             Some(running.clone()),
             Some(ours("u1", "Running")),
-            Want::Step(Step::CopyStatusUp { release: false }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false }),
         ),
         (
             "pending on the host",
             Some(new.clone()),
             Some(ours("u1", "Pending")),
-            Want::Step(Step::CopyStatusUp { release: false }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false }),
         ),
         (
             "succeeded on the host",
             Some(running.clone()),
             Some(ours("u1", "Succeeded")),
-            Want::Step(Step::CopyStatusUp { release: true }),
+            Want::Step(Step::CopyStatusUp { release: true, relabel: false }),
         ),
         (
             "failed on the host",
             Some(running.clone()),
             Some(ours("u1", "Failed")),
-            Want::Step(Step::CopyStatusUp { release: true }),
+            Want::Step(Step::CopyStatusUp { release: true, relabel: false }),
         ),
         (
             "tenant pod finished first, host pod still running",
             Some(tenant_pod("u1", json!({"phase": "Failed"}), json!({}))),
             Some(ours("u1", "Running")),
-            Want::Step(Step::CopyStatusUp { release: false }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false }),
+        ),
+        (
+            "labels changed in the tenant",
+            Some(labelled.clone()),
+            Some(ours("u1", "Running")),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: true }),
         ),
         (
             "host pod of an earlier pod of the same name",

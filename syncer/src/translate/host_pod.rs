@@ -33,6 +33,10 @@ pub(super) fn tenant_downward_items(items: Option<&mut Value>) {
         let Some(path) = item.pointer_mut("/fieldRef/fieldPath") else {
             continue;
         };
+        if let Some(label) = path.as_str().and_then(host_label_path) {
+            *path = json!(label);
+            continue;
+        }
         let recorded = match path.as_str() {
             Some("metadata.name") => host_names::ANNOTATION_NAME,
             Some("metadata.namespace") => host_names::ANNOTATION_NAMESPACE,
@@ -41,6 +45,13 @@ pub(super) fn tenant_downward_items(items: Option<&mut Value>) {
         };
         *path = json!(format!("metadata.annotations['{recorded}']"));
     }
+}
+
+/// A downward API path to one tenant pod label (`metadata.labels['app']`) as the path to that
+/// label on the host pod ([`host_names::host_label_key`]); `None` for any other path.
+pub(super) fn host_label_path(path: &str) -> Option<String> {
+    let key = path.strip_prefix("metadata.labels['")?.strip_suffix("']")?;
+    Some(format!("metadata.labels['{}']", host_names::host_label_key(key)))
 }
 
 /// Every ConfigMap, Secret and PersistentVolumeClaim reference of `source` (a volume or a
@@ -179,6 +190,11 @@ pub fn host_pod(
             for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
                 rename(e, "/valueFrom/configMapKeyRef/name", namespace);
                 rename(e, "/valueFrom/secretKeyRef/name", namespace);
+                if let Some(path) = e.pointer_mut("/valueFrom/fieldRef/fieldPath") {
+                    if let Some(label) = path.as_str().and_then(host_label_path) {
+                        *path = json!(label);
+                    }
+                }
                 // The workload sees its tenant names, not the host's.
                 let literal =
                     match e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
@@ -243,11 +259,26 @@ pub fn host_pod(
         "metadata": {
             "name": host_names::host_pod(namespace, name),
             "namespace": host_namespace,
-            "labels": host_names::host_labels(tenant),
+            "labels": host_pod_labels(tenant, pod),
             "annotations": annotations,
         },
         "spec": host_spec,
     })
+}
+
+/// The labels the host pod of tenant pod `pod` of `tenant` carries
+/// ([`host_names::host_pod_labels`]): the syncer's, the tenant namespace, and the tenant pod's
+/// own under Carrel's domain. They follow the tenant pod's labels as these change.
+pub fn host_pod_labels(tenant: &str, pod: &Value) -> BTreeMap<String, String> {
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let labels: BTreeMap<String, String> = pod
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+        .collect();
+    host_names::host_pod_labels(tenant, namespace, &labels)
 }
 
 /// Pod fields that name things only the tenant's cluster has (its priority classes, schedulers,

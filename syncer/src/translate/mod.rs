@@ -2,8 +2,10 @@
 //! references and their host copies ([`references`](mod@references)), a tenant pod into its
 //! host pod ([`host_pod`](mod@host_pod)), a host pod's status back into the tenant's
 //! ([`status`](mod@status)), a tenant claim into its host claim and back ([`claim`](mod@claim)),
-//! a virtual node ([`virtual_node`](mod@virtual_node)) and the tenant's view of a host
-//! StorageClass ([`storage_class`](mod@storage_class)).
+//! a virtual node ([`virtual_node`](mod@virtual_node)), the tenant's view of a host
+//! StorageClass ([`storage_class`](mod@storage_class)) and a tenant NetworkPolicy as its host
+//! policy, beside the isolation policy of every host namespace
+//! ([`network_policy`](mod@network_policy)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -17,6 +19,7 @@ use carrel_gpu::Claim;
 use crate::host_names;
 mod claim;
 mod host_pod;
+mod network_policy;
 mod references;
 mod status;
 mod storage_class;
@@ -25,10 +28,13 @@ mod virtual_node;
 #[cfg(test)]
 mod claim_tests;
 #[cfg(test)]
+mod network_policy_tests;
+#[cfg(test)]
 mod tests;
 
 pub use claim::*;
 pub use host_pod::*;
+pub use network_policy::*;
 pub use references::*;
 pub use status::*;
 pub use storage_class::*;

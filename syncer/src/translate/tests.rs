@@ -240,6 +240,10 @@ fn the_host_pod_is_pinned_renamed_and_carries_no_host_token() {
     assert_eq!(h["metadata"]["name"], "train-x-ml");
     assert_eq!(h["metadata"]["namespace"], "carrel-t");
     assert_eq!(h["metadata"]["labels"]["carrel.dev/tenant"], "t");
+    // The tenant pod's labels come along under Carrel's domain, with its namespace.
+    assert_eq!(h["metadata"]["labels"]["label.carrel.dev/app"], "x");
+    assert_eq!(h["metadata"]["labels"]["carrel.dev/tenant-namespace"], "ml");
+    assert!(h["metadata"]["labels"].get("app").is_none());
     assert_eq!(h["metadata"]["annotations"]["carrel.dev/tenant-uid"], "u-1");
     assert_eq!(h["metadata"]["annotations"]["cdi.k8s.io/carrel-gpu"], "nvidia.com/gpu=MIG-abc");
     // The tenant's own annotations come along, but none that injects devices or forges ours.
@@ -280,7 +284,11 @@ fn downward_api_files_show_the_tenant_pod() {
         {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}},
         {"path": "uid", "fieldRef": {"fieldPath": "metadata.uid"}},
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        {"path": "app", "fieldRef": {"fieldPath": "metadata.labels['app']"}},
         {"path": "cpu", "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"}},
+    ]);
+    pod["spec"]["containers"][0]["env"] = json!([
+        {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
     ]);
     pod["spec"]["volumes"] = json!([
         {"name": "info", "downwardAPI": {"items": items}},
@@ -292,8 +300,16 @@ fn downward_api_files_show_the_tenant_pod() {
         {"path": "namespace", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-namespace']"}},
         {"path": "uid", "fieldRef": {"fieldPath": "metadata.annotations['carrel.dev/tenant-uid']"}},
         {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+        // One label is read from where the host pod carries it.
+        {"path": "app", "fieldRef": {"fieldPath": "metadata.labels['label.carrel.dev/app']"}},
         {"path": "cpu", "resourceFieldRef": {"containerName": "main", "resource": "limits.cpu"}},
     ]);
+    let env = h["spec"]["containers"][0]["env"].as_array().cloned().unwrap_or_default();
+    let app = env.iter().find(|e| e["name"] == "APP").expect("APP");
+    assert_eq!(
+        app["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.labels['label.carrel.dev/app']"
+    );
     assert_eq!(h["spec"]["volumes"][0]["downwardAPI"]["items"], want);
     assert_eq!(h["spec"]["volumes"][1]["projected"]["sources"][0]["downwardAPI"]["items"], want);
     // And those annotations hold the tenant pod's values.

@@ -1,0 +1,270 @@
+//! The tenant's NetworkPolicies on the host. The tenant's host namespace holds the isolation
+//! policy ([`translate::isolation_policy`]: ingress only from the tenant's own pods and its DNS),
+//! and a host policy for each of the tenant's ([`translate::host_network_policy`]), so a tenant
+//! can lock its own namespaces down further. Both are kept in line: made again when deleted, set
+//! back when changed, and a host policy is deleted with its tenant policy (also when it went
+//! while the syncer was away). A host object under one of these names that is not the syncer's
+//! own for it is left alone.
+//!
+//! One task per syncer watches the tenant's NetworkPolicies and Namespaces (a namespace
+//! selector is resolved against the namespaces' labels) and is sent the changes to its host
+//! policies; each change, or burst of changes, makes one pass over all of them.
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+
+use crate::*;
+
+/// How soon a pass that failed is made again.
+const POLICY_RETRY: Duration = Duration::from_secs(1);
+
+/// Whether `store`'s first list is complete.
+fn ready<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+/// Whether host policy `current` is `wanted` as the syncer writes it: its spec, and the labels
+/// and annotations the syncer sets.
+fn in_line(current: &NetworkPolicy, wanted: &NetworkPolicy) -> bool {
+    let has_all = |have: &Option<BTreeMap<String, String>>,
+                   want: &Option<BTreeMap<String, String>>| {
+        want.iter().flatten().all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    translate::network_policy_spec_shown(current.spec.as_ref())
+        == translate::network_policy_spec_shown(wanted.spec.as_ref())
+        && has_all(&current.metadata.labels, &wanted.metadata.labels)
+        && has_all(&current.metadata.annotations, &wanted.metadata.annotations)
+}
+
+/// The tenant policy (namespace, name) host policy `host` stands for, if it records one under
+/// its own host name; `None` for the isolation policy and anything else.
+fn tenant_policy(host: &NetworkPolicy) -> Option<Key> {
+    let a = host.metadata.annotations.as_ref()?;
+    let namespace = a.get(host_names::ANNOTATION_NAMESPACE)?;
+    let name = a.get(host_names::ANNOTATION_NAME)?;
+    (host.metadata.name.as_deref() == Some(&host_names::host_name(namespace, name)))
+        .then(|| (namespace.clone(), name.clone()))
+}
+
+impl Syncer {
+    /// Keep the tenant's host policies in line as the tenant's policies and namespaces and the
+    /// host policies change. `host`: the tenant's host policies, as the shared host side shows
+    /// them.
+    pub(crate) async fn sync_network_policies(self, mut host: Subscription<NetworkPolicy>) {
+        let host_policies = host.store();
+        let (policies, policies_writer) = reflector::store::<NetworkPolicy>();
+        let (namespaces, namespaces_writer) = reflector::store::<Namespace>();
+        let client = &self.inner.tenant_client;
+        let policy_changes = reflector::reflector(
+            policies_writer,
+            watcher(Api::<NetworkPolicy>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .map(|e| e.map(|_| ()));
+        let namespace_changes = reflector::reflector(
+            namespaces_writer,
+            watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()),
+        )
+        .default_backoff()
+        .map(|e| e.map(|_| ()));
+        let tenant = futures::stream::select(policy_changes, namespace_changes);
+        futures::pin_mut!(tenant);
+        let mut resync = tokio::time::interval(self.inner.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retry = tokio::time::interval(POLICY_RETRY);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failed = false;
+        loop {
+            tokio::select! {
+                change = tenant.next() => match change {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the tenant's NetworkPolicies and Namespaces");
+                        continue;
+                    }
+                    None => return,
+                },
+                Some(_) = host.next() => {}
+                _ = resync.tick() => {}
+                _ = retry.tick(), if failed => {}
+            }
+            // Many changes at once (a relist) make one pass.
+            while let Some(Some(_)) = tenant.next().now_or_never() {}
+            while let Some(Some(_)) = host.next().now_or_never() {}
+            // Before every list is complete, a missing policy could only be one not yet seen.
+            if !(ready(&policies) && ready(&namespaces) && ready(&host_policies)) {
+                continue;
+            }
+            failed = match self.keep_network_policies(&policies, &namespaces, &host_policies).await
+            {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "syncing NetworkPolicies");
+                    true
+                }
+            };
+        }
+    }
+
+    /// One pass: the isolation policy and a host policy for each tenant policy made or set
+    /// back; host policies whose tenant policy is gone deleted. Every policy is tried; the first
+    /// error is returned.
+    async fn keep_network_policies(
+        &self,
+        policies: &Store<NetworkPolicy>,
+        namespaces: &Store<Namespace>,
+        host: &Store<NetworkPolicy>,
+    ) -> Result<(), SyncError> {
+        let tenant = &self.inner.tenant;
+        let host_namespace = &self.inner.host_namespace;
+        let namespaces: Vec<Namespace> = namespaces.state().iter().map(|n| (**n).clone()).collect();
+        let mut wanted = vec![translate::isolation_policy(tenant, host_namespace)];
+        let mut tenant_keys = HashSet::new();
+        for policy in policies.state() {
+            if let (Some(ns), Some(name)) = (&policy.metadata.namespace, &policy.metadata.name) {
+                tenant_keys.insert((ns.clone(), name.clone()));
+            }
+            wanted.push(translate::host_network_policy(
+                tenant,
+                host_namespace,
+                &policy,
+                &namespaces,
+            ));
+        }
+        let mut outcome = Ok(());
+        for policy in &wanted {
+            if let Err(e) = self.keep_network_policy(host, policy).await {
+                outcome = outcome.and(Err(e));
+            }
+        }
+        for current in host.state() {
+            let Some(key) = tenant_policy(&current) else { continue };
+            if tenant_keys.contains(&key) {
+                continue;
+            }
+            let identity = host_names::host_annotations(&key.0, &key.1, "");
+            let labels = current.metadata.labels.as_ref();
+            if !host_names::stands_for(
+                labels,
+                current.metadata.annotations.as_ref(),
+                tenant,
+                &identity,
+            ) {
+                continue;
+            }
+            if let Err(e) = self.delete_host_policy(&current).await {
+                outcome = outcome.and(Err(e));
+            }
+        }
+        outcome
+    }
+
+    /// Make host policy `wanted`, or set the one under its name back to it. One that is not
+    /// the syncer's own for it is left alone ([`SyncError::Taken`], logged).
+    async fn keep_network_policy(
+        &self,
+        host: &Store<NetworkPolicy>,
+        wanted: &NetworkPolicy,
+    ) -> Result<(), SyncError> {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        let api: Api<NetworkPolicy> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let cached = host.get(&ObjectRef::new(&name).within(&self.inner.host_namespace));
+        let current = match cached {
+            Some(current) => (*current).clone(),
+            None => match api.create(&PostParams::default(), wanted).await {
+                Ok(_) => {
+                    tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy created");
+                    return Ok(());
+                }
+                // Made meanwhile, by this syncer (the cache lags) or by someone else.
+                Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await?,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let identity = wanted.metadata.annotations.clone().unwrap_or_default();
+        let (labels, annotations) =
+            (current.metadata.labels.as_ref(), current.metadata.annotations.as_ref());
+        if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
+            let taken = SyncError::Taken { kind: "NetworkPolicy", name };
+            tracing::warn!(tenant = %self.inner.tenant, "{taken}");
+            return Ok(());
+        }
+        if in_line(&current, wanted) {
+            return Ok(());
+        }
+        let mut replacement = wanted.clone();
+        replacement.metadata.resource_version = current.metadata.resource_version.clone();
+        api.replace(&name, &PostParams::default(), &replacement).await?;
+        tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy set back");
+        Ok(())
+    }
+
+    async fn delete_host_policy(&self, host: &NetworkPolicy) -> Result<(), SyncError> {
+        let name = host.metadata.name.as_deref().unwrap_or_default();
+        let api: Api<NetworkPolicy> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: host.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => {
+                tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy deleted");
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(spec: Value, labels: Value, annotations: Value) -> NetworkPolicy {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": "p-x-web", "namespace": "carrel-t",
+                "labels": labels, "annotations": annotations,
+            },
+            "spec": spec,
+        }))
+        .expect("a NetworkPolicy")
+    }
+
+    #[test]
+    fn a_host_policy_is_in_line_when_what_the_syncer_writes_is_there() {
+        let tenant: NetworkPolicy = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "web", "uid": "u1"},
+            "spec": {"podSelector": {}, "ingress": [{"from": []}]},
+        }))
+        .expect("a NetworkPolicy");
+        let wanted = translate::host_network_policy("t", "carrel-t", &tenant, &[]);
+        let labels = json!(host_names::host_labels("t"));
+        let annotations = json!(host_names::host_annotations("web", "p", "u1"));
+        let spec = serde_json::to_value(&wanted.spec).unwrap();
+        assert!(in_line(&wanted, &wanted));
+        // Read back without the empty lists, and with labels someone else added: in line.
+        let mut more = host_names::host_labels("t");
+        more.insert("other".into(), "x".into());
+        let read_back = host(spec.clone(), json!(more), annotations.clone());
+        assert!(in_line(&read_back, &wanted));
+        assert_eq!(tenant_policy(&read_back), Some(("web".to_owned(), "p".to_owned())));
+        // A changed spec, a label or an annotation taken away: set back.
+        let mut changed = spec.clone();
+        changed["policyTypes"] = json!(["Egress"]);
+        assert!(!in_line(&host(changed, labels.clone(), annotations.clone()), &wanted));
+        assert!(!in_line(&host(spec.clone(), json!({}), annotations.clone()), &wanted));
+        let made_again = json!(host_names::host_annotations("web", "p", "u2"));
+        assert!(!in_line(&host(spec.clone(), labels.clone(), made_again), &wanted));
+        // The isolation policy stands for no tenant policy, nor does one under another name.
+        assert_eq!(tenant_policy(&translate::isolation_policy("t", "carrel-t")), None);
+        let elsewhere = json!(host_names::host_annotations("api", "p", "u1"));
+        assert_eq!(tenant_policy(&host(spec, labels, elsewhere)), None);
+    }
+}
