@@ -32,6 +32,7 @@ pub mod batch;
 pub mod carrel;
 pub mod coordination;
 pub mod core;
+pub mod discovery;
 pub mod events;
 pub mod form;
 pub mod networking;
@@ -360,6 +361,7 @@ pub static BUILT_IN: &[ResourceType] = &[
     batch::jobs::TYPE,
     batch::cronjobs::TYPE,
     coordination::leases::TYPE,
+    discovery::endpointslices::TYPE,
     events::events::TYPE,
     rbac::roles::TYPE,
     rbac::rolebindings::TYPE,
