@@ -178,6 +178,12 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
         rt.has(Subresource::Status)
     }
 
+    /// The warning every request for the kind is answered with, where its version is deprecated
+    /// (kube-apiserver's `Warning: 299` header).
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The definitions of the columns `kubectl get` prints for objects of `rt`.
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
         table::definitions(&[NAME, AGE])

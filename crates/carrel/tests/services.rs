@@ -43,7 +43,15 @@ fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
         seen.sort();
         (seen == pod_ips && port == Some("8080"), out)
     });
-    let table = kubectl(&["get", "endpoints", "web"]);
+    let output = up.kubectl(&kubeconfig, &["get", "endpoints", "web"]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        stderr.contains(
+            "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+        ),
+        "{stderr}"
+    );
+    let table = ok(output);
     assert!(table.starts_with("NAME"), "{table}");
     for ip in &pod_ips {
         assert!(table.contains(&format!("{ip}:8080")), "{table}");

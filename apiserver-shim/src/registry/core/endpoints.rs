@@ -16,6 +16,10 @@ use crate::validation::{protocol, Errors, PORT_RANGE};
 pub const TYPE: ResourceType =
     served("", "v1", "Endpoints", "endpoints", "endpoints", true, &["ep"], NONE, &[], &Endpoints);
 
+/// What kube-apiserver 1.33 tells every client of v1 Endpoints.
+pub const DEPRECATED: &str =
+    "v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice";
+
 /// The strategy for Endpoints.
 #[derive(Debug)]
 pub struct Endpoints;
@@ -62,6 +66,10 @@ impl Strategy for Endpoints {
 
     fn has_defaults(&self) -> bool {
         true
+    }
+
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        Some(DEPRECATED)
     }
 
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
