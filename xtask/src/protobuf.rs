@@ -34,6 +34,7 @@ kinds! {
     apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet}
     batch::v1::{CronJob, Job}
     coordination::v1::{Lease}
+    discovery::v1::{EndpointSlice}
     events::v1::{Event}
     rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding}
     networking::v1::{IPAddress, Ingress, IngressClass, NetworkPolicy, ServiceCIDR}

@@ -32,7 +32,10 @@ pub(super) async fn route(
         }
         Kind::Resource(path) => {
             let path = path.clone()?;
-            let deprecation = path.rt.custom.as_ref().and_then(|c| c.deprecation_warning.clone());
+            let deprecation = match &path.rt.custom {
+                Some(custom) => custom.deprecation_warning.clone(),
+                None => path.rt.strategy.deprecation_warning().map(str::to_owned),
+            };
             let response =
                 handlers::resource(server, caller, method, path, query, headers, body).await?;
             return Ok(with_warnings(response, deprecation.as_slice()));

@@ -7,8 +7,7 @@
 //! `system:aggregate-to-admin|edit|view`, which hold the actual rules, and `edit` (aggregated into
 //! `admin`) and `view` (into `edit`). Their `rules` are empty here; [`super::aggregate`] fills them.
 //!
-//! Left out of kube's rule sets: the legacy `extensions` group and `discovery.k8s.io`
-//! (endpointslices), which this server does not serve.
+//! Left out of kube's rule sets: the legacy `extensions` group, which this server does not serve.
 
 use std::collections::BTreeMap;
 
@@ -43,6 +42,7 @@ const BATCH: &str = "batch";
 const POLICY: &str = "policy";
 const NETWORKING: &str = "networking.k8s.io";
 const COORDINATION: &str = "coordination.k8s.io";
+const DISCOVERY: &str = "discovery.k8s.io";
 const AUTHORIZATION: &str = "authorization.k8s.io";
 const AUTHENTICATION: &str = "authentication.k8s.io";
 
@@ -276,6 +276,7 @@ fn aggregate_to_view() -> Vec<PolicyRule> {
         rule(READ, BATCH, &["cronjobs", "cronjobs/status", "jobs", "jobs/status"]),
         rule(READ, POLICY, &["poddisruptionbudgets", "poddisruptionbudgets/status"]),
         rule(READ, NETWORKING, &["ingresses", "ingresses/status", "networkpolicies"]),
+        rule(READ, DISCOVERY, &["endpointslices"]),
     ]
 }
 

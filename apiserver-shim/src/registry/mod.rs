@@ -32,6 +32,7 @@ pub mod batch;
 pub mod carrel;
 pub mod coordination;
 pub mod core;
+pub mod discovery;
 pub mod events;
 pub mod form;
 pub mod networking;
@@ -175,6 +176,12 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
     /// Whether objects of `rt` keep a `metadata.generation`.
     fn has_generation(&self, rt: &ResourceType) -> bool {
         rt.has(Subresource::Status)
+    }
+
+    /// The warning every request for the kind is answered with, where its version is deprecated
+    /// (kube-apiserver's `Warning: 299` header).
+    fn deprecation_warning(&self) -> Option<&'static str> {
+        None
     }
 
     /// The definitions of the columns `kubectl get` prints for objects of `rt`.
@@ -360,6 +367,7 @@ pub static BUILT_IN: &[ResourceType] = &[
     batch::jobs::TYPE,
     batch::cronjobs::TYPE,
     coordination::leases::TYPE,
+    discovery::endpointslices::TYPE,
     events::events::TYPE,
     rbac::roles::TYPE,
     rbac::rolebindings::TYPE,

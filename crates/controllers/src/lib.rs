@@ -1,5 +1,6 @@
 //! The controllers every Kubernetes cluster has, as kube-controller-manager runs them, for one
-//! cluster: its workloads' controllers, its garbage collector and the ResourceQuota status.
+//! cluster: its workloads' controllers, its garbage collector, the ResourceQuota status and the
+//! Services' Endpoints and EndpointSlices.
 //!
 //! They reach the cluster only through a [`kube::Client`], so the same code runs for a tenant of
 //! `carrel up` (an in-process client of its API) and against any Kubernetes API. Each controller
@@ -27,6 +28,8 @@ pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod gc;
 pub mod job;
 pub mod node_lifecycle;
@@ -35,6 +38,7 @@ pub mod pods;
 pub mod replicaset;
 pub mod resource_quota;
 pub mod root_ca;
+pub mod service_pods;
 pub mod statefulset;
 pub mod ttl;
 
@@ -155,6 +159,8 @@ async fn run_controllers(context: Arc<Context>, options: Options, stop: watch::R
         ("ttl-after-finished", Box::pin(ttl::run(context.clone(), stop.clone()))),
         ("resourcequota", Box::pin(resource_quota::run(context.clone(), stop.clone()))),
         ("disruption", Box::pin(disruption::run(context.clone(), stop.clone()))),
+        ("endpoints", Box::pin(endpoints::run(context.clone(), stop.clone()))),
+        ("endpointslice", Box::pin(endpointslice::run(context.clone(), stop.clone()))),
         (
             "cronjob",
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),

@@ -117,3 +117,19 @@ pub fn workload<K: serde::de::DeserializeOwned>(name: &str, replicas: i32, app: 
     }))
     .expect("a workload")
 }
+
+/// What a kubelet would write once `pod` runs: `Running`, with IP `ip`, ready or not.
+pub async fn set_pod_ip(client: &Client, namespace: &str, pod: &str, ip: &str, ready: bool) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let status = json!({"status": {
+        "phase": "Running",
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                        "lastTransitionTime": now}],
+    }});
+    api.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch pod status");
+}

@@ -1,0 +1,95 @@
+//! A tenant of `carrel up` gives its Services Endpoints and EndpointSlices as
+//! kube-controller-manager does, through kubectl: a Deployment exposed lists its pods' IPs and
+//! the target port.
+
+mod common;
+
+use std::time::Duration;
+
+use carrel_e2e::ok;
+use common::{create, eventually, Up};
+use serde_json::Value;
+
+#[test]
+fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let kubeconfig = create(&up, "team-a", &[]);
+    let kubectl = |args: &[&str]| ok(up.kubectl(&kubeconfig, args));
+
+    kubectl(&["create", "deployment", "web", "--image=nginx", "--replicas=2"]);
+    kubectl(&["expose", "deployment", "web", "--port", "80", "--target-port", "8080"]);
+    kubectl(&["rollout", "status", "deployment/web", "--timeout=90s"]);
+    let within = Duration::from_secs(60);
+    let pod_ips = eventually("both pods with an IP", within, || {
+        let out =
+            kubectl(&["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.podIP}"]);
+        let mut ips: Vec<String> = out.split_whitespace().map(str::to_owned).collect();
+        ips.sort();
+        (ips.len() == 2, ips)
+    });
+
+    // The Endpoints object: both IPs ready, port 8080; kubectl's table shows ip:port.
+    eventually("the Endpoints of both pods", within, || {
+        let out = kubectl(&[
+            "get",
+            "endpoints",
+            "web",
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip} {.subsets[*].ports[*].port}",
+        ]);
+        let mut seen: Vec<&str> = out.split_whitespace().collect();
+        let port = seen.pop();
+        seen.sort();
+        (seen == pod_ips && port == Some("8080"), out)
+    });
+    let output = up.kubectl(&kubeconfig, &["get", "endpoints", "web"]);
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        stderr.contains(
+            "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+        ),
+        "{stderr}"
+    );
+    let table = ok(output);
+    assert!(table.starts_with("NAME"), "{table}");
+    for ip in &pod_ips {
+        assert!(table.contains(&format!("{ip}:8080")), "{table}");
+    }
+
+    // The slices: one, IPv4, both IPs ready, port 8080, owned by the Service.
+    let slices = eventually("a slice of both pods", within, || {
+        let out = kubectl(&[
+            "get",
+            "endpointslices",
+            "-l",
+            "kubernetes.io/service-name=web",
+            "-o",
+            "json",
+        ]);
+        let list: Value = serde_json::from_str(&out).expect("a list");
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let mut ips: Vec<String> = items
+            .iter()
+            .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+            .filter(|e| e["conditions"]["ready"] == Value::Bool(true))
+            .filter_map(|e| e["addresses"][0].as_str().map(str::to_owned))
+            .collect();
+        ips.sort();
+        (ips == pod_ips, items)
+    });
+    assert_eq!(slices.len(), 1, "{slices:?}");
+    let slice = &slices[0];
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(slice["ports"][0]["port"], 8080);
+    assert_eq!(slice["metadata"]["ownerReferences"][0]["name"], "web");
+    assert_eq!(
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "endpointslice-controller.k8s.io"
+    );
+    let table = kubectl(&["get", "endpointslices"]);
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], "{table}");
+    assert!(table.contains("IPv4") && table.contains("8080"), "{table}");
+    up.stop();
+}
