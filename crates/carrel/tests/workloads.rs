@@ -417,6 +417,9 @@ fn drain_evicts_a_deployment_within_its_disruption_budget() {
     up.stop();
 }
 
+/// The taint a cordoned node carries.
+const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
 /// The names of the nodes `carrel up --sim-nodes 2` simulates.
 const SIM_NODES: [&str; 2] = ["carrel-sim-0", "carrel-sim-1"];
 
@@ -491,7 +494,7 @@ fn drains(k: &Kubectl<'_>) {
     let unschedulable = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.unschedulable}"]);
     assert_eq!(unschedulable, "true", "the tenant's cordon of its virtual node stays");
     let taint = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"]);
-    assert!(taint.contains("node.kubernetes.io/unschedulable"), "{taint}");
+    assert!(taint.contains(UNSCHEDULABLE_TAINT), "{taint}");
     k.run(&["rollout", "status", "deployment/web", "--timeout=90s"]);
     let after = pods_and_nodes(k);
     assert!(before.iter().all(|(p, _)| !on_node.contains(&p) || after.iter().all(|(q, _)| q != p)));
@@ -526,9 +529,13 @@ fn drains(k: &Kubectl<'_>) {
         let unschedulable = k.run(&["get", "node", n, "-o", "jsonpath={.spec.unschedulable}"]);
         assert_eq!(unschedulable, "", "uncordoned");
     }
-    eventually("the cordon's taint goes with it", within, || {
-        let taints = k.run(&["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"]);
-        (!taints.contains("node.kubernetes.io/unschedulable"), taints)
+    // The cordon's taint goes with it (or the node itself, now that no pod of the tenant runs
+    // there and the tenant no longer holds it cordoned).
+    eventually("the cordon's taint gone", within, || {
+        let shown = k.output(&["get", "node", &node, "-o", "jsonpath={.spec.taints[*].key}"]);
+        let taints = String::from_utf8_lossy(&shown.stdout).into_owned();
+        let gone = String::from_utf8_lossy(&shown.stderr).contains("NotFound");
+        (gone || (shown.status.success() && !taints.contains(UNSCHEDULABLE_TAINT)), taints)
     });
     let ready = k.run(&["get", "deployment", "web", "-o", "jsonpath={.status.readyReplicas}"]);
     assert_eq!(ready, "2");
