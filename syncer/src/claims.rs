@@ -81,7 +81,7 @@ impl Syncer {
         // A claim is judged once both sides and the host's classes are known: before that, a
         // missing host claim or class could only be a cache not yet filled.
         let _ = host.store().wait_until_ready().await;
-        let _ = self.inner.storage_classes.wait_until_ready().await;
+        let _ = self.inner.storage_classes_ready.clone().wait_for(|ready| *ready).await;
         let api: Api<PersistentVolumeClaim> = Api::all(self.inner.tenant_client.clone());
         let stream = watcher(api, watcher::Config::default()).default_backoff();
         futures::pin_mut!(stream);
@@ -311,12 +311,7 @@ impl Syncer {
             if ready {
                 continue;
             }
-            let classes_known = self
-                .inner
-                .storage_classes
-                .wait_until_ready()
-                .now_or_never()
-                .is_some_and(|r| r.is_ok());
+            let classes_known = *self.inner.storage_classes_ready.borrow();
             if !classes_known {
                 return Ok(PodClaims::Waiting(
                     "waiting for the host cluster's StorageClasses".to_owned(),

@@ -194,6 +194,8 @@ struct Inner {
     host_claims: std::sync::OnceLock<Store<PersistentVolumeClaim>>,
     /// The host's StorageClasses: host claims are given their classes from them.
     storage_classes: Store<StorageClass>,
+    /// True once `storage_classes` holds the host's first list ([`HostWatch::storage_classes_ready`]).
+    storage_classes_ready: tokio::sync::watch::Receiver<bool>,
     /// Tenant claims whose last reconcile failed, looked at again shortly.
     claims_to_retry: Mutex<BTreeSet<Key>>,
 }
@@ -251,6 +253,7 @@ impl Syncer {
                 host_nodes: host.nodes(),
                 claim_leases: host.claim_leases(),
                 storage_classes: host.storage_classes(),
+                storage_classes_ready: host.storage_classes_ready(),
                 host: host.clone(),
                 tenant_pods,
                 tenant_writer: Mutex::new(Some(tenant_writer)),

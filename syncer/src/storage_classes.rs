@@ -11,7 +11,7 @@ impl Syncer {
     /// Keep the tenant's mirrors in line with the host's classes, as these change. `changes`:
     /// told of every change to the host's classes (and once at the start).
     pub(crate) async fn mirror_storage_classes(self, mut changes: Listener<()>) {
-        let _ = self.inner.storage_classes.wait_until_ready().await;
+        let _ = self.inner.storage_classes_ready.clone().wait_for(|ready| *ready).await;
         let mut resync = tokio::time::interval(self.inner.resync);
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -216,8 +216,12 @@ async fn claims_are_carried_bound_shown_and_deleted_with_the_tenants() {
         (c.status.and_then(|s| s.phase).as_deref() == Some("Lost")).then_some(())
     })
     .await;
-    let events = events_about(&tenant_events, "scratch").await;
-    assert!(events.iter().any(|(reason, _)| reason == "ClaimLost"), "{events:?}");
+    // The event is recorded after the status is written.
+    eventually("the loss told", || async {
+        let events = events_about(&tenant_events, "scratch").await;
+        events.iter().any(|(reason, _)| reason == "ClaimLost").then_some(())
+    })
+    .await;
 
     // Deleting the pod, then the claim: the host claim goes, and its volume with it.
     pods.delete("db-0", &DeleteParams::default()).await.expect("delete the pod");

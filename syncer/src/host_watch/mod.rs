@@ -68,6 +68,10 @@ struct Inner {
     node_changes: Arc<Fanout<Arc<Node>>>,
     /// Told of every change to the host's StorageClasses.
     storage_class_changes: Arc<Fanout<()>>,
+    /// True once `storage_classes` holds the first list. (Waiting on the store itself is safe
+    /// for one task only: kube-runtime's readiness keeps the last waker registered, so with
+    /// several tasks waiting, or a `now_or_never` probe, a waiter may never be woken.)
+    storage_classes_ready: tokio::sync::watch::Sender<bool>,
     claim_changes: Arc<Fanout<Key>>,
     /// Told of a change to the host pods or claims of a tenant with no syncer.
     unheard: Unheard,
@@ -188,6 +192,7 @@ impl HostWatch {
                 storage_classes,
                 node_changes: Arc::new(Fanout::default()),
                 storage_class_changes: Arc::new(Fanout::default()),
+                storage_classes_ready: tokio::sync::watch::Sender::new(false),
                 claim_changes: Arc::new(Fanout::default()),
                 unheard,
                 started: Mutex::new(Started::No(Box::new(Writers {
@@ -217,6 +222,12 @@ impl HostWatch {
     /// The host's StorageClasses.
     pub fn storage_classes(&self) -> Store<StorageClass> {
         self.inner.storage_classes.clone()
+    }
+
+    /// True once [`HostWatch::storage_classes`] holds the first list: what any number of tasks
+    /// may wait on or look at.
+    pub fn storage_classes_ready(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.inner.storage_classes_ready.subscribe()
     }
 
     /// The host pods the syncer of `tenant` wrote in `host_namespace`, and their changes.
@@ -331,6 +342,7 @@ impl HostWatch {
                 Api::all(inner.client.clone()),
                 classes_writer,
                 inner.storage_class_changes.clone(),
+                inner.storage_classes_ready.clone(),
             ))),
             AbortOnDrop(tokio::spawn(watch_claims(
                 carrel_gpu::leases::api(&inner.client),
@@ -401,6 +413,7 @@ async fn watch_storage_classes(
     api: Api<StorageClass>,
     writer: reflector::store::Writer<StorageClass>,
     changes: Arc<Fanout<()>>,
+    ready: tokio::sync::watch::Sender<bool>,
 ) {
     let stream =
         reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
@@ -408,6 +421,11 @@ async fn watch_storage_classes(
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => {}
+            // The reflector has applied the list to the store before passing this on.
+            Ok(watcher::Event::InitDone) => {
+                ready.send_replace(true);
+                changes.send_all(&());
+            }
             Ok(_) => changes.send_all(&()),
             Err(e) => tracing::warn!(error = %e, "watching the host's StorageClasses"),
         }
