@@ -5,44 +5,16 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::{json, Value};
 
 use carrel_syncer::{Config, HostWatch, Syncer};
-use common::server;
-
-fn client(port: u16) -> kube::Client {
-    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
-    kube::Client::try_from(config).expect("client")
-}
-
-/// Wait up to 30 s for `check` to give something.
-async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    check: impl Fn() -> F,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(found) = check().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn create<K>(api: &Api<K>, object: Value) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
-{
-    let typed: K = serde_json::from_value(object).expect("decodes");
-    api.create(&PostParams::default(), &typed).await.expect("create")
-}
+use common::{client, create, eventually, server};
 
 fn spec_of(policy: &NetworkPolicy) -> Value {
     serde_json::to_value(&policy.spec).expect("a spec")

@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use carrel_apiserver::intake::PodIntake;
 use carrel_syncer::{taken_up, Config, Syncer};
-use common::server;
+use common::{client, server};
 
 /// One pod at a time between a tenant API and its syncer. Room is never given back by time
 /// within a test: a pod not reported taken up would hold every later create up.
@@ -147,11 +147,6 @@ async fn clusters(intake: Arc<PodIntake>) -> Clusters {
     let host = client(host_addr.port());
     create_namespace(&host, "carrel-t").await;
     Clusters { intake, host, tenant: client(tenant_addr.port()), _stores: (host_dir, tenant_dir) }
-}
-
-fn client(port: u16) -> kube::Client {
-    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
-    kube::Client::try_from(config).expect("client")
 }
 
 fn pod(name: &str) -> Pod {

@@ -15,12 +15,7 @@ use kube::Api;
 use serde_json::json;
 
 use carrel_syncer::{Config, HostWatch, Syncer};
-use common::{counting_server, server};
-
-fn client(port: u16) -> kube::Client {
-    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
-    kube::Client::try_from(config).expect("client")
-}
+use common::{client, counting_server, server};
 
 async fn create_namespace(host: &kube::Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(host.clone());

@@ -4,8 +4,46 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use std::time::{Duration, Instant};
+
 use carrel_apiserver::intake::PodIntake;
+use kube::api::PostParams;
+use kube::Api;
+use serde_json::Value;
 use tokio::net::TcpListener;
+
+/// A plain-HTTP client of the server on `port`.
+#[allow(dead_code)] // Not every test binary is a client.
+pub fn client(port: u16) -> kube::Client {
+    let config = kube::Config::new(format!("http://127.0.0.1:{port}").parse().expect("url"));
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Wait up to 30 s for `check` to give something; fails the test with `what` if it does not.
+#[allow(dead_code)] // Not every test binary waits.
+pub async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    check: impl Fn() -> F,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Create `object` (JSON) through `api`, as its typed form.
+#[allow(dead_code)] // Not every test binary creates objects so.
+pub async fn create<K>(api: &Api<K>, object: Value) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let typed: K = serde_json::from_value(object).expect("decodes");
+    api.create(&PostParams::default(), &typed).await.expect("create")
+}
 
 /// A plain-HTTP API server over a fresh store on 127.0.0.1: the host's, or a tenant's (`t`),
 /// whose pod creates wait for room in `intake` when there is one.
