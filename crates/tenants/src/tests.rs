@@ -727,6 +727,13 @@ async fn an_idle_tenant_closes_its_store_and_opens_again_with_its_data_and_rules
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept"}});
     assert_eq!(send(&f, "POST", configmaps, Some(body)).await.0, 201);
     until_closed(&f, "team-a").await;
+    // The hooks are told just after the tenant is marked closed.
+    for _ in 0..500 {
+        if told.0.lock().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(*told.0.lock(), ["serving team-a", "idle team-a"]);
     // Its store is closed: nothing in this process holds it.
     let store_dir = f.dir.path().join("tenants/team-a/store");
