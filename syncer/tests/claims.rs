@@ -6,16 +6,14 @@
 
 mod common;
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Event, Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{DeleteParams, ListParams};
 use kube::Api;
 use serde_json::{json, Value};
 
-use carrel_syncer::{Config, HostWatch, Syncer};
-use common::{client, create, eventually, server};
+use carrel_syncer::{HostWatch, Syncer};
+use common::{client, config, create, eventually, server};
 
 fn claim(name: &str, extra: Value) -> Value {
     let mut c = json!({
@@ -67,13 +65,7 @@ async fn claims_are_carried_bound_shown_and_deleted_with_the_tenants() {
     let hosts_own =
         create(&host_claims, claim("data", json!({"storageClassName": "standard"}))).await;
     let shared = HostWatch::new(host.clone());
-    let config = Config {
-        tenant: "t".into(),
-        host_namespace: "carrel-t".into(),
-        gpu_quota: Default::default(),
-        tenant_ca_pem: None,
-        resync: Duration::from_secs(1),
-    };
+    let config = config("t");
     let syncer = Syncer::new(tenant.clone(), &shared, config);
     let run = tokio::spawn(async move { syncer.run(stop_rx).await });
 

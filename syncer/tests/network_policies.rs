@@ -13,8 +13,8 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::Api;
 use serde_json::{json, Value};
 
-use carrel_syncer::{Config, HostWatch, Syncer};
-use common::{client, create, eventually, server};
+use carrel_syncer::{HostWatch, Syncer};
+use common::{client, config, create, eventually, server};
 
 fn spec_of(policy: &NetworkPolicy) -> Value {
     serde_json::to_value(&policy.spec).expect("a spec")
@@ -31,13 +31,7 @@ async fn isolation_and_tenant_policies_are_kept_on_the_host() {
     create(&tenant_namespaces, json!({"metadata": {"name": "web", "labels": {"team": "a"}}})).await;
     create(&tenant_namespaces, json!({"metadata": {"name": "api", "labels": {"team": "a"}}})).await;
     let shared = HostWatch::new(host.clone());
-    let config = Config {
-        tenant: "t".into(),
-        host_namespace: "carrel-t".into(),
-        gpu_quota: Default::default(),
-        tenant_ca_pem: None,
-        resync: Duration::from_secs(1),
-    };
+    let config = config("t");
     let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let syncer = Syncer::new(tenant.clone(), &shared, config);
     let run = tokio::spawn(async move { syncer.run(stop_rx).await });

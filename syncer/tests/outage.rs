@@ -19,8 +19,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use carrel_apiserver::intake::PodIntake;
-use carrel_syncer::{taken_up, Config, Syncer};
-use common::{client, server};
+use carrel_syncer::{taken_up, Syncer};
+use common::{client, config, server};
 
 /// One pod at a time between a tenant API and its syncer. Room is never given back by time
 /// within a test: a pod not reported taken up would hold every later create up.
@@ -108,13 +108,7 @@ fn start_syncer(
     host: kube::Client,
     intake: Arc<PodIntake>,
 ) -> (tokio::sync::watch::Sender<bool>, tokio::task::JoinHandle<()>) {
-    let config = Config {
-        tenant: "t".into(),
-        host_namespace: "carrel-t".into(),
-        gpu_quota: Default::default(),
-        tenant_ca_pem: None,
-        resync: Duration::from_secs(1),
-    };
+    let config = config("t");
     let taken_up = taken_up::watch(
         "t".into(),
         tenant.clone(),

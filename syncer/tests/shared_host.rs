@@ -14,23 +14,13 @@ use kube::runtime::watcher;
 use kube::Api;
 use serde_json::json;
 
-use carrel_syncer::{Config, HostWatch, Syncer};
-use common::{client, counting_server, server};
+use carrel_syncer::{HostWatch, Syncer};
+use common::{client, config, counting_server, server};
 
 async fn create_namespace(host: &kube::Client, name: &str) {
     let namespaces: Api<Namespace> = Api::all(host.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("ns");
     namespaces.create(&PostParams::default(), &ns).await.expect("host namespace");
-}
-
-fn config(tenant: &str) -> Config {
-    Config {
-        tenant: tenant.into(),
-        host_namespace: format!("carrel-{tenant}"),
-        gpu_quota: Default::default(),
-        tenant_ca_pem: None,
-        resync: Duration::from_secs(1),
-    }
 }
 
 /// A host with tenant `t`'s host namespace, tenant `t`'s API, and the shared host side.

@@ -214,7 +214,7 @@ fn gpu_pod(name: &str) -> String {
 }
 
 #[test]
-fn five_thousand_tenants_are_ready_and_a_gpu_pod_runs_in_a_sample_of_them() {
+fn thousands_of_tenants_are_ready_and_a_gpu_pod_runs_in_a_sample_of_them() {
     let count = tenant_count();
     let data = tempfile::tempdir().unwrap();
     let log = data.path().join("carrel.log");

@@ -265,6 +265,12 @@ impl Syncer {
             }
             Err(e) => return self.host_name_taken(tenant, e).await,
         }
+        // The tenant's own cordons keep the pod off those nodes, as kube-scheduler's
+        // NodeUnschedulable filter would, unless it tolerates them.
+        let cordons = match translate::tolerates_cordon(tenant) {
+            true => BTreeSet::new(),
+            false => self.tenant_cordons(),
+        };
         let mut held = Vec::new();
         if !request.is_empty() {
             let holder = Holder {
@@ -279,12 +285,6 @@ impl Syncer {
                     self.unschedulable(tenant, &why.to_string()).await?;
                     return Ok(None);
                 }
-            };
-            // The tenant's own cordons keep the pod off those nodes, as kube-scheduler's
-            // NodeUnschedulable filter would, unless it tolerates them.
-            let cordons = match translate::tolerates_cordon(tenant) {
-                true => BTreeSet::new(),
-                false => self.tenant_cordons(),
             };
             match placement::acquire(
                 &self.inner.host_client,
@@ -336,9 +336,7 @@ impl Syncer {
             &env_sources,
             &self.allowed_tolerations(),
         );
-        if !translate::tolerates_cordon(tenant) {
-            translate::keep_off_nodes(&mut host, &self.tenant_cordons());
-        }
+        translate::keep_off_nodes(&mut host, &cordons);
         let pod: Pod = serde_json::from_value(host)
             .map_err(|source| SyncError::Decode { kind: "Pod", source })?;
         let api: Api<Pod> =

@@ -12,6 +12,19 @@ use kube::Api;
 use serde_json::Value;
 use tokio::net::TcpListener;
 
+/// A syncer's configuration for `tenant`, in host namespace `carrel-<tenant>`, no GPU quota,
+/// resyncing every second.
+#[allow(dead_code)] // Not every test binary runs a syncer.
+pub fn config(tenant: &str) -> carrel_syncer::Config {
+    carrel_syncer::Config {
+        tenant: tenant.into(),
+        host_namespace: format!("carrel-{tenant}"),
+        gpu_quota: Default::default(),
+        tenant_ca_pem: None,
+        resync: Duration::from_secs(1),
+    }
+}
+
 /// A plain-HTTP client of the server on `port`.
 #[allow(dead_code)] // Not every test binary is a client.
 pub fn client(port: u16) -> kube::Client {
