@@ -1,5 +1,6 @@
 //! What every cluster starts with: the system namespaces, each with its `default`
-//! ServiceAccount, and Kubernetes' default ClusterRoles and ClusterRoleBindings. Whatever is
+//! ServiceAccount, Kubernetes' default ClusterRoles and ClusterRoleBindings, and the
+//! `kubernetes` Service. Whatever is
 //! missing is created in one atomic store write ([`Api::create_all_as_server`]), so a new
 //! cluster's bootstrap is one durable commit; on a store that has them, an administrator's
 //! changes to existing ones are kept.
@@ -48,7 +49,7 @@ impl Api {
 
     /// The bootstrap objects not stored, in the order they are created: each missing namespace
     /// followed by its `default` ServiceAccount (what its create would add), then the missing
-    /// ClusterRoles and ClusterRoleBindings.
+    /// ClusterRoles and ClusterRoleBindings, then the `kubernetes` Service.
     fn missing_bootstrap(&self) -> ApiResult<Vec<(Target<'_>, Value)>> {
         let namespaces = self.rt("", "namespaces");
         let service_accounts = self.rt("", "serviceaccounts");
@@ -67,7 +68,32 @@ impl Api {
             }
         }
         missing.extend(self.missing_rbac()?);
+        let services = self.rt("", "services");
+        if !self.exists(&key_for(services, Some("default"), "kubernetes"))? {
+            let target = Target { rt: services, namespace: Some("default".to_owned()) };
+            missing.push((target, self.kubernetes_service()));
+        }
         Ok(missing)
+    }
+
+    /// The `kubernetes` Service in `default`, on the first address of the Service network, as
+    /// kube-apiserver keeps it (its endpoints are the API server's own).
+    fn kubernetes_service(&self) -> Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kubernetes",
+                "namespace": "default",
+                "labels": {"component": "apiserver", "provider": "kubernetes"},
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": self.service_network.first().to_string(),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "sessionAffinity": "None",
+            },
+        })
     }
 
     /// The default ClusterRoles and ClusterRoleBindings not stored. A missing aggregated role

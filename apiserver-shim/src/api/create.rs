@@ -130,9 +130,11 @@ impl Api {
     /// each object's effects of a create run as [`Api::create`]'s do (a namespace's `default`
     /// ServiceAccount, created then unless it is in the list too).
     ///
-    /// Kinds whose objects are checked against each other under a lock (definitions), or whose
-    /// creates the admission serializes (pods, counted against a quota), are created one at a
-    /// time with [`Api::create`]: a 500 here.
+    /// Kinds whose objects are checked against each other under a lock (definitions, Services)
+    /// have their lock held from their first object to the write, taken in the order the kinds
+    /// come; objects of one such kind in one list are checked against those stored, not
+    /// against each other. Kinds whose creates the admission serializes (pods, counted against
+    /// a quota) are created one at a time with [`Api::create`]: a 500 here.
     pub(crate) fn create_all_as_server(
         &self,
         items: Vec<(Target<'_>, Value)>,
@@ -141,15 +143,20 @@ impl Api {
         let admission = self.admission.get();
         let mut new_namespaces = HashSet::new();
         let mut prepared = Vec::with_capacity(items.len());
+        let mut locks = Vec::new();
+        let mut locked: Vec<&ResourceType> = Vec::new();
         for (target, object) in items {
             let rt = target.rt;
             check_creatable(rt, &object)?;
-            if rt.strategy.write_lock(self).is_some() || admission.is_some_and(|a| a.serialized(rt))
-            {
+            if admission.is_some_and(|a| a.serialized(rt)) {
                 return Err(ApiError::internal(format!(
                     "{} are created one at a time, not together",
                     rt.plural
                 )));
+            }
+            if !locked.iter().any(|k| std::ptr::eq(*k, rt)) {
+                locked.push(rt);
+                locks.extend(rt.strategy.write_lock(self));
             }
             let namespace = match requested_namespace(&target, &object)? {
                 ns if rt.namespaced && new_namespaces.contains(&ns) => ns,

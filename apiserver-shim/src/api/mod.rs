@@ -13,6 +13,7 @@ use crate::admission::Admission;
 use crate::crd;
 use crate::managed::Owner;
 use crate::object::metadata_mut;
+use crate::registry::core::services::network::ServiceNetwork;
 use crate::resource::{Registry, ResourceType};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
@@ -173,6 +174,10 @@ pub struct Api {
     /// Held across a definition's name check and its write, so that two definitions written at
     /// once cannot both take one name.
     pub(crate) definitions_lock: parking_lot::Mutex<()>,
+    /// Held across a Service's allocation of cluster IPs and node ports and its write.
+    pub(crate) services_lock: parking_lot::Mutex<()>,
+    /// The cluster IPs and node ports Services are given.
+    pub(crate) service_network: ServiceNetwork,
     /// The compiled types of the stored definitions, compiled once per change of each.
     pub(crate) compiled: crd::Compiled,
 }
@@ -216,6 +221,8 @@ impl Api {
             admission: Default::default(),
             admission_lock: Default::default(),
             definitions_lock: Default::default(),
+            services_lock: Default::default(),
+            service_network: ServiceNetwork::default(),
             compiled: Default::default(),
         };
         api.bootstrap()?;

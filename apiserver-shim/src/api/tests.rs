@@ -131,7 +131,13 @@ fn a_new_cluster_is_bootstrapped_in_one_durable_commit() {
     }
     let roles = crate::rbac::bootstrap::cluster_roles().len();
     let bindings = crate::rbac::bootstrap::cluster_role_bindings().len();
-    assert_eq!(objects.len(), 2 * SYSTEM_NAMESPACES.len() + roles + bindings);
+    assert_eq!(objects.len(), 2 * SYSTEM_NAMESPACES.len() + roles + bindings + 1);
+    // The `kubernetes` Service, on the Service network's first address, in the same commit.
+    let (_, kubernetes) =
+        objects.iter().find(|(k, _)| k == "/core/services/default/kubernetes").unwrap();
+    assert_eq!(kubernetes["spec"]["clusterIPs"], json!(["10.96.0.1"]));
+    assert_eq!(kubernetes["spec"]["ipFamilyPolicy"], "SingleStack");
+    assert_eq!(kubernetes["spec"]["ports"][0]["targetPort"], 6443);
     // Prepared as their creates: defaulted, with uid and creationTimestamp.
     let (_, default) = objects.iter().find(|(k, _)| k == "/core/namespaces/default").unwrap();
     assert_eq!(default["status"]["phase"], "Active");
@@ -337,4 +343,74 @@ fn a_delete_without_a_resource_version_is_not_lost_to_concurrent_writes() {
             Err(e) => assert_eq!(e.code(), 404, "{name}"),
         }
     }
+}
+
+#[test]
+fn services_are_given_cluster_ips_and_node_ports_held_until_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
+    let api = Api::new(Arc::new(store)).unwrap();
+    let write = Write::by("test", false);
+    let services = Target { rt: api.rt("", "services"), namespace: Some("default".into()) };
+    let web = api
+        .create(
+            &services,
+            json!({"metadata": {"name": "web"}, "spec": {"type": "NodePort",
+            "selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+            &write,
+        )
+        .unwrap();
+    let ip = web["spec"]["clusterIP"].as_str().unwrap().to_owned();
+    assert!(ip.starts_with("10.") && ip != "10.96.0.1", "{ip}");
+    assert_eq!(web["spec"]["clusterIPs"], json!([ip]));
+    let node_port = web["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    assert!((30000..=32767).contains(&node_port));
+    assert_eq!(web["spec"]["externalTrafficPolicy"], "Cluster");
+    assert_eq!(web["spec"]["internalTrafficPolicy"], "Cluster");
+
+    // Taken: by `web`, and by the `kubernetes` Service.
+    for (asked, port) in [(ip.as_str(), node_port), ("10.96.0.1", 0)] {
+        let body = json!({"metadata": {"name": "copy"}, "spec": {"type": "NodePort",
+            "clusterIP": asked, "ports": [{"port": 80, "nodePort": port}]}});
+        let err = api.create(&services, body, &write).unwrap_err();
+        assert_eq!(err.code(), 422);
+        assert!(
+            err.message().contains(&format!(
+                "spec.clusterIPs: Invalid value: []string{{\"{asked}\"}}: failed to allocate IP \
+                 {asked}: provided IP is already allocated"
+            )),
+            "{}",
+            err.message()
+        );
+    }
+    // An update that leaves the cluster IP out keeps it; turning NodePort into ClusterIP drops
+    // the node port.
+    let mut update = json!({"metadata": {"name": "web", "resourceVersion": web["metadata"]["resourceVersion"]},
+        "spec": {"type": "ClusterIP", "selector": {"app": "web"}, "ports": [{"port": 80, "nodePort": node_port}]}});
+    update["spec"]["externalTrafficPolicy"] = json!("Cluster");
+    let updated = api.update(&services, "web", update, None, &write).unwrap();
+    assert_eq!(updated["spec"]["clusterIP"], json!(ip));
+    assert!(updated["spec"]["ports"][0].get("nodePort").is_none(), "{updated}");
+    assert!(updated["spec"].get("externalTrafficPolicy").is_none(), "{updated}");
+
+    // Deleted, its address is free again.
+    api.delete(&services, "web", &DeleteParams::default()).unwrap();
+    let again = api
+        .create(
+            &services,
+            json!({"metadata": {"name": "again"}, "spec": {"clusterIP": ip,
+            "ports": [{"port": 80}]}}),
+            &write,
+        )
+        .unwrap();
+    assert_eq!(again["spec"]["clusterIPs"], json!([ip]));
+    let bad = json!({"metadata": {"name": "bad"}, "spec": {"clusterIP": "not-an-ip", "ports": [{"port": 80}]}});
+    let err = api.create(&services, bad, &write).unwrap_err();
+    assert!(
+        err.message().contains(
+            "spec.clusterIPs[0]: Invalid value: \"not-an-ip\": must be a valid IP address"
+        ),
+        "{}",
+        err.message()
+    );
 }

@@ -1,17 +1,24 @@
 //! Services (`services` in `v1`): how the API server serves them.
 
+pub mod network;
+
+use carrel_store::ListOptions as StoreListOptions;
 use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use parking_lot::MutexGuard;
 use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 
+use crate::api::{decode, prefix_for, Api};
 use crate::defaults::{object_at, set_default, set_default_status};
 use crate::object::go_quote as quote;
 use crate::object::label_pairs;
+use crate::object::meta_str;
 use crate::object_names::{self as names, NameRule};
 use crate::registry::{served, Strategy, Validate, ALL, STATUS};
 use crate::resource::ResourceType;
 use crate::selector::FieldLabels;
+use crate::status::{ApiError, ApiResult};
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
 use crate::validation::{go_strings, labels, protocol, Errors, PORT_RANGE};
 
@@ -45,10 +52,30 @@ impl Strategy for Services {
         NameRule::Dns1035Label
     }
 
+    /// `SetDefaults_Service`.
     fn defaults(&self, object: &mut Value) {
         if let Some(spec) = object_at(object, "spec") {
             set_default(spec, "type", json!("ClusterIP"));
             set_default(spec, "sessionAffinity", json!("None"));
+            let kind = spec.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+            if matches!(kind.as_str(), "ClusterIP" | "NodePort" | "LoadBalancer") {
+                set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+            }
+            if matches!(kind.as_str(), "NodePort" | "LoadBalancer") {
+                set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+            }
+            if kind == "LoadBalancer" {
+                set_default(spec, "allocateLoadBalancerNodePorts", json!(true));
+            }
+            if spec.get("sessionAffinity") == Some(&json!("ClientIP")) {
+                let config = spec.entry("sessionAffinityConfig").or_insert_with(|| json!({}));
+                if let Some(config) = config.as_object_mut() {
+                    let client = config.entry("clientIP").or_insert_with(|| json!({}));
+                    if let Some(client) = client.as_object_mut() {
+                        set_default(client, "timeoutSeconds", json!(10800));
+                    }
+                }
+            }
             if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
                 for port in ports.iter_mut().filter_map(Value::as_object_mut) {
                     set_default(port, "protocol", json!("TCP"));
@@ -74,7 +101,32 @@ impl Strategy for Services {
     }
 
     fn prepare_update(&self, old: &Value, new: &mut Value) {
+        network::drop_type_dependent(old, new);
         keep_allocated(old, new);
+    }
+
+    /// Two Services written at once cannot both take one cluster IP or node port.
+    fn write_lock<'a>(&self, api: &'a Api) -> Option<MutexGuard<'a, ()>> {
+        Some(api.services_lock.lock())
+    }
+
+    /// A Service is given its cluster IPs and node ports, asked for or free, against those the
+    /// other stored Services hold.
+    fn before_store(
+        &self,
+        api: &Api,
+        name: &str,
+        old: Option<&Value>,
+        new: &mut Value,
+        status_only: bool,
+    ) -> ApiResult<()> {
+        if status_only {
+            return Ok(());
+        }
+        let held = held_except(api, meta_str(new, "namespace").unwrap_or_default(), name)?;
+        api.service_network
+            .assign(old, new, &held)
+            .map_err(|e| ApiError::invalid("", "Service", name, e.0))
     }
 
     fn columns(&self, _rt: &ResourceType) -> Vec<Value> {
@@ -122,6 +174,24 @@ impl Strategy for Services {
             json!(or_none(selector)),
         ]
     }
+}
+
+/// The cluster IPs and node ports the stored Services hold, but for `namespace/name`'s.
+fn held_except(api: &Api, namespace: &str, name: &str) -> ApiResult<network::Held> {
+    let page = api
+        .store()
+        .list(&prefix_for(&TYPE, None), &StoreListOptions::default())
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let mut held = network::Held::default();
+    for object in &page.items {
+        let service = decode(object)?;
+        let this = meta_str(&service, "namespace") == Some(namespace)
+            && meta_str(&service, "name") == Some(name);
+        if !this {
+            held.add(&service);
+        }
+    }
+    Ok(held)
 }
 
 /// A Service's cluster IPs: `clusterIPs`, else `clusterIP` alone.
@@ -210,6 +280,7 @@ pub(crate) fn service(spec: &ServiceSpec, e: &mut Errors) {
             }
         }
     }
+    cluster_ip_values(spec, e);
     let mut seen = HashSet::new();
     for (i, port) in ports.iter().enumerate() {
         let key = (port.protocol.as_deref().unwrap_or_default(), port.port);
@@ -223,6 +294,41 @@ pub(crate) fn service(spec: &ServiceSpec, e: &mut Errors) {
                     quote(key.0),
                     key.1
                 ),
+            );
+        }
+    }
+}
+
+/// `validateClusterIPs`, the values: at most two, `None` alone, each an IP, the first as
+/// `clusterIP` says.
+fn cluster_ip_values(spec: &ServiceSpec, e: &mut Errors) {
+    if spec.type_.as_deref() == Some("ExternalName") {
+        return;
+    }
+    let list: Vec<&str> = spec.cluster_ips.iter().flatten().map(String::as_str).collect();
+    let one = spec.cluster_ip.as_deref().unwrap_or_default();
+    let shown = go_strings("string", Some(&list[..]));
+    if one.is_empty() && !list.is_empty() {
+        e.invalid("spec.clusterIPs", &shown, "must be empty when clusterIP is empty");
+    } else if !one.is_empty() && list.first().is_some_and(|first| *first != one) {
+        e.invalid("spec.clusterIPs[0]", &quote(list[0]), "must be same as clusterIP");
+    }
+    if list.len() > 2 {
+        e.invalid("spec.clusterIPs", &shown, "may only hold up to 2 values");
+    }
+    for (i, ip) in cluster_ips(spec).iter().enumerate() {
+        let path = format!("spec.clusterIPs[{i}]");
+        if *ip == "None" {
+            if i > 0 {
+                e.invalid(&path, &quote(ip), "may only be set to 'None' for the primary IP");
+            }
+            continue;
+        }
+        if ip.parse::<std::net::IpAddr>().is_err() {
+            e.invalid(
+                &path,
+                &quote(ip),
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
             );
         }
     }
