@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ring::digest;
 
 /// Longest host object name the syncer writes: a DNS label, so it also fits label values.
@@ -172,6 +173,16 @@ pub fn host_annotations(namespace: &str, name: &str, uid: &str) -> BTreeMap<Stri
         (ANNOTATION_NAME.to_owned(), name.to_owned()),
         (ANNOTATION_UID.to_owned(), uid.to_owned()),
     ])
+}
+
+/// The tenant object (namespace, name) a host object stands for, if it records one under its
+/// own host name ([`host_name`]).
+pub fn stood_for(host: &ObjectMeta) -> Option<(String, String)> {
+    let a = host.annotations.as_ref()?;
+    let namespace = a.get(ANNOTATION_NAMESPACE)?;
+    let name = a.get(ANNOTATION_NAME)?;
+    (host.name.as_deref() == Some(&host_name(namespace, name)))
+        .then(|| (namespace.clone(), name.clone()))
 }
 
 /// The annotations that say which tenant object a host object stands for: its namespace, and its

@@ -24,6 +24,8 @@
 //! - `storage_classes`: the tenant's mirrors of the host's StorageClasses.
 //! - `network_policies`: the isolation policy of the tenant's host namespace, and a host
 //!   NetworkPolicy for each of the tenant's, deleted with it.
+//! - `services`: a host Service for each tenant Service that selects pods, deleted with it; the
+//!   tenant Service shows the host's cluster IP, node ports and load balancer.
 //! - `tokens`: service-account tokens in host Secrets, renewed and deleted.
 //! - `events_up`: host events about host pods, copied up to the tenant.
 //! - `virtual_nodes`: the tenant's view of the host nodes its pods run on.
@@ -41,8 +43,10 @@ mod events_up;
 pub mod host_names;
 pub mod host_watch;
 mod network_policies;
+mod passes;
 pub mod placement;
 mod pods;
+mod services;
 mod storage_classes;
 pub mod taken_up;
 mod tokens;
@@ -329,6 +333,7 @@ impl Syncer {
             tokio::spawn(self.clone().sync_claims(host.volume_claims)),
             tokio::spawn(self.clone().mirror_storage_classes(host.storage_classes)),
             tokio::spawn(self.clone().sync_network_policies(host.network_policies)),
+            tokio::spawn(self.clone().sync_services(host.services)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];

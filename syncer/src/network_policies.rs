@@ -13,44 +13,28 @@
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 
+use crate::passes::{carries_all, ready};
 use crate::*;
-
-/// How soon a pass that failed is made again.
-const POLICY_RETRY: Duration = Duration::from_secs(1);
-
-/// Whether `store`'s first list is complete.
-fn ready<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
-    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
-}
 
 /// Whether host policy `current` is `wanted` as the syncer writes it: its spec, and the labels
 /// and annotations the syncer sets.
 fn in_line(current: &NetworkPolicy, wanted: &NetworkPolicy) -> bool {
-    let has_all = |have: &Option<BTreeMap<String, String>>,
-                   want: &Option<BTreeMap<String, String>>| {
-        want.iter().flatten().all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
-    };
     translate::network_policy_spec_shown(current.spec.as_ref())
         == translate::network_policy_spec_shown(wanted.spec.as_ref())
-        && has_all(&current.metadata.labels, &wanted.metadata.labels)
-        && has_all(&current.metadata.annotations, &wanted.metadata.annotations)
+        && carries_all(&current.metadata, &wanted.metadata)
 }
 
-/// The tenant policy (namespace, name) host policy `host` stands for, if it records one under
-/// its own host name; `None` for the isolation policy and anything else.
+/// The tenant policy (namespace, name) host policy `host` stands for; `None` for the isolation
+/// policy and anything else.
 fn tenant_policy(host: &NetworkPolicy) -> Option<Key> {
-    let a = host.metadata.annotations.as_ref()?;
-    let namespace = a.get(host_names::ANNOTATION_NAMESPACE)?;
-    let name = a.get(host_names::ANNOTATION_NAME)?;
-    (host.metadata.name.as_deref() == Some(&host_names::host_name(namespace, name)))
-        .then(|| (namespace.clone(), name.clone()))
+    host_names::stood_for(&host.metadata)
 }
 
 impl Syncer {
     /// Keep the tenant's host policies in line as the tenant's policies and namespaces and the
     /// host policies change. `host`: the tenant's host policies, as the shared host side shows
     /// them.
-    pub(crate) async fn sync_network_policies(self, mut host: Subscription<NetworkPolicy>) {
+    pub(crate) async fn sync_network_policies(self, host: Subscription<NetworkPolicy>) {
         let host_policies = host.store();
         let (policies, policies_writer) = reflector::store::<NetworkPolicy>();
         let (namespaces, namespaces_writer) = reflector::store::<Namespace>();
@@ -68,42 +52,9 @@ impl Syncer {
         .default_backoff()
         .map(|e| e.map(|_| ()));
         let tenant = futures::stream::select(policy_changes, namespace_changes);
-        futures::pin_mut!(tenant);
-        let mut resync = tokio::time::interval(self.inner.resync);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut retry = tokio::time::interval(POLICY_RETRY);
-        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut failed = false;
-        loop {
-            tokio::select! {
-                change = tenant.next() => match change {
-                    Some(Ok(())) => {}
-                    Some(Err(e)) => {
-                        tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the tenant's NetworkPolicies and Namespaces");
-                        continue;
-                    }
-                    None => return,
-                },
-                Some(_) = host.next() => {}
-                _ = resync.tick() => {}
-                _ = retry.tick(), if failed => {}
-            }
-            // Many changes at once (a relist) make one pass.
-            while let Some(Some(_)) = tenant.next().now_or_never() {}
-            while let Some(Some(_)) = host.next().now_or_never() {}
-            // Before every list is complete, a missing policy could only be one not yet seen.
-            if !(ready(&policies) && ready(&namespaces) && ready(&host_policies)) {
-                continue;
-            }
-            failed = match self.keep_network_policies(&policies, &namespaces, &host_policies).await
-            {
-                Ok(()) => false,
-                Err(e) => {
-                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "syncing NetworkPolicies");
-                    true
-                }
-            };
-        }
+        let ready = || ready(&policies) && ready(&namespaces) && ready(&host_policies);
+        let pass = || self.keep_network_policies(&policies, &namespaces, &host_policies);
+        self.passes("NetworkPolicies and Namespaces", tenant, host, ready, pass).await;
     }
 
     /// One pass: the isolation policy and a host policy for each tenant policy made or set
@@ -152,7 +103,7 @@ impl Syncer {
             ) {
                 continue;
             }
-            if let Err(e) = self.delete_host_policy(&current).await {
+            if let Err(e) = self.delete_host_object(&*current).await {
                 outcome = outcome.and(Err(e));
             }
         }
@@ -198,27 +149,6 @@ impl Syncer {
         api.replace(&name, &PostParams::default(), &replacement).await?;
         tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy set back");
         Ok(())
-    }
-
-    async fn delete_host_policy(&self, host: &NetworkPolicy) -> Result<(), SyncError> {
-        let name = host.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<NetworkPolicy> =
-            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: host.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(name, &params).await {
-            Ok(_) => {
-                tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy deleted");
-                Ok(())
-            }
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-            Err(e) => Err(e.into()),
-        }
     }
 }
 

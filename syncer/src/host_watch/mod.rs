@@ -1,7 +1,7 @@
 //! The host side shared by every syncer of a process: one watch per host kind, whatever the
 //! number of tenants, each change routed to the syncer of the tenant it belongs to.
 //!
-//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims and NetworkPolicies: those the
+//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies and Services: those the
 //!   syncers wrote (their `managed-by` label), in every namespace; each goes to the partition its
 //!   namespace and tenant label name.
 //! - Host Events about pods: each goes to the partition of its namespace (a tenant's host
@@ -27,7 +27,9 @@ use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret, Service,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
@@ -61,6 +63,7 @@ struct Inner {
     secrets: Arc<Feed<Secret>>,
     volume_claims: Arc<Feed<PersistentVolumeClaim>>,
     network_policies: Arc<Feed<NetworkPolicy>>,
+    services: Arc<Feed<Service>>,
     events: Arc<Feed<Event>>,
     nodes: Store<Node>,
     claim_leases: Store<Lease>,
@@ -121,6 +124,7 @@ pub(crate) struct TenantFeed {
     pub(crate) secrets: Subscription<Secret>,
     pub(crate) volume_claims: Subscription<PersistentVolumeClaim>,
     pub(crate) network_policies: Subscription<NetworkPolicy>,
+    pub(crate) services: Subscription<Service>,
     pub(crate) events: Subscription<Event>,
     pub(crate) nodes: Listener<Arc<Node>>,
     pub(crate) storage_classes: Listener<()>,
@@ -186,6 +190,7 @@ impl HostWatch {
                 secrets: Arc::new(Feed::new(labelled, |_| true)),
                 volume_claims: Arc::new(Feed::new(labelled, |_| true)),
                 network_policies: Arc::new(Feed::new(labelled, |_| true)),
+                services: Arc::new(Feed::new(labelled, |_| true)),
                 events: Arc::new(Feed::new(in_namespace, keep_events)),
                 nodes,
                 claim_leases,
@@ -250,7 +255,8 @@ impl HostWatch {
             config_maps: self.inner.config_maps.subscribe(labelled.clone()),
             secrets: self.inner.secrets.subscribe(labelled.clone()),
             volume_claims: self.inner.volume_claims.subscribe(labelled.clone()),
-            network_policies: self.inner.network_policies.subscribe(labelled),
+            network_policies: self.inner.network_policies.subscribe(labelled.clone()),
+            services: self.inner.services.subscribe(labelled),
             events: self.inner.events.subscribe(events),
             // Shown what the caches hold, as a watch of their own would be at its start.
             nodes: self.inner.node_changes.listen(tenant, |send| {
@@ -288,6 +294,7 @@ impl HostWatch {
             inner.secrets.subscribed(),
             inner.volume_claims.subscribed(),
             inner.network_policies.subscribed(),
+            inner.services.subscribed(),
         ]
         .into_iter()
         .flatten()
@@ -327,7 +334,8 @@ impl HostWatch {
             self.spawn_feed(&inner.config_maps, labelled.clone(), "host ConfigMaps"),
             self.spawn_feed(&inner.secrets, labelled.clone(), "host Secrets"),
             self.spawn_feed(&inner.volume_claims, labelled.clone(), "host PersistentVolumeClaims"),
-            self.spawn_feed(&inner.network_policies, labelled, "host NetworkPolicies"),
+            self.spawn_feed(&inner.network_policies, labelled.clone(), "host NetworkPolicies"),
+            self.spawn_feed(&inner.services, labelled, "host Services"),
             self.spawn_feed(
                 &inner.events,
                 watcher::Config::default().fields("involvedObject.kind=Pod"),

@@ -5,7 +5,8 @@
 //! a virtual node ([`virtual_node`](mod@virtual_node)), the tenant's view of a host
 //! StorageClass ([`storage_class`](mod@storage_class)) and a tenant NetworkPolicy as its host
 //! policy, beside the isolation policy of every host namespace
-//! ([`network_policy`](mod@network_policy)).
+//! ([`network_policy`](mod@network_policy)), and a tenant Service as its host Service and back
+//! ([`service`](mod@service)).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +22,7 @@ mod claim;
 mod host_pod;
 mod network_policy;
 mod references;
+mod service;
 mod status;
 mod storage_class;
 mod virtual_node;
@@ -36,6 +38,7 @@ pub use claim::*;
 pub use host_pod::*;
 pub use network_policy::*;
 pub use references::*;
+pub use service::*;
 pub use status::*;
 pub use storage_class::*;
 pub use virtual_node::*;

@@ -323,14 +323,16 @@ pub fn drop_type_dependent(old: &Value, new: &mut Value) {
         return;
     }
     let same = |after: &Map<String, Value>, key: &str| after.get(key) == before.get(key);
-    if was != "ExternalName" && is == "ExternalName" {
-        if same(after, "clusterIP") && same(after, "clusterIPs") {
-            after.remove("clusterIP");
-            after.remove("clusterIPs");
-            for key in ["ipFamilies", "ipFamilyPolicy", "internalTrafficPolicy"] {
-                if same(after, key) {
-                    after.remove(key);
-                }
+    if was != "ExternalName"
+        && is == "ExternalName"
+        && same(after, "clusterIP")
+        && same(after, "clusterIPs")
+    {
+        after.remove("clusterIP");
+        after.remove("clusterIPs");
+        for key in ["ipFamilies", "ipFamilyPolicy", "internalTrafficPolicy"] {
+            if same(after, key) {
+                after.remove(key);
             }
         }
     }

@@ -1,0 +1,111 @@
+//! The loop of the syncer's parts that keep a set of host objects in line with a set of tenant
+//! objects in whole passes (NetworkPolicies, Services): a pass after each change on either side
+//! (a burst of changes, such as a relist, makes one), after each resync period, and again soon
+//! after a pass that failed.
+
+use std::future::Future;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::*;
+
+/// How soon a pass that failed is made again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Whether `store`'s first list is complete.
+pub(crate) fn ready<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
+    matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
+}
+
+impl Syncer {
+    /// Make `pass` whenever `tenant` (the tenant's watches, as one stream) or `host` (the host
+    /// objects' subscription) changes, once `ready` says every list is complete (before that, an
+    /// object missing could only be one not yet seen). Returns when `tenant` ends. `what` names
+    /// the objects in logs.
+    pub(crate) async fn passes<H, Fut>(
+        &self,
+        what: &str,
+        tenant: impl Stream<Item = Result<(), watcher::Error>>,
+        mut host: Subscription<H>,
+        ready: impl Fn() -> bool,
+        mut pass: impl FnMut() -> Fut,
+    ) where
+        H: host_watch::Fed,
+        Fut: Future<Output = Result<(), SyncError>>,
+    {
+        futures::pin_mut!(tenant);
+        let mut resync = tokio::time::interval(self.inner.resync);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retry = tokio::time::interval(RETRY);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failed = false;
+        loop {
+            tokio::select! {
+                change = tenant.next() => match change {
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(tenant = %self.inner.tenant, error = %e, "watching the tenant's {what}");
+                        continue;
+                    }
+                    None => return,
+                },
+                Some(_) = host.next() => {}
+                _ = resync.tick() => {}
+                _ = retry.tick(), if failed => {}
+            }
+            while let Some(Some(_)) = tenant.next().now_or_never() {}
+            while let Some(Some(_)) = host.next().now_or_never() {}
+            if !ready() {
+                continue;
+            }
+            failed = match pass().await {
+                Ok(()) => false,
+                Err(e) => {
+                    tracing::warn!(tenant = %self.inner.tenant, error = %e, "syncing {what}");
+                    true
+                }
+            };
+        }
+    }
+}
+
+/// Whether host object metadata `current` carries every label and annotation of `wanted` (what
+/// the syncer writes), whatever else others added.
+pub(crate) fn carries_all(current: &ObjectMeta, wanted: &ObjectMeta) -> bool {
+    let has_all = |have: &Option<BTreeMap<String, String>>,
+                   want: &Option<BTreeMap<String, String>>| {
+        want.iter().flatten().all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    has_all(&current.labels, &wanted.labels) && has_all(&current.annotations, &wanted.annotations)
+}
+
+impl Syncer {
+    /// Delete host object `host` of the tenant's host namespace, if it is still the one seen
+    /// (its uid); one already gone or made again meanwhile is left.
+    pub(crate) async fn delete_host_object<K>(&self, host: &K) -> Result<(), SyncError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let name = host.meta().name.as_deref().unwrap_or_default();
+        let api: Api<K> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: host.meta().uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => {
+                tracing::debug!(tenant = %self.inner.tenant, kind = %K::kind(&()), name, "host object deleted");
+                Ok(())
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
