@@ -1,6 +1,7 @@
-//! A tenant of `carrel up` gives its Services Endpoints and EndpointSlices as
-//! kube-controller-manager does, through kubectl: a Deployment exposed lists its pods' IPs and
-//! the target port.
+//! A tenant of `carrel up` gives its Services cluster IPs, Endpoints and EndpointSlices as
+//! kube-apiserver and kube-controller-manager do, through kubectl: a Deployment exposed gets a
+//! cluster IP, which its host Service holds on the embedded host, and lists its pods' IPs and
+//! the target port; the tenant has its `kubernetes` Service.
 
 mod common;
 
@@ -21,6 +22,31 @@ fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
     kubectl(&["expose", "deployment", "web", "--port", "80", "--target-port", "8080"]);
     kubectl(&["rollout", "status", "deployment/web", "--timeout=90s"]);
     let within = Duration::from_secs(60);
+
+    // A cluster IP of the Service network, the one its host Service holds on the host.
+    let cluster_ip = kubectl(&["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let ip: std::net::Ipv4Addr = cluster_ip.trim().parse().expect("an IPv4 cluster IP");
+    assert_eq!(ip.octets()[0], 10, "{ip}");
+    let table = kubectl(&["get", "services"]);
+    assert!(table.contains(&format!("{ip}")) && table.contains("80/TCP"), "{table}");
+    let kubernetes = kubectl(&["get", "service", "kubernetes", "-o", "jsonpath={.spec.clusterIP}"]);
+    assert_eq!(kubernetes.trim(), "10.96.0.1");
+    eventually("the host Service on the same cluster IP", within, || {
+        let out = up.kubectl(
+            &up.host_kubeconfig(),
+            &[
+                "get",
+                "service",
+                "-n",
+                "carrel-team-a",
+                "web-x-default",
+                "-o",
+                "jsonpath={.spec.clusterIP}",
+            ],
+        );
+        let host_ip = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        (host_ip == ip.to_string(), host_ip)
+    });
     let pod_ips = eventually("both pods with an IP", within, || {
         let out =
             kubectl(&["get", "pods", "-l", "app=web", "-o", "jsonpath={.items[*].status.podIP}"]);
