@@ -476,3 +476,294 @@ fn dashed_address(label: &[u8]) -> Option<IpAddr> {
     }
     label.replace('-', ":").parse::<std::net::Ipv6Addr>().ok().map(IpAddr::V6)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::core::v1::{ServicePort, ServiceSpec};
+    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    fn meta(ns: &str, name: &str) -> ObjectMeta {
+        ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() }
+    }
+
+    fn port(name: &str, number: i32, protocol: &str) -> ServicePort {
+        ServicePort {
+            name: Some(name.into()),
+            port: number,
+            protocol: Some(protocol.into()),
+            ..Default::default()
+        }
+    }
+
+    fn cluster_ip(ns: &str, name: &str, ip: &str, ports: Vec<ServicePort>) -> Service {
+        Service {
+            metadata: meta(ns, name),
+            spec: Some(ServiceSpec {
+                cluster_ip: Some(ip.into()),
+                ports: Some(ports),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn headless(ns: &str, name: &str, publish_not_ready: bool) -> Service {
+        Service {
+            metadata: meta(ns, name),
+            spec: Some(ServiceSpec {
+                cluster_ip: Some("None".into()),
+                publish_not_ready_addresses: publish_not_ready.then_some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Endpoints: (address, hostname, ready).
+    fn slice(
+        ns: &str,
+        service: &str,
+        endpoints: &[(&str, Option<&str>, Option<bool>)],
+    ) -> EndpointSlice {
+        let mut metadata = meta(ns, &format!("{service}-abc"));
+        metadata.labels = Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), service.into())]));
+        EndpointSlice {
+            metadata,
+            address_type: "IPv4".into(),
+            endpoints: endpoints
+                .iter()
+                .map(|(ip, host, ready)| Endpoint {
+                    addresses: vec![(*ip).into()],
+                    hostname: host.map(Into::into),
+                    conditions: Some(EndpointConditions { ready: *ready, ..Default::default() }),
+                    ..Default::default()
+                })
+                .collect(),
+            ports: Some(vec![EndpointPort {
+                name: Some("http".into()),
+                port: Some(8080),
+                protocol: Some("TCP".into()),
+                ..Default::default()
+            }]),
+        }
+    }
+
+    fn name(s: &str) -> LowerName {
+        LowerName::new(&Name::from_ascii(s).unwrap())
+    }
+
+    fn ask(zone: &Zone, n: &str, t: RecordType) -> Lookup {
+        zone.lookup(&name(n), t).unwrap()
+    }
+
+    fn data(lookup: &Lookup) -> Vec<String> {
+        let mut v: Vec<String> = lookup.answers.iter().map(|r| r.data.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    fn zone() -> Zone {
+        let services = vec![
+            cluster_ip(
+                "default",
+                "web",
+                "10.96.0.10",
+                vec![port("http", 80, "TCP"), port("dns", 53, "UDP")],
+            ),
+            headless("db", "pg", false),
+            headless("db", "all", true),
+            Service {
+                metadata: meta("default", "ext"),
+                spec: Some(ServiceSpec {
+                    type_: Some("ExternalName".into()),
+                    external_name: Some("example.com".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            Service {
+                metadata: meta("default", "v6"),
+                spec: Some(ServiceSpec {
+                    cluster_ips: Some(vec!["fd00::10".into()]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        ];
+        let slices = vec![
+            slice(
+                "db",
+                "pg",
+                &[
+                    ("10.1.0.1", Some("pg-0"), Some(true)),
+                    ("10.1.0.2", None, None),
+                    ("10.1.0.3", None, Some(false)),
+                ],
+            ),
+            slice("db", "all", &[("10.2.0.1", None, Some(false))]),
+        ];
+        Zone::build(DEFAULT_DOMAIN, &services, &slices).unwrap()
+    }
+
+    #[test]
+    fn cluster_ip_service_has_its_address() {
+        let l = ask(&zone(), "web.default.svc.cluster.local.", RecordType::A);
+        assert_eq!(l.outcome, Outcome::Found);
+        assert_eq!(data(&l), vec!["10.96.0.10"]);
+        assert_eq!(l.answers[0].ttl, TTL);
+    }
+
+    #[test]
+    fn ipv6_cluster_ip_is_aaaa_and_a_is_nodata() {
+        let z = zone();
+        assert_eq!(
+            data(&ask(&z, "v6.default.svc.cluster.local.", RecordType::AAAA)),
+            vec!["fd00::10"]
+        );
+        let l = ask(&z, "v6.default.svc.cluster.local.", RecordType::A);
+        assert_eq!(l.outcome, Outcome::NoData);
+        assert_eq!(l.authority[0].record_type(), RecordType::SOA);
+    }
+
+    #[test]
+    fn names_are_case_insensitive() {
+        let l = ask(&zone(), "WEB.Default.SVC.Cluster.Local.", RecordType::A);
+        assert_eq!(data(&l), vec!["10.96.0.10"]);
+    }
+
+    #[test]
+    fn missing_name_is_nxdomain_with_soa() {
+        let l = ask(&zone(), "nope.default.svc.cluster.local.", RecordType::A);
+        assert_eq!(l.outcome, Outcome::NxDomain);
+        assert!(l.answers.is_empty());
+        assert_eq!(l.authority.len(), 1);
+        assert_eq!(l.authority[0].record_type(), RecordType::SOA);
+    }
+
+    #[test]
+    fn existing_name_of_other_type_and_namespace_are_nodata() {
+        let z = zone();
+        assert_eq!(
+            ask(&z, "web.default.svc.cluster.local.", RecordType::TXT).outcome,
+            Outcome::NoData
+        );
+        assert_eq!(ask(&z, "default.svc.cluster.local.", RecordType::A).outcome, Outcome::NoData);
+        assert_eq!(ask(&z, "nons.svc.cluster.local.", RecordType::A).outcome, Outcome::NxDomain);
+    }
+
+    #[test]
+    fn outside_the_domain_is_none() {
+        assert!(zone().lookup(&name("example.com."), RecordType::A).is_none());
+    }
+
+    #[test]
+    fn headless_service_has_ready_endpoints_only() {
+        let l = ask(&zone(), "pg.db.svc.cluster.local.", RecordType::A);
+        // Unset `ready` counts as ready; `ready: false` is left out.
+        assert_eq!(data(&l), vec!["10.1.0.1", "10.1.0.2"]);
+    }
+
+    #[test]
+    fn publish_not_ready_addresses_publishes_all() {
+        let l = ask(&zone(), "all.db.svc.cluster.local.", RecordType::A);
+        assert_eq!(data(&l), vec!["10.2.0.1"]);
+    }
+
+    #[test]
+    fn headless_endpoint_hostname_and_dashed_names() {
+        let z = zone();
+        assert_eq!(
+            data(&ask(&z, "pg-0.pg.db.svc.cluster.local.", RecordType::A)),
+            vec!["10.1.0.1"]
+        );
+        assert_eq!(
+            data(&ask(&z, "10-1-0-2.pg.db.svc.cluster.local.", RecordType::A)),
+            vec!["10.1.0.2"]
+        );
+        assert_eq!(
+            ask(&z, "10-1-0-3.pg.db.svc.cluster.local.", RecordType::A).outcome,
+            Outcome::NxDomain
+        );
+    }
+
+    #[test]
+    fn srv_for_cluster_ip_targets_the_service() {
+        let z = zone();
+        let l = ask(&z, "_http._tcp.web.default.svc.cluster.local.", RecordType::SRV);
+        assert_eq!(data(&l), vec!["0 100 80 web.default.svc.cluster.local."]);
+        assert_eq!(
+            data(&ask(&z, "_dns._udp.web.default.svc.cluster.local.", RecordType::SRV)),
+            vec!["0 100 53 web.default.svc.cluster.local."]
+        );
+        assert_eq!(l.additionals.len(), 1);
+        assert_eq!(
+            ask(&z, "_http._udp.web.default.svc.cluster.local.", RecordType::SRV).outcome,
+            Outcome::NxDomain
+        );
+        assert_eq!(
+            ask(&z, "_tcp.web.default.svc.cluster.local.", RecordType::SRV).outcome,
+            Outcome::NoData
+        );
+    }
+
+    #[test]
+    fn srv_for_headless_targets_each_endpoint_with_shared_weight() {
+        let l = ask(&zone(), "_http._tcp.pg.db.svc.cluster.local.", RecordType::SRV);
+        assert_eq!(
+            data(&l),
+            vec![
+                "0 50 8080 10-1-0-2.pg.db.svc.cluster.local.",
+                "0 50 8080 pg-0.pg.db.svc.cluster.local."
+            ]
+        );
+        assert_eq!(l.additionals.len(), 2);
+    }
+
+    #[test]
+    fn external_name_is_a_cname() {
+        let z = zone();
+        let l = ask(&z, "ext.default.svc.cluster.local.", RecordType::A);
+        assert_eq!(l.outcome, Outcome::Found);
+        assert_eq!(l.answers[0].record_type(), RecordType::CNAME);
+        assert_eq!(data(&l), vec!["example.com."]);
+    }
+
+    #[test]
+    fn pod_names() {
+        let z = zone();
+        assert_eq!(
+            data(&ask(&z, "10-244-1-7.anyns.pod.cluster.local.", RecordType::A)),
+            vec!["10.244.1.7"]
+        );
+        assert_eq!(
+            data(&ask(&z, "fd00--7.anyns.pod.cluster.local.", RecordType::AAAA)),
+            vec!["fd00::7"]
+        );
+        assert_eq!(
+            ask(&z, "10-244-1-7.anyns.pod.cluster.local.", RecordType::AAAA).outcome,
+            Outcome::NoData
+        );
+        assert_eq!(
+            ask(&z, "not-an-ip.anyns.pod.cluster.local.", RecordType::A).outcome,
+            Outcome::NxDomain
+        );
+    }
+
+    #[test]
+    fn apex_soa_and_custom_domain() {
+        let z = Zone::build("Tenant.Example", &[cluster_ip("a", "b", "10.0.0.1", vec![])], &[])
+            .unwrap();
+        assert_eq!(z.origin().to_ascii(), "tenant.example.");
+        assert_eq!(
+            ask(&z, "tenant.example.", RecordType::SOA).answers[0].record_type(),
+            RecordType::SOA
+        );
+        assert_eq!(data(&ask(&z, "b.a.svc.tenant.example.", RecordType::A)), vec!["10.0.0.1"]);
+        assert!(z.lookup(&name("b.a.svc.cluster.local."), RecordType::A).is_none());
+    }
+}
