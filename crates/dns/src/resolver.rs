@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use hickory_server::net::client::Client;
 use hickory_server::net::runtime::{Time, TokioRuntimeProvider};
 use hickory_server::net::tcp::TcpClientStream;
 use hickory_server::net::udp::UdpClientStream;
@@ -85,25 +86,36 @@ impl Resolver {
         for &server in &self.upstream {
             let result = match protocol {
                 Protocol::Tcp => {
-                    let stream = TcpClientStream::exchange(
+                    let (stream, sender) = TcpClientStream::new(
                         server,
                         None,
-                        self.forward_timeout,
-                        None,
+                        Some(self.forward_timeout),
                         TokioRuntimeProvider::default(),
-                    )
-                    .await;
-                    match stream {
-                        Ok(exchange) => first(exchange, query.clone(), request).await,
+                    );
+                    match stream.await {
+                        Ok(stream) => {
+                            let (client, bg) = Client::<TokioRuntimeProvider>::with_timeout(
+                                stream,
+                                sender,
+                                self.forward_timeout,
+                            );
+                            let bg = tokio::spawn(bg);
+                            let result = first(client, query.clone(), request).await;
+                            bg.abort();
+                            result
+                        }
                         Err(error) => Err(error.to_string()),
                     }
                 }
                 _ => {
-                    let exchange =
-                        UdpClientStream::builder(server, TokioRuntimeProvider::default())
-                            .with_timeout(Some(self.forward_timeout))
-                            .exchange();
-                    first(exchange, query.clone(), request).await
+                    let stream = UdpClientStream::builder(server, TokioRuntimeProvider::default())
+                        .with_timeout(Some(self.forward_timeout))
+                        .build();
+                    let (client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
+                    let bg = tokio::spawn(bg);
+                    let result = first(client, query.clone(), request).await;
+                    bg.abort();
+                    result
                 }
             };
             match result {
