@@ -182,40 +182,29 @@ impl RequestHandler for Resolver {
             return send(response_handle, builder.build_no_records(metadata)).await;
         };
         let query = info.query;
+        // The cluster domain is answered from the zone, in class IN only; the rest is forwarded.
         let zone = self.zone.current();
         if zone.contains(query.name()) && query.query_class() != DNSClass::IN {
             metadata.response_code = ResponseCode::Refused;
             return send(response_handle, builder.build_no_records(metadata)).await;
         }
-        {
-            if let Some(lookup) = zone.lookup(query.name(), query.query_type()) {
-                metadata.authoritative = true;
-                metadata.response_code = match lookup.outcome {
-                    Outcome::NxDomain => ResponseCode::NXDomain,
-                    Outcome::Found | Outcome::NoData => ResponseCode::NoError,
-                };
-                // The question's own spelling, as asked, for the records owned by its name.
-                let original = query.original().name();
-                let answers: Vec<Record> = lookup
-                    .answers
-                    .into_iter()
-                    .map(|mut r| {
-                        if r.name == *original {
-                            r.name = original.clone();
-                        }
-                        r
-                    })
-                    .collect();
-                debug!(name = %original, r#type = %query.query_type(), outcome = ?lookup.outcome, "cluster answer");
-                let response = builder.build(
-                    metadata,
-                    answers.iter(),
-                    std::iter::empty(),
-                    lookup.authority.iter(),
-                    lookup.additionals.iter(),
-                );
-                return send(response_handle, response).await;
-            }
+        if let Some(lookup) = zone.lookup(query.name(), query.query_type()) {
+            metadata.authoritative = true;
+            metadata.response_code = match lookup.outcome {
+                Outcome::NxDomain => ResponseCode::NXDomain,
+                Outcome::Found | Outcome::NoData => ResponseCode::NoError,
+            };
+            let original = query.original().name();
+            let answers = lookup.answers;
+            debug!(name = %original, r#type = %query.query_type(), outcome = ?lookup.outcome, "cluster answer");
+            let response = builder.build(
+                metadata,
+                answers.iter(),
+                std::iter::empty(),
+                lookup.authority.iter(),
+                lookup.additionals.iter(),
+            );
+            return send(response_handle, response).await;
         }
         let Some(upstream) = self.forward(request, info.protocol).await else {
             metadata.response_code = ResponseCode::ServFail;

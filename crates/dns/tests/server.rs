@@ -128,6 +128,10 @@ async fn cluster_answers_over_udp_and_tcp() {
         assert_eq!(addresses(&response), vec!["10.96.0.10"]);
     }
 
+    // Names are case-insensitive.
+    let upper = query(&mut udp, "WEB.Default.svc.CLUSTER.local.", RecordType::A).await;
+    assert_eq!(addresses(&upper), vec!["10.96.0.10"]);
+
     let headless = query(&mut tcp, "pg.db.svc.cluster.local.", RecordType::A).await;
     assert_eq!(addresses(&headless), vec!["10.1.0.1", "10.1.0.2"]);
 
