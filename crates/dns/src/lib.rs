@@ -1,0 +1,21 @@
+//! A tenant's cluster DNS, answered as CoreDNS's `kubernetes` plugin answers it, on
+//! `hickory-server`.
+//!
+//! - [`Zone`]: a pure, immutable snapshot of the tenant's names, built from its Services and
+//!   EndpointSlices (`<svc>.<ns>.svc.<domain>`, endpoint names, SRV per named port, pod names).
+//! - [`Resolver`]: the request handler over a [`SharedZone`] that callers replace as Services and
+//!   EndpointSlices change; names outside the domain go to upstream servers
+//!   ([`upstream_from_resolv_conf`]), SERVFAIL when none answers.
+//! - [`Server`]: the handler on UDP and TCP of one port.
+
+mod error;
+mod resolver;
+mod server;
+mod zone;
+
+pub use error::{DnsError, Result};
+pub use resolver::{
+    parse_resolv_conf, upstream_from_resolv_conf, Resolver, SharedZone, FORWARD_TIMEOUT,
+};
+pub use server::Server;
+pub use zone::{Lookup, Outcome, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL, TTL};

@@ -1,0 +1,92 @@
+//! [`Server`]: the [`Resolver`] served on one UDP socket and one TCP listener of the same port.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UdpSocket};
+use tracing::{debug, info};
+
+use crate::error::{DnsError, Result};
+use crate::resolver::{Resolver, SharedZone};
+
+/// How long a TCP connection may stay idle between queries.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+/// Responses queued per TCP connection.
+const TCP_RESPONSE_BUFFER: usize = 32;
+/// Tries at a port free for both UDP and TCP when the port is chosen by the system.
+const BIND_TRIES: usize = 5;
+
+/// A running cluster DNS server.
+pub struct Server {
+    inner: hickory_server::Server<Resolver>,
+    local_addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("local_addr", &self.local_addr).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Serves `zone` on UDP and TCP at `addr`, forwarding other names to `upstream`. Port 0 picks
+    /// one port free for both. Call from within a Tokio runtime.
+    pub async fn bind(
+        addr: SocketAddr,
+        zone: SharedZone,
+        upstream: Vec<SocketAddr>,
+    ) -> Result<Self> {
+        Self::serve(addr, Resolver::new(zone, upstream)).await
+    }
+
+    /// Serves `resolver` on UDP and TCP at `addr` (port 0: one port free for both).
+    pub async fn serve(addr: SocketAddr, resolver: Resolver) -> Result<Self> {
+        let (udp, tcp) = bind_both(addr).await?;
+        let local_addr =
+            udp.local_addr().map_err(|source| DnsError::Bind { protocol: "udp", addr, source })?;
+        let mut inner = hickory_server::Server::new(resolver);
+        inner.register_socket(udp);
+        inner.register_listener(tcp, TCP_IDLE, TCP_RESPONSE_BUFFER);
+        info!(%local_addr, "cluster DNS serving");
+        Ok(Self { inner, local_addr })
+    }
+
+    /// The address the server listens on, UDP and TCP alike.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting queries and waits for the server's tasks to end.
+    pub async fn shutdown(mut self) -> Result<()> {
+        self.inner.shutdown_gracefully().await.map_err(DnsError::Shutdown)?;
+        info!(local_addr = %self.local_addr, "cluster DNS stopped");
+        Ok(())
+    }
+}
+
+/// A UDP socket and a TCP listener on one port: with port 0, UDP's port, tried again with another
+/// when TCP finds it taken.
+async fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let udp = UdpSocket::bind(addr).await.map_err(|source| DnsError::Bind {
+            protocol: "udp",
+            addr,
+            source,
+        })?;
+        let bound =
+            udp.local_addr().map_err(|source| DnsError::Bind { protocol: "udp", addr, source })?;
+        match TcpListener::bind(bound).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(source)
+                if addr.port() == 0
+                    && source.kind() == std::io::ErrorKind::AddrInUse
+                    && tries < BIND_TRIES =>
+            {
+                debug!(%bound, "TCP port taken; another port");
+            }
+            Err(source) => return Err(DnsError::Bind { protocol: "tcp", addr: bound, source }),
+        }
+    }
+}

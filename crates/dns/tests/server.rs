@@ -1,0 +1,207 @@
+//! A `Server` on 127.0.0.1:0 queried over UDP and TCP with hickory's client: cluster answers, a
+//! zone swap, forwarding to an upstream hickory authority, and SERVFAIL from a dead upstream.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use carrel_dns::{Resolver, Server, SharedZone, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL};
+use hickory_server::net::client::{Client, ClientHandle};
+use hickory_server::net::runtime::TokioRuntimeProvider;
+use hickory_server::net::tcp::TcpClientStream;
+use hickory_server::net::udp::UdpClientStream;
+use hickory_server::proto::op::{DnsResponse, ResponseCode};
+use hickory_server::proto::rr::rdata::{A, SOA};
+use hickory_server::proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_server::store::in_memory::InMemoryZoneHandler;
+use hickory_server::zone_handler::{AxfrPolicy, Catalog, ZoneType};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+fn meta(ns: &str, name: &str) -> ObjectMeta {
+    ObjectMeta { name: Some(name.into()), namespace: Some(ns.into()), ..Default::default() }
+}
+
+fn web(ip: &str) -> Service {
+    Service {
+        metadata: meta("default", "web"),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some(ip.into()),
+            ports: Some(vec![ServicePort {
+                name: Some("http".into()),
+                port: 80,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn zone(web_ip: &str) -> Zone {
+    let headless = Service {
+        metadata: meta("db", "pg"),
+        spec: Some(ServiceSpec { cluster_ip: Some("None".into()), ..Default::default() }),
+        ..Default::default()
+    };
+    let mut slice_meta = meta("db", "pg-x");
+    slice_meta.labels = Some(BTreeMap::from([(SERVICE_NAME_LABEL.into(), "pg".into())]));
+    let slice = EndpointSlice {
+        metadata: slice_meta,
+        address_type: "IPv4".into(),
+        endpoints: ["10.1.0.1", "10.1.0.2"]
+            .iter()
+            .map(|ip| Endpoint { addresses: vec![(*ip).into()], ..Default::default() })
+            .collect(),
+        ports: None,
+    };
+    Zone::build(DEFAULT_DOMAIN, &[web(web_ip), headless], &[slice]).unwrap()
+}
+
+async fn udp_client(addr: SocketAddr) -> Client<TokioRuntimeProvider> {
+    let stream = UdpClientStream::builder(addr, TokioRuntimeProvider::default())
+        .with_timeout(Some(Duration::from_secs(5)))
+        .build();
+    let (client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
+    tokio::spawn(bg);
+    client
+}
+
+async fn tcp_client(addr: SocketAddr) -> Client<TokioRuntimeProvider> {
+    let timeout = Some(Duration::from_secs(5));
+    let (stream, sender) =
+        TcpClientStream::new(addr, None, timeout, TokioRuntimeProvider::default());
+    let (client, bg) = Client::<TokioRuntimeProvider>::new(stream.await.unwrap(), sender);
+    tokio::spawn(bg);
+    client
+}
+
+async fn query<C: ClientHandle>(client: &mut C, name: &str, t: RecordType) -> DnsResponse {
+    client.query(Name::from_str(name).unwrap(), DNSClass::IN, t).await.unwrap()
+}
+
+fn addresses(response: &DnsResponse) -> Vec<String> {
+    let mut v: Vec<String> = response.answers.iter().map(|r| r.data.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// A hickory authority for `example.com.` with `www.example.com. A 192.0.2.7`.
+async fn upstream() -> (hickory_server::Server<Catalog>, SocketAddr) {
+    let origin = Name::from_str("example.com.").unwrap();
+    let mut handler = InMemoryZoneHandler::<TokioRuntimeProvider>::empty(
+        origin.clone(),
+        ZoneType::Primary,
+        AxfrPolicy::Deny,
+    );
+    let soa = SOA::new(origin.clone(), origin.clone(), 1, 3600, 600, 86400, 60);
+    handler.upsert_mut(Record::from_rdata(origin.clone(), 60, RData::SOA(soa)), 1);
+    let www = Name::from_str("www.example.com.").unwrap();
+    handler.upsert_mut(Record::from_rdata(www, 60, RData::A(A(Ipv4Addr::new(192, 0, 2, 7)))), 1);
+    let mut catalog = Catalog::new();
+    catalog.upsert(origin.into(), vec![Arc::new(handler)]);
+    let mut server = hickory_server::Server::new(catalog);
+    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    server.register_socket(socket);
+    (server, addr)
+}
+
+#[tokio::test]
+async fn cluster_answers_over_udp_and_tcp() {
+    let shared = SharedZone::new(zone("10.96.0.10"));
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), shared, vec![]).await.unwrap();
+    let addr = server.local_addr();
+    assert_ne!(addr.port(), 0);
+    let mut udp = udp_client(addr).await;
+    let mut tcp = tcp_client(addr).await;
+
+    for response in [
+        query(&mut udp, "web.default.svc.cluster.local.", RecordType::A).await,
+        query(&mut tcp, "web.default.svc.cluster.local.", RecordType::A).await,
+    ] {
+        assert_eq!(response.metadata.response_code, ResponseCode::NoError);
+        assert!(response.metadata.authoritative);
+        assert_eq!(addresses(&response), vec!["10.96.0.10"]);
+    }
+
+    // Names are case-insensitive.
+    let upper = query(&mut udp, "WEB.Default.svc.CLUSTER.local.", RecordType::A).await;
+    assert_eq!(addresses(&upper), vec!["10.96.0.10"]);
+
+    let headless = query(&mut tcp, "pg.db.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&headless), vec!["10.1.0.1", "10.1.0.2"]);
+
+    let srv = query(&mut udp, "_http._tcp.web.default.svc.cluster.local.", RecordType::SRV).await;
+    assert_eq!(addresses(&srv), vec!["0 100 80 web.default.svc.cluster.local."]);
+
+    let missing = query(&mut udp, "nope.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(missing.metadata.response_code, ResponseCode::NXDomain);
+    assert_eq!(missing.authorities[0].record_type(), RecordType::SOA);
+
+    let nodata = query(&mut tcp, "web.default.svc.cluster.local.", RecordType::AAAA).await;
+    assert_eq!(nodata.metadata.response_code, ResponseCode::NoError);
+    assert!(nodata.answers.is_empty());
+    assert_eq!(nodata.authorities[0].record_type(), RecordType::SOA);
+
+    // Outside the domain with no upstream: SERVFAIL.
+    let outside = query(&mut udp, "www.example.com.", RecordType::A).await;
+    assert_eq!(outside.metadata.response_code, ResponseCode::ServFail);
+
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_zone_swap_is_seen_by_the_next_query() {
+    let shared = SharedZone::new(zone("10.96.0.10"));
+    let server =
+        Server::bind("127.0.0.1:0".parse().unwrap(), shared.clone(), vec![]).await.unwrap();
+    let mut udp = udp_client(server.local_addr()).await;
+    let before = query(&mut udp, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&before), vec!["10.96.0.10"]);
+    shared.replace(zone("10.96.0.99"));
+    let after = query(&mut udp, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&after), vec!["10.96.0.99"]);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn other_names_are_forwarded_upstream() {
+    let (mut upstream, upstream_addr) = upstream().await;
+    let shared = SharedZone::new(zone("10.96.0.10"));
+    let server =
+        Server::bind("127.0.0.1:0".parse().unwrap(), shared, vec![upstream_addr]).await.unwrap();
+    let mut udp = udp_client(server.local_addr()).await;
+    let mut tcp = tcp_client(server.local_addr()).await;
+
+    let forwarded = query(&mut udp, "www.example.com.", RecordType::A).await;
+    assert_eq!(forwarded.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(addresses(&forwarded), vec!["192.0.2.7"]);
+
+    let missing = query(&mut udp, "nope.example.com.", RecordType::A).await;
+    assert_eq!(missing.metadata.response_code, ResponseCode::NXDomain);
+
+    // The cluster's own names still come from the zone.
+    let cluster = query(&mut tcp, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&cluster), vec!["10.96.0.10"]);
+
+    server.shutdown().await.unwrap();
+    upstream.shutdown_gracefully().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_dead_upstream_is_servfail() {
+    // A socket that never answers.
+    let dead = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let resolver =
+        Resolver::new(SharedZone::new(zone("10.96.0.10")), vec![dead.local_addr().unwrap()])
+            .with_forward_timeout(Duration::from_millis(300));
+    let server = Server::serve("127.0.0.1:0".parse().unwrap(), resolver).await.unwrap();
+    let mut udp = udp_client(server.local_addr()).await;
+    let response = query(&mut udp, "www.example.com.", RecordType::A).await;
+    assert_eq!(response.metadata.response_code, ResponseCode::ServFail);
+    server.shutdown().await.unwrap();
+}
