@@ -24,12 +24,6 @@ fn in_line(current: &NetworkPolicy, wanted: &NetworkPolicy) -> bool {
         && carries_all(&current.metadata, &wanted.metadata)
 }
 
-/// The tenant policy (namespace, name) host policy `host` stands for; `None` for the isolation
-/// policy and anything else.
-fn tenant_policy(host: &NetworkPolicy) -> Option<Key> {
-    host_names::stood_for(&host.metadata)
-}
-
 impl Syncer {
     /// Keep the tenant's host policies in line as the tenant's policies and namespaces and the
     /// host policies change. `host`: the tenant's host policies, as the shared host side shows
@@ -88,26 +82,7 @@ impl Syncer {
                 outcome = outcome.and(Err(e));
             }
         }
-        for current in host.state() {
-            let Some(key) = tenant_policy(&current) else { continue };
-            if tenant_keys.contains(&key) {
-                continue;
-            }
-            let identity = host_names::host_annotations(&key.0, &key.1, "");
-            let labels = current.metadata.labels.as_ref();
-            if !host_names::stands_for(
-                labels,
-                current.metadata.annotations.as_ref(),
-                tenant,
-                &identity,
-            ) {
-                continue;
-            }
-            if let Err(e) = self.delete_host_object(&*current).await {
-                outcome = outcome.and(Err(e));
-            }
-        }
-        outcome
+        outcome.and(self.delete_orphans(host, &tenant_keys).await)
     }
 
     /// Make host policy `wanted`, or set the one under its name back to it. One that is not
@@ -184,7 +159,10 @@ mod tests {
         more.insert("other".into(), "x".into());
         let read_back = host(spec.clone(), json!(more), annotations.clone());
         assert!(in_line(&read_back, &wanted));
-        assert_eq!(tenant_policy(&read_back), Some(("web".to_owned(), "p".to_owned())));
+        assert_eq!(
+            host_names::stood_for(&read_back.metadata),
+            Some(("web".to_owned(), "p".to_owned()))
+        );
         // A changed spec, a label or an annotation taken away: set back.
         let mut changed = spec.clone();
         changed["policyTypes"] = json!(["Egress"]);
@@ -193,8 +171,11 @@ mod tests {
         let made_again = json!(host_names::host_annotations("web", "p", "u2"));
         assert!(!in_line(&host(spec.clone(), labels.clone(), made_again), &wanted));
         // The isolation policy stands for no tenant policy, nor does one under another name.
-        assert_eq!(tenant_policy(&translate::isolation_policy("t", "carrel-t")), None);
+        assert_eq!(
+            host_names::stood_for(&translate::isolation_policy("t", "carrel-t").metadata),
+            None
+        );
         let elsewhere = json!(host_names::host_annotations("api", "p", "u1"));
-        assert_eq!(tenant_policy(&host(spec, labels, elsewhere)), None);
+        assert_eq!(host_names::stood_for(&host(spec, labels, elsewhere).metadata), None);
     }
 }

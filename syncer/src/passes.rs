@@ -80,6 +80,39 @@ pub(crate) fn carries_all(current: &ObjectMeta, wanted: &ObjectMeta) -> bool {
 }
 
 impl Syncer {
+    /// Delete the tenant's host objects in `host` that stand for a tenant object not in `kept`
+    /// (gone, or no longer carried); what is not the syncer's own is left. Every one is tried;
+    /// the first error is returned.
+    pub(crate) async fn delete_orphans<K>(
+        &self,
+        host: &Store<K>,
+        kept: &HashSet<Key>,
+    ) -> Result<(), SyncError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let mut outcome = Ok(());
+        for current in host.state() {
+            let meta = current.meta();
+            let Some(key) = host_names::stood_for(meta) else { continue };
+            if kept.contains(&key) {
+                continue;
+            }
+            let identity = host_names::host_annotations(&key.0, &key.1, "");
+            let (labels, annotations) = (meta.labels.as_ref(), meta.annotations.as_ref());
+            if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
+                continue;
+            }
+            if let Err(e) = self.delete_host_object(&*current).await {
+                outcome = outcome.and(Err(e));
+            }
+        }
+        outcome
+    }
+
     /// Delete host object `host` of the tenant's host namespace, if it is still the one seen
     /// (its uid); one already gone or made again meanwhile is left.
     pub(crate) async fn delete_host_object<K>(&self, host: &K) -> Result<(), SyncError>

@@ -72,27 +72,7 @@ impl Syncer {
                 outcome = outcome.and(Err(e));
             }
         }
-        for current in host.state() {
-            let Some(key) = host_names::stood_for(&current.metadata) else { continue };
-            if carried.contains(&key) {
-                continue;
-            }
-            let identity = host_names::host_annotations(&key.0, &key.1, "");
-            let meta = &current.metadata;
-            let tenant = &self.inner.tenant;
-            if !host_names::stands_for(
-                meta.labels.as_ref(),
-                meta.annotations.as_ref(),
-                tenant,
-                &identity,
-            ) {
-                continue;
-            }
-            if let Err(e) = self.delete_host_object(&*current).await {
-                outcome = outcome.and(Err(e));
-            }
-        }
-        outcome
+        outcome.and(self.delete_orphans(host, &carried).await)
     }
 
     /// Make the host Service of tenant Service `service`, or set the one under its name back
