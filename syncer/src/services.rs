@@ -59,7 +59,8 @@ impl Syncer {
     ) -> Result<(), SyncError> {
         let mut outcome = Ok(());
         let mut carried = HashSet::new();
-        for service in services.state() {
+        let all = services.state();
+        for service in all.iter().cloned() {
             if !translate::carried(&service) || service.metadata.deletion_timestamp.is_some() {
                 continue;
             }
@@ -68,7 +69,7 @@ impl Syncer {
                 continue;
             };
             carried.insert((ns.clone(), name.clone()));
-            if let Err(e) = self.keep_service(host, &service).await {
+            if let Err(e) = self.keep_service(host, &service, &all).await {
                 outcome = outcome.and(Err(e));
             }
         }
@@ -77,10 +78,12 @@ impl Syncer {
 
     /// Make the host Service of tenant Service `service`, or set the one under its name back
     /// to it; then bring the tenant Service in line with what the host gave it.
+    /// `all`: every tenant Service.
     async fn keep_service(
         &self,
         host: &Store<Service>,
         service: &Service,
+        all: &[Arc<Service>],
     ) -> Result<(), SyncError> {
         let wanted =
             translate::host_service(&self.inner.tenant, &self.inner.host_namespace, service);
@@ -114,6 +117,14 @@ impl Syncer {
             current = self.set_back(&api, &current, wanted).await?;
         }
         if translate::host_gave_others(service, &current) {
+            if translate::held_by_another(all, service, &current) {
+                tracing::warn!(
+                    tenant = %self.inner.tenant, service = %name,
+                    "the host gave the Service a cluster IP or node port another tenant Service \
+                     holds: it keeps its own until that one is gone"
+                );
+                return Ok(());
+            }
             return self.make_again(service, &current).await;
         }
         self.bring_up_load_balancer(service, &current).await
@@ -155,8 +166,9 @@ impl Syncer {
     }
 
     /// Make tenant Service `service` again with the cluster IP and node ports the host gave
-    /// `host`. The delete is conditional on its uid: a Service changed meanwhile is left to the
-    /// next pass.
+    /// `host`. The delete is conditional on its uid and resourceVersion: a Service changed
+    /// meanwhile is left to the next pass. Should the create be refused, the Service is made
+    /// again as it was.
     async fn make_again(&self, service: &Service, host: &Service) -> Result<(), SyncError> {
         let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
         let name = service.metadata.name.as_deref().unwrap_or_default();
@@ -174,7 +186,12 @@ impl Syncer {
             Err(e) => return Err(e.into()),
         }
         let again = translate::tenant_service_with(service, host);
-        api.create(&PostParams::default(), &again).await?;
+        if let Err(e) = api.create(&PostParams::default(), &again).await {
+            // Refused (a value taken meanwhile): the Service is made again as it was, not lost.
+            let as_it_was = translate::tenant_service_with(service, service);
+            api.create(&PostParams::default(), &as_it_was).await?;
+            return Err(e.into());
+        }
         tracing::info!(
             tenant = %self.inner.tenant, namespace, service = name,
             cluster_ip = translate::cluster_ip(again.spec.as_ref().unwrap_or(&Default::default())).unwrap_or_default(),

@@ -13,6 +13,8 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use std::sync::Arc;
+
 use super::*;
 
 /// Whether a tenant Service is carried to the host: one of type ClusterIP, NodePort or
@@ -162,4 +164,63 @@ pub fn tenant_service_with(service: &Service, host: &Service) -> Service {
         }
     }
     again
+}
+
+/// Whether another Service of `services` than `service` holds an address `host` was given (its
+/// cluster IP, or one of its node ports): then the tenant Service cannot be made again with them.
+pub fn held_by_another(services: &[Arc<Service>], service: &Service, host: &Service) -> bool {
+    let ip = host.spec.as_ref().and_then(cluster_ip);
+    let ports: Vec<i32> = node_ports(host).into_iter().flatten().collect();
+    services.iter().any(|other| {
+        let same = other.metadata.namespace == service.metadata.namespace
+            && other.metadata.name == service.metadata.name;
+        let holds_ip = ip.is_some() && other.spec.as_ref().and_then(cluster_ip) == ip;
+        let holds_port = node_ports(other).into_iter().flatten().any(|p| ports.contains(&p));
+        !same && (holds_ip || holds_port)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(namespace: &str, name: &str, ip: &str, node_port: Option<i32>) -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace, "uid": format!("{name}-uid")},
+            "spec": {"type": if node_port.is_some() { "NodePort" } else { "ClusterIP" },
+                "clusterIP": ip, "clusterIPs": [ip], "selector": {"app": name},
+                "ports": [{"port": 80, "nodePort": node_port}]},
+        }))
+        .expect("a Service")
+    }
+
+    #[test]
+    fn a_service_is_made_again_with_the_hosts_values_unless_another_holds_them() {
+        let web = service("default", "web", "10.96.5.5", Some(30080));
+        let host = service("carrel-t", "web-x-default", "10.100.0.9", Some(31000));
+        assert!(carried(&web));
+        assert!(host_gave_others(&web, &host));
+        assert!(!host_gave_others(&web, &web));
+        let again = tenant_service_with(&web, &host);
+        assert_eq!(again.metadata.uid, None);
+        assert_eq!(cluster_ip(again.spec.as_ref().unwrap()), Some("10.100.0.9"));
+        assert_eq!(node_ports(&again), [Some(31000)]);
+        assert_eq!(again.spec.as_ref().unwrap().selector, web.spec.as_ref().unwrap().selector);
+
+        let others = vec![Arc::new(web.clone()), Arc::new(service("api", "x", "10.96.7.7", None))];
+        assert!(!held_by_another(&others, &web, &host));
+        let ip_holder = Arc::new(service("api", "y", "10.100.0.9", None));
+        assert!(held_by_another(&[ip_holder], &web, &host));
+        let port_holder = Arc::new(service("api", "z", "10.96.8.8", Some(31000)));
+        assert!(held_by_another(&[port_holder], &web, &host));
+
+        // Headless, selectorless and ExternalName Services stay in the tenant.
+        let mut headless = web.clone();
+        headless.spec.as_mut().unwrap().cluster_ip = Some("None".into());
+        headless.spec.as_mut().unwrap().cluster_ips = Some(vec!["None".into()]);
+        assert!(!carried(&headless));
+        let mut selectorless = web.clone();
+        selectorless.spec.as_mut().unwrap().selector = None;
+        assert!(!carried(&selectorless));
+    }
 }
