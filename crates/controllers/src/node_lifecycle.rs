@@ -61,13 +61,15 @@ fn error_policy(_node: Arc<Node>, error: &Error, _shared: Arc<Shared>) -> Action
     Action::requeue(Duration::from_secs(1))
 }
 
-/// The status of `node`'s `Ready` condition (`Unknown` when it has none).
-pub fn ready_status(node: &Node) -> &str {
+/// The status of `node`'s `Ready` condition; `None` for a node that has not reported one yet
+/// (kube-controller-manager waits out its startup grace period before it counts such a node as
+/// not ready; in a tenant, a virtual node is written with its conditions).
+pub fn ready_status(node: &Node) -> Option<&str> {
     node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map_or("Unknown", |c| c.status.as_str())
+        .map(|c| c.status.as_str())
 }
 
 /// Whether `pod` still shows a `Ready` condition other than `False`: what marking changes.
@@ -80,7 +82,7 @@ fn shown_ready(pod: &Pod) -> bool {
 }
 
 async fn reconcile(node: Arc<Node>, shared: Arc<Shared>) -> Result<Action, Error> {
-    if ready_status(&node) == "True" {
+    if matches!(ready_status(&node), None | Some("True")) {
         return Ok(Action::await_change());
     }
     let client = &shared.context.client;

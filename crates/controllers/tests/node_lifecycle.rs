@@ -69,10 +69,17 @@ async fn pods_on_a_node_that_is_not_ready_are_marked_not_ready() {
     assert_eq!(on_a.status.and_then(|s| s.phase).as_deref(), Some("Running"));
     assert_eq!(ready(client, "on-b").await, "True");
 
+    // A node that has not reported a Ready condition yet is not counted as not ready.
+    let nodes: Api<Node> = Api::all(client.clone());
+    let fresh = serde_json::from_value(json!({"metadata": {"name": "fresh"}})).expect("node");
+    nodes.create(&PostParams::default(), &fresh).await.expect("create node");
+    running_pod(client, "on-fresh", "fresh").await;
+
     // A pod that reports ready on a node that is not is marked again.
     running_pod(client, "late", "a").await;
     until("the late pod marked not ready", || async {
         (ready(client, "late").await == "False").then_some(())
     })
     .await;
+    assert_eq!(ready(client, "on-fresh").await, "True");
 }
