@@ -75,12 +75,13 @@ async fn the_status_counts_what_the_namespace_uses() {
             .then_some(())
     })
     .await;
+    // `default` holds the `kubernetes` Service, which its quota counts as kube-apiserver's does.
     used_becomes(
         &client,
         NS,
         "q",
         "count/configmaps=0,count/pods=0,limits.memory=0,pods=0,requests.cpu=0,\
-         requests.nvidia.com/mig-1g.18gb=0,services=0",
+         requests.nvidia.com/mig-1g.18gb=0,services=1",
     )
     .await;
 
@@ -101,7 +102,7 @@ async fn the_status_counts_what_the_namespace_uses() {
         NS,
         "q",
         "count/configmaps=2,count/pods=2,limits.memory=1536Mi,pods=2,requests.cpu=750m,\
-         requests.nvidia.com/mig-1g.18gb=1,services=0",
+         requests.nvidia.com/mig-1g.18gb=1,services=1",
     )
     .await;
 
@@ -113,7 +114,7 @@ async fn the_status_counts_what_the_namespace_uses() {
         NS,
         "q",
         "count/configmaps=1,count/pods=2,limits.memory=512Mi,pods=1,requests.cpu=250m,\
-         requests.nvidia.com/mig-1g.18gb=0,services=0",
+         requests.nvidia.com/mig-1g.18gb=0,services=1",
     )
     .await;
 
