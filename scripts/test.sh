@@ -25,7 +25,7 @@ export CARREL_CRASH_ITERATIONS="${CARREL_CRASH_ITERATIONS:-25}"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --workspace --locked "$@" 2>&1 | tee "$log"
+cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 passed=$(grep -oE '^test result: [A-Za-z]+\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
