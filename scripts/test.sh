@@ -17,6 +17,12 @@ if ! "$venv/bin/kubectl" version --client >/dev/null 2>&1; then
 fi
 export CARREL_KUBECTL_CURRENT="$venv/bin/kubectl"
 
+# `dig`, which the DNS tests ask tenants' cluster DNS with (Debian's dnsutils).
+if ! command -v dig >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsutils >/dev/null
+fi
+
 # The crash test kills a writer with SIGKILL this many times (see crates/store/tests/crash.rs).
 export CARREL_CRASH_ITERATIONS="${CARREL_CRASH_ITERATIONS:-25}"
 

@@ -30,6 +30,16 @@ fn refused(e: &kube::Error) -> bool {
 }
 
 impl Syncer {
+    /// The address of the tenant's cluster DNS, its `kube-system/kube-dns` Service's cluster IP,
+    /// which its pods resolve names through ([`translate::point_dns_at`]); `None` when the
+    /// tenant has removed that Service or made it headless.
+    pub(crate) async fn cluster_dns(&self) -> Result<Option<String>, SyncError> {
+        let api: Api<Service> = Api::namespaced(self.inner.tenant_client.clone(), "kube-system");
+        let service = api.get_opt("kube-dns").await?;
+        let ip = service.and_then(|s| s.spec).and_then(|s| s.cluster_ip);
+        Ok(ip.filter(|ip| !ip.is_empty() && ip != "None"))
+    }
+
     /// Keep the tenant's host Services in line as the tenant's Services and the host Services
     /// change. `host`: the tenant's host Services, as the shared host side shows them.
     pub(crate) async fn sync_services(self, host: Subscription<Service>) {

@@ -1,7 +1,6 @@
 //! What every cluster starts with: the system namespaces, each with its `default`
 //! ServiceAccount, Kubernetes' default ClusterRoles and ClusterRoleBindings, and the
-//! `kubernetes` Service. Whatever is
-//! missing is created in one atomic store write ([`Api::create_all_as_server`]), so a new
+//! `kubernetes` and `kube-dns` Services. Whatever is missing is created in one atomic store write ([`Api::create_all_as_server`]), so a new
 //! cluster's bootstrap is one durable commit; on a store that has them, an administrator's
 //! changes to existing ones are kept.
 
@@ -49,7 +48,7 @@ impl Api {
 
     /// The bootstrap objects not stored, in the order they are created: each missing namespace
     /// followed by its `default` ServiceAccount (what its create would add), then the missing
-    /// ClusterRoles and ClusterRoleBindings, then the `kubernetes` Service.
+    /// ClusterRoles and ClusterRoleBindings, then the `kubernetes` and `kube-dns` Services.
     fn missing_bootstrap(&self) -> ApiResult<Vec<(Target<'_>, Value)>> {
         let namespaces = self.rt("", "namespaces");
         let service_accounts = self.rt("", "serviceaccounts");
@@ -73,6 +72,12 @@ impl Api {
             let target = Target { rt: services, namespace: Some("default".to_owned()) };
             missing.push((target, self.kubernetes_service()));
         }
+        if let Some(dns) = self.kube_dns_service() {
+            if !self.exists(&key_for(services, Some("kube-system"), "kube-dns"))? {
+                let target = Target { rt: services, namespace: Some("kube-system".to_owned()) };
+                missing.push((target, dns));
+            }
+        }
         Ok(missing)
     }
 
@@ -94,6 +99,35 @@ impl Api {
                 "sessionAffinity": "None",
             },
         })
+    }
+
+    /// The cluster DNS Service, `kube-system/kube-dns`, on the Service network's tenth address as
+    /// kubeadm places it, with CoreDNS's labels and ports. It selects no pods: the cluster's DNS
+    /// is served by Carrel, not by pods of the cluster.
+    fn kube_dns_service(&self) -> Option<Value> {
+        let ip = self.service_network.dns()?;
+        Some(json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "kube-dns",
+                "namespace": "kube-system",
+                "labels": {
+                    "k8s-app": "kube-dns",
+                    "kubernetes.io/cluster-service": "true",
+                    "kubernetes.io/name": "CoreDNS",
+                },
+            },
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": ip.to_string(),
+                "ports": [
+                    {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                    {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+                ],
+                "sessionAffinity": "None",
+            },
+        }))
     }
 
     /// The default ClusterRoles and ClusterRoleBindings not stored. A missing aggregated role

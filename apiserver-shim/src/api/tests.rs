@@ -131,13 +131,21 @@ fn a_new_cluster_is_bootstrapped_in_one_durable_commit() {
     }
     let roles = crate::rbac::bootstrap::cluster_roles().len();
     let bindings = crate::rbac::bootstrap::cluster_role_bindings().len();
-    assert_eq!(objects.len(), 2 * SYSTEM_NAMESPACES.len() + roles + bindings + 1);
+    assert_eq!(objects.len(), 2 * SYSTEM_NAMESPACES.len() + roles + bindings + 2);
     // The `kubernetes` Service, on the Service network's first address, in the same commit.
     let (_, kubernetes) =
         objects.iter().find(|(k, _)| k == "/core/services/default/kubernetes").unwrap();
     assert_eq!(kubernetes["spec"]["clusterIPs"], json!(["10.96.0.1"]));
     assert_eq!(kubernetes["spec"]["ipFamilyPolicy"], "SingleStack");
     assert_eq!(kubernetes["spec"]["ports"][0]["targetPort"], 6443);
+    // And the cluster DNS Service, on the tenth, as kubeadm places it.
+    let (_, dns) =
+        objects.iter().find(|(k, _)| k == "/core/services/kube-system/kube-dns").unwrap();
+    assert_eq!(dns["spec"]["clusterIPs"], json!(["10.96.0.10"]));
+    assert_eq!(dns["metadata"]["labels"]["k8s-app"], "kube-dns");
+    let protocols: Vec<&Value> =
+        dns["spec"]["ports"].as_array().unwrap().iter().map(|p| &p["protocol"]).collect();
+    assert_eq!(protocols, [&json!("UDP"), &json!("TCP")]);
     // Prepared as their creates: defaulted, with uid and creationTimestamp.
     let (_, default) = objects.iter().find(|(k, _)| k == "/core/namespaces/default").unwrap();
     assert_eq!(default["status"]["phase"], "Active");

@@ -121,6 +121,9 @@ pub struct TenantStatus {
     /// The host namespace holding the tenant's workloads and its admin kubeconfig Secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_namespace: Option<String>,
+    /// Where the tenant's cluster DNS answers (`host:port`), where the manager serves one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_endpoint: Option<String>,
     /// GPU slices held, per MIG profile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_usage: BTreeMap<String, i64>,

@@ -1,5 +1,6 @@
 //! `carrel`: run Carrel on one machine (`carrel up`) and manage its tenants.
 
+mod dns;
 mod gpu;
 mod heap;
 mod host;

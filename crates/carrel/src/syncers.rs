@@ -1,5 +1,5 @@
 //! What `carrel up` runs beside each tenant's API: its controllers (`carrel_controllers`), its
-//! syncer, the watch that gives a pod's room
+//! cluster DNS ([`crate::dns`]), its syncer, the watch that gives a pod's room
 //! in the intake window back once the syncer has taken it up ([`carrel_syncer::taken_up`]), and
 //! the pod logs the tenant reads through it.
 
@@ -26,6 +26,7 @@ use carrel_sim::{LogLine, LogStore};
 use carrel_syncer::{host_names, taken_up, Config, HostWatch, Syncer};
 use carrel_tenants::{host_namespace, TenantHooks};
 
+use crate::dns::TenantDns;
 use crate::heap::Trim;
 use crate::wakes::Wakes;
 
@@ -46,10 +47,12 @@ pub struct Syncers {
     trim: Arc<Trim>,
     /// Opens closed tenants again when their controllers are due.
     wakes: Arc<Wakes>,
+    /// The tenants' cluster DNS, where it is served.
+    dns: Option<Arc<TenantDns>>,
 }
 
 /// A task that ends with its owner.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -93,7 +96,13 @@ impl Syncers {
             trim: Trim::new(handle.clone()),
             wakes: Wakes::new(host.clone(), handle.clone()),
             handle,
+            dns: None,
         }
+    }
+
+    /// Serve each tenant's cluster DNS with `dns`.
+    pub fn with_dns(self, dns: Arc<TenantDns>) -> Syncers {
+        Syncers { dns: Some(dns), ..self }
     }
 
     /// Start no syncers, for syncers run as processes of their own: tenants still read their
@@ -159,6 +168,10 @@ impl TenantHooks for Syncers {
             let next = controllers.await;
             wakes.stopped(&name, next).await;
         });
+        // Its names, as long as it is open.
+        if let Some(dns) = &self.dns {
+            dns.follow(tenant, client.clone(), stop_rx.clone());
+        }
         if !self.start {
             return;
         }
@@ -203,6 +216,9 @@ impl TenantHooks for Syncers {
 
     fn gone(&self, tenant: &str) {
         self.wakes.gone(tenant);
+        if let Some(dns) = &self.dns {
+            dns.gone(tenant);
+        }
         self.idle(tenant);
         if let Some(intake) = &self.intake {
             intake.forget(tenant);
@@ -216,6 +232,11 @@ impl TenantHooks for Syncers {
             let _ = r.stop.send(true);
         }
         self.trim.closed();
+    }
+
+    fn dns_endpoint(&self, tenant: &str, object: &Value) -> Option<String> {
+        let recorded = object.pointer("/status/dnsEndpoint").and_then(Value::as_str);
+        Some(self.dns.as_ref()?.endpoint(tenant, recorded)?.to_string())
     }
 }
 

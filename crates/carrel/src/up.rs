@@ -1,7 +1,7 @@
 //! `carrel up`: the host API and the tenant manager in one process, on one TLS listener.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +27,7 @@ use carrel_sim::{run_provisioner, run_scheduler, LogStore};
 use carrel_store::{Options, SledStore};
 use carrel_tenants::Manager;
 
+use crate::dns::TenantDns;
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
 use crate::syncers::{SimPodLogs, Syncers};
 
@@ -80,6 +81,14 @@ pub struct Args {
     /// milliseconds. `0s` keeps every tenant open.
     #[arg(long, default_value = "5m", value_parser = go_duration)]
     tenant_idle_after: Duration,
+    /// The address each tenant's cluster DNS listens on, on a port of its own (its
+    /// `status.dnsEndpoint`).
+    #[arg(long, default_value = "127.0.0.1")]
+    dns_listen: IpAddr,
+    /// Where tenants' DNS forwards names outside the cluster domain, as ADDRESS:PORT, comma
+    /// separated. Default: the nameservers of /etc/resolv.conf.
+    #[arg(long, value_delimiter = ',')]
+    dns_upstream: Vec<SocketAddr>,
     #[command(flatten)]
     listener: ListenerFlags,
 }
@@ -170,6 +179,17 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     if args.no_syncers {
         syncers = syncers.logs_only();
     }
+    let upstream = if args.dns_upstream.is_empty() {
+        let resolv_conf = std::path::Path::new("/etc/resolv.conf");
+        carrel_dns::upstream_from_resolv_conf(resolv_conf).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "tenants' DNS forwards nowhere");
+            Vec::new()
+        })
+    } else {
+        args.dns_upstream.clone()
+    };
+    let dns = TenantDns::new(args.dns_listen, upstream, tokio::runtime::Handle::current());
+    syncers = syncers.with_dns(dns);
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {

@@ -1,22 +1,39 @@
 //! A tenant of `carrel up` gives its Services cluster IPs, Endpoints and EndpointSlices as
-//! kube-apiserver and kube-controller-manager do, through kubectl: a Deployment exposed gets a
-//! cluster IP, which its host Service holds on the embedded host, and lists its pods' IPs and
-//! the target port; the tenant has its `kubernetes` Service.
+//! kube-apiserver and kube-controller-manager do, through each kubectl users run (1.31, 1.33 and
+//! the current one) and the official Python client: a Deployment exposed gets a cluster IP,
+//! which its host Service holds on the embedded host, and lists its pods' IPs and the target
+//! port; the tenant has its `kubernetes` Service.
 
 mod common;
 
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use carrel_e2e::ok;
-use common::{create, eventually, Up};
+use common::{create, eventually, kubectls, Up};
 use serde_json::Value;
 
 #[test]
 fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
-    let kubeconfig = create(&up, "team-a", &[]);
-    let kubectl = |args: &[&str]| ok(up.kubectl(&kubeconfig, args));
+    for (i, (version, binary)) in kubectls().into_iter().enumerate() {
+        let tenant = format!("team-{i}");
+        let kubeconfig = create(&up, &tenant, &[]);
+        exposed_deployment(&up, &tenant, &binary, &kubeconfig, version);
+    }
+    up.stop();
+}
+
+/// `kubectl expose` through kubectl `version` at `binary`, in tenant `tenant`.
+fn exposed_deployment(up: &Up, tenant: &str, binary: &Path, kubeconfig: &Path, version: &str) {
+    let kubectl = |args: &[&str]| {
+        let output = up.kubectl_at(binary, kubeconfig, args);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "kubectl {version} {args:?}: {stderr}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
 
     kubectl(&["create", "deployment", "web", "--image=nginx", "--replicas=2"]);
     kubectl(&["expose", "deployment", "web", "--port", "80", "--target-port", "8080"]);
@@ -38,7 +55,7 @@ fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
                 "get",
                 "service",
                 "-n",
-                "carrel-team-a",
+                &format!("carrel-{tenant}"),
                 "web-x-default",
                 "-o",
                 "jsonpath={.spec.clusterIP}",
@@ -69,13 +86,13 @@ fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
         seen.sort();
         (seen == pod_ips && port == Some("8080"), out)
     });
-    let output = up.kubectl(&kubeconfig, &["get", "endpoints", "web"]);
+    let output = up.kubectl_at(binary, kubeconfig, &["get", "endpoints", "web"]);
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         stderr.contains(
             "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
         ),
-        "{stderr}"
+        "kubectl {version}: {stderr}"
     );
     let table = ok(output);
     assert!(table.starts_with("NAME"), "{table}");
@@ -117,5 +134,25 @@ fn an_exposed_deployment_has_endpoints_and_endpoint_slices_of_its_pods() {
     let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(header, ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"], "{table}");
     assert!(table.contains("IPv4") && table.contains("8080"), "{table}");
+}
+
+#[test]
+fn the_python_client_creates_services_and_reads_their_endpoints() {
+    let python = std::env::var("CARREL_PYTHON").expect(
+        "the Python tests need the `kubernetes` package: run scripts/test.sh, or set \
+         CARREL_PYTHON to an interpreter that has it",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let kubeconfig = create(&up, "team-py", &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/services.py");
+    let out = Command::new(python).arg(script).arg(&kubeconfig).output().expect("run python");
+    assert!(
+        out.status.success(),
+        "python: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
     up.stop();
 }

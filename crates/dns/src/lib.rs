@@ -7,13 +7,17 @@
 //!   EndpointSlices change; names outside the domain go to upstream servers
 //!   ([`upstream_from_resolv_conf`]), SERVFAIL when none answers.
 //! - [`Server`]: the handler on UDP and TCP of one port.
+//! - [`follow`]: a cluster's Services and EndpointSlices, watched through a kube client, made
+//!   the [`SharedZone`]'s snapshot as they change.
 
 mod error;
+mod follow;
 mod resolver;
 mod server;
 mod zone;
 
 pub use error::{DnsError, Result};
+pub use follow::follow;
 pub use resolver::{
     parse_resolv_conf, upstream_from_resolv_conf, Resolver, SharedZone, FORWARD_TIMEOUT,
 };

@@ -41,7 +41,13 @@ impl Server {
 
     /// Serves `resolver` on UDP and TCP at `addr` (port 0: one port free for both).
     pub async fn serve(addr: SocketAddr, resolver: Resolver) -> Result<Self> {
-        let (udp, tcp) = bind_both(addr).await?;
+        Self::start(addr, resolver)
+    }
+
+    /// [`Server::serve`] without waiting: binding does not block. Call from within a Tokio
+    /// runtime (its tasks are spawned on it).
+    pub fn start(addr: SocketAddr, resolver: Resolver) -> Result<Self> {
+        let (udp, tcp) = bind_both(addr)?;
         let local_addr =
             udp.local_addr().map_err(|source| DnsError::Bind { protocol: "udp", addr, source })?;
         let mut inner = hickory_server::Server::new(resolver);
@@ -65,20 +71,24 @@ impl Server {
 }
 
 /// A UDP socket and a TCP listener on one port: with port 0, UDP's port, tried again with another
-/// when TCP finds it taken.
-async fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
+/// when TCP finds it taken. Binding does not block; the sockets are registered with the current
+/// Tokio runtime.
+fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
+    let udp_error = |source| DnsError::Bind { protocol: "udp", addr, source };
     let mut tries = 0;
     loop {
         tries += 1;
-        let udp = UdpSocket::bind(addr).await.map_err(|source| DnsError::Bind {
-            protocol: "udp",
-            addr,
-            source,
-        })?;
-        let bound =
-            udp.local_addr().map_err(|source| DnsError::Bind { protocol: "udp", addr, source })?;
-        match TcpListener::bind(bound).await {
-            Ok(tcp) => return Ok((udp, tcp)),
+        let udp = std::net::UdpSocket::bind(addr).map_err(udp_error)?;
+        let bound = udp.local_addr().map_err(udp_error)?;
+        match std::net::TcpListener::bind(bound) {
+            Ok(tcp) => {
+                let tcp_error = |source| DnsError::Bind { protocol: "tcp", addr: bound, source };
+                udp.set_nonblocking(true).map_err(udp_error)?;
+                tcp.set_nonblocking(true).map_err(tcp_error)?;
+                let udp = UdpSocket::from_std(udp).map_err(udp_error)?;
+                let tcp = TcpListener::from_std(tcp).map_err(tcp_error)?;
+                return Ok((udp, tcp));
+            }
             Err(source)
                 if addr.port() == 0
                     && source.kind() == std::io::ErrorKind::AddrInUse

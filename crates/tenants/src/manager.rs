@@ -123,6 +123,12 @@ pub trait TenantHooks: Send + Sync + std::fmt::Debug {
     /// The tenant's cluster was closed while idle: stop what runs for it until `serving` is
     /// called again, when its next request opens it.
     fn idle(&self, tenant: &str);
+    /// Where the tenant's cluster DNS answers (`host:port`), started if it is not running yet;
+    /// `object` is the `Tenant`, whose `status.dnsEndpoint` names the address it had before.
+    /// `None` where no DNS is served for it.
+    fn dns_endpoint(&self, _tenant: &str, _object: &Value) -> Option<String> {
+        None
+    }
 }
 
 /// When a tenant is to be reconciled again, besides on a change to it or its claims.
@@ -506,6 +512,11 @@ impl Manager {
             host_namespace: host_namespace(name),
             ca_bundle: self.server_ca_pem.as_deref(),
             store: self.store_condition(name, tenant),
+            // A tenant that is not served has no DNS of its own either.
+            dns_endpoint: match (phase, self.hooks.get()) {
+                ("Ready", Some(hooks)) => hooks.dns_endpoint(name, tenant),
+                _ => None,
+            },
         };
         let status = tenant_status::status(tenant, observed);
         if tenant.get("status") == Some(&status) {

@@ -1,6 +1,6 @@
 //! The status the manager writes on a `Tenant`: its phase, its `Ready` condition (always the
 //! first) and its `StoreHealthy` condition, the endpoint and CA bundle clients use, its host
-//! namespace, its expiry from its TTL, and its GPU usage (kept as it was, written apart from
+//! namespace, its cluster DNS address, its expiry from its TTL, and its GPU usage (kept as it was, written apart from
 //! the claim Leases). Pure functions of what was read; the manager does the writing.
 
 use carrel_apiserver::object::{meta_str, now_rfc3339};
@@ -86,6 +86,8 @@ pub struct Observed<'a> {
     pub ca_bundle: Option<&'a str>,
     /// The store's condition, when the tenant is served.
     pub store: Option<Value>,
+    /// Where the tenant's cluster DNS answers (`host:port`), when it is served.
+    pub dns_endpoint: Option<String>,
 }
 
 /// The tenant's status for `observed`: the `Ready` condition's transition time is kept while
@@ -112,6 +114,9 @@ pub fn status(tenant: &Value, observed: Observed<'_>) -> Value {
     });
     if let Some(ca) = observed.ca_bundle {
         status["caBundle"] = json!(ca);
+    }
+    if let Some(dns) = observed.dns_endpoint {
+        status["dnsEndpoint"] = json!(dns);
     }
     if let Some(expiry) = expires_at(tenant) {
         status["expiresAt"] = json!(expiry.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));

@@ -337,6 +337,10 @@ impl Syncer {
             &self.allowed_tolerations(),
         );
         translate::keep_off_nodes(&mut host, &cordons);
+        let nameserver = self.cluster_dns().await?;
+        let namespace = tenant.pointer("/metadata/namespace").and_then(Value::as_str);
+        let (namespace, domain) = (namespace.unwrap_or_default(), translate::CLUSTER_DOMAIN);
+        translate::point_dns_at(&mut host, namespace, domain, nameserver.as_deref());
         let pod: Pod = serde_json::from_value(host)
             .map_err(|source| SyncError::Decode { kind: "Pod", source })?;
         let api: Api<Pod> =

@@ -367,3 +367,61 @@ pub fn keep_off_nodes(host: &mut Value, nodes: &BTreeSet<String>) {
         }
     }
 }
+
+/// The tenant's cluster domain, the one its DNS answers for.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// The search path cluster-first DNS gives a pod in `namespace`, as the kubelet writes it.
+pub fn cluster_search_path(namespace: &str, domain: &str) -> [String; 3] {
+    [format!("{namespace}.svc.{domain}"), format!("svc.{domain}"), domain.to_owned()]
+}
+
+/// Point host pod `host` of a tenant pod in `namespace` at its tenant's cluster DNS, as the
+/// kubelet points a pod at the cluster's: a tenant pod with `dnsPolicy: ClusterFirst` (the
+/// default) or `ClusterFirstWithHostNet` gets `dnsPolicy: None` on the host, with `nameserver`
+/// (the tenant's `kube-system/kube-dns` address), the tenant's search path and `ndots:5`, its
+/// own `dnsConfig` merged in as the kubelet merges it (nameservers and searches appended
+/// without repeats, options overriding by name). It never resolves through the host cluster's
+/// DNS, which knows every tenant's host Services: with no `nameserver` (the tenant removed its
+/// DNS Service) it gets the node's resolver (`Default`). `Default` and `None` are kept.
+pub fn point_dns_at(host: &mut Value, namespace: &str, domain: &str, nameserver: Option<&str>) {
+    let Some(spec) = host.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let policy = spec.get("dnsPolicy").and_then(Value::as_str).unwrap_or("ClusterFirst");
+    if !matches!(policy, "ClusterFirst" | "ClusterFirstWithHostNet") {
+        return;
+    }
+    let Some(nameserver) = nameserver else {
+        spec.insert("dnsPolicy".into(), json!("Default"));
+        return;
+    };
+    let own = spec.remove("dnsConfig").unwrap_or_else(|| json!({}));
+    let strings = |key: &str| -> Vec<String> {
+        own.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut nameservers = vec![nameserver.to_owned()];
+    let mut searches = cluster_search_path(namespace, domain).to_vec();
+    for (merged, key) in [(&mut nameservers, "nameservers"), (&mut searches, "searches")] {
+        for value in strings(key) {
+            if !merged.contains(&value) {
+                merged.push(value);
+            }
+        }
+    }
+    let mut options: Vec<Value> = vec![json!({"name": "ndots", "value": "5"})];
+    for option in own.get("options").and_then(Value::as_array).into_iter().flatten() {
+        match options.iter_mut().find(|o| o["name"] == option["name"]) {
+            Some(existing) => *existing = option.clone(),
+            None => options.push(option.clone()),
+        }
+    }
+    spec.insert("dnsPolicy".into(), json!("None"));
+    spec.insert(
+        "dnsConfig".into(),
+        json!({"nameservers": nameservers, "searches": searches, "options": options}),
+    );
+}

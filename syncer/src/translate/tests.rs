@@ -508,3 +508,47 @@ fn only_tolerations_the_admin_allows_reach_the_host() {
     let h = host_pod("t", "carrel-t", &p, &[], None, &EnvSources::default(), &[]);
     assert!(h["spec"].get("tolerations").is_none(), "{h}");
 }
+
+#[test]
+fn host_pods_resolve_through_their_tenants_dns_and_never_the_hosts() {
+    let pod = |spec: Value| json!({"metadata": {"name": "p", "namespace": "ml"}, "spec": spec});
+    let dns = |spec: Value, nameserver: Option<&str>| {
+        let mut host = pod(spec);
+        point_dns_at(&mut host, "ml", "cluster.local", nameserver);
+        host["spec"].clone()
+    };
+    let search = json!(["ml.svc.cluster.local", "svc.cluster.local", "cluster.local"]);
+    // The default policy, and ClusterFirstWithHostNet, go to the tenant's resolver.
+    for spec in [json!({}), json!({"dnsPolicy": "ClusterFirstWithHostNet"})] {
+        let got = dns(spec, Some("10.96.0.10"));
+        assert_eq!(got["dnsPolicy"], "None");
+        assert_eq!(got["dnsConfig"]["nameservers"], json!(["10.96.0.10"]));
+        assert_eq!(got["dnsConfig"]["searches"], search);
+        assert_eq!(got["dnsConfig"]["options"], json!([{"name": "ndots", "value": "5"}]));
+    }
+    // The pod's own dnsConfig is merged in as the kubelet merges it.
+    let own = json!({"dnsConfig": {
+        "nameservers": ["1.1.1.1", "10.96.0.10"],
+        "searches": ["corp.example", "svc.cluster.local"],
+        "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}],
+    }});
+    let got = dns(own, Some("10.96.0.10"));
+    assert_eq!(got["dnsConfig"]["nameservers"], json!(["10.96.0.10", "1.1.1.1"]));
+    assert_eq!(
+        got["dnsConfig"]["searches"],
+        json!(["ml.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"])
+    );
+    assert_eq!(
+        got["dnsConfig"]["options"],
+        json!([{"name": "ndots", "value": "2"}, {"name": "edns0"}])
+    );
+    // Without the tenant's DNS Service, the node's resolver: never the host cluster's DNS.
+    let got = dns(json!({"dnsConfig": {"searches": ["corp.example"]}}), None);
+    assert_eq!(got["dnsPolicy"], "Default");
+    assert_eq!(got["dnsConfig"]["searches"], json!(["corp.example"]));
+    // Policies that do not use the cluster's DNS are the pod's own.
+    for policy in ["Default", "None"] {
+        let spec = json!({"dnsPolicy": policy, "dnsConfig": {"nameservers": ["9.9.9.9"]}});
+        assert_eq!(dns(spec.clone(), Some("10.96.0.10")), spec, "{policy}");
+    }
+}

@@ -86,6 +86,13 @@ impl ServiceNetwork {
         Ipv4Addr::from(self.base + 1)
     }
 
+    /// The tenth address of the network, the cluster DNS Service's (`kube-system/kube-dns`), as
+    /// kubeadm gives it; none in a network too small to have one.
+    pub fn dns(&self) -> Option<Ipv4Addr> {
+        let ip = Ipv4Addr::from(self.base + 10);
+        self.usable(ip).then_some(ip)
+    }
+
     /// How many addresses the network spans, its network and broadcast addresses included.
     fn size(&self) -> u32 {
         1 << (32 - self.prefix)
