@@ -1,7 +1,7 @@
 //! `carrel up`: the host API and the tenant manager in one process, on one TLS listener.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,10 +81,11 @@ pub struct Args {
     /// milliseconds. `0s` keeps every tenant open.
     #[arg(long, default_value = "5m", value_parser = go_duration)]
     tenant_idle_after: Duration,
-    /// The address each tenant's cluster DNS listens on, on a port of its own (its
-    /// `status.dnsEndpoint`).
-    #[arg(long, default_value = "127.0.0.1")]
-    dns_listen: IpAddr,
+    /// The port every tenant's cluster DNS answers on, each tenant at a loopback address of its
+    /// own (`127.x.y.z`, its `status.dnsEndpoint`). 0: the port recorded before where it is
+    /// free, else one the system picks.
+    #[arg(long, default_value_t = 0)]
+    dns_port: u16,
     /// Where tenants' DNS forwards names outside the cluster domain, as ADDRESS:PORT, comma
     /// separated. Default: the nameservers of /etc/resolv.conf.
     #[arg(long, value_delimiter = ',')]
@@ -188,7 +189,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     } else {
         args.dns_upstream.clone()
     };
-    let dns = TenantDns::new(args.dns_listen, upstream, tokio::runtime::Handle::current());
+    let handle = tokio::runtime::Handle::current();
+    let dns = TenantDns::new(args.dns_port, upstream, handle, clusters.clone());
     syncers = syncers.with_dns(dns);
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());

@@ -7,6 +7,8 @@
 //!   EndpointSlices change; names outside the domain go to upstream servers
 //!   ([`upstream_from_resolv_conf`]), SERVFAIL when none answers.
 //! - [`Server`]: the handler on UDP and TCP of one port.
+//! - [`SharedServer`]: many clusters' handlers on UDP and TCP of one port, each at a loopback
+//!   address of its own.
 //! - [`follow`]: a cluster's Services and EndpointSlices, watched through a kube client, made
 //!   the [`SharedZone`]'s snapshot as they change.
 
@@ -14,12 +16,15 @@ mod error;
 mod follow;
 mod resolver;
 mod server;
+mod shared;
 mod zone;
 
 pub use error::{DnsError, Result};
 pub use follow::follow;
 pub use resolver::{
-    parse_resolv_conf, upstream_from_resolv_conf, Resolver, SharedZone, FORWARD_TIMEOUT,
+    parse_resolv_conf, upstream_from_resolv_conf, OnPending, Resolver, SharedZone, FORWARD_TIMEOUT,
+    PENDING_WAIT,
 };
 pub use server::Server;
+pub use shared::{Route, SharedServer};
 pub use zone::{Lookup, Outcome, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL, TTL};

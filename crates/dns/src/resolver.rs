@@ -31,41 +31,98 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(2);
 const DNS_PORT: u16 = 53;
 
 /// The current zone, shared by the server and whoever watches Services and EndpointSlices; the
-/// snapshot is replaced whole, and a query sees either the old one or the new one.
+/// snapshot is replaced whole, and a query sees either the old one or the new one. A zone made
+/// [`SharedZone::pending`] is not loaded until its first [`SharedZone::replace`].
 #[derive(Clone, Debug)]
-pub struct SharedZone(Arc<RwLock<Arc<Zone>>>);
+pub struct SharedZone {
+    current: Arc<RwLock<Arc<Zone>>>,
+    loaded: Arc<tokio::sync::watch::Sender<bool>>,
+}
 
 impl SharedZone {
-    /// Shares `zone`.
+    /// Shares `zone`, loaded.
     pub fn new(zone: Zone) -> Self {
-        Self(Arc::new(RwLock::new(Arc::new(zone))))
+        Self::with(zone, true)
+    }
+
+    /// An empty zone of `domain` waiting for its first [`SharedZone::replace`]: until then a
+    /// [`Resolver`] over it asks for it ([`Resolver::on_pending`]) and waits.
+    pub fn pending(domain: &str) -> Result<Self> {
+        Ok(Self::with(Zone::empty(domain)?, false))
+    }
+
+    fn with(zone: Zone, loaded: bool) -> Self {
+        let (loaded, _) = tokio::sync::watch::channel(loaded);
+        Self { current: Arc::new(RwLock::new(Arc::new(zone))), loaded: Arc::new(loaded) }
     }
 
     /// The current snapshot.
     pub fn current(&self) -> Arc<Zone> {
-        self.0.read().clone()
+        self.current.read().clone()
     }
 
-    /// Makes `zone` the current snapshot, its SOA serial one past the previous one's.
+    /// Makes `zone` the current snapshot, its SOA serial one past the previous one's; the zone
+    /// is loaded from then on.
     pub fn replace(&self, zone: Zone) {
-        let mut current = self.0.write();
-        let serial = current.serial().wrapping_add(1);
-        *current = Arc::new(zone.with_serial(serial));
+        {
+            let mut current = self.current.write();
+            let serial = current.serial().wrapping_add(1);
+            *current = Arc::new(zone.with_serial(serial));
+        }
+        self.loaded.send_replace(true);
+    }
+
+    /// Whether the zone has been loaded.
+    pub fn is_loaded(&self) -> bool {
+        *self.loaded.borrow()
+    }
+
+    /// Wait until the zone is loaded, at most `limit`; whether it is.
+    pub async fn loaded_within(&self, limit: Duration) -> bool {
+        let mut loaded = self.loaded.subscribe();
+        let waited = tokio::time::timeout(limit, loaded.wait_for(|l| *l)).await;
+        matches!(waited, Ok(Ok(_)))
     }
 }
 
+/// What a [`Resolver`] over a pending zone calls to have it loaded.
+pub type OnPending = Arc<dyn Fn() + Send + Sync>;
+
+/// How long a query to a pending zone waits for it before it is answered SERVFAIL (the client
+/// asks again), as CoreDNS answers before its first sync.
+pub const PENDING_WAIT: Duration = Duration::from_secs(2);
+
 /// The cluster DNS request handler: a zone, and the servers other names are forwarded to.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Resolver {
     zone: SharedZone,
     upstream: Vec<SocketAddr>,
     forward_timeout: Duration,
+    on_pending: Option<OnPending>,
+}
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("zone", &self.zone)
+            .field("upstream", &self.upstream)
+            .field("forward_timeout", &self.forward_timeout)
+            .field("on_pending", &self.on_pending.is_some())
+            .finish()
+    }
 }
 
 impl Resolver {
     /// Answers from `zone`, forwards other names to `upstream`, tried in order.
     pub fn new(zone: SharedZone, upstream: Vec<SocketAddr>) -> Self {
-        Self { zone, upstream, forward_timeout: FORWARD_TIMEOUT }
+        Self { zone, upstream, forward_timeout: FORWARD_TIMEOUT, on_pending: None }
+    }
+
+    /// Call `load` when a query finds the zone pending ([`SharedZone::pending`]): it is to have
+    /// the zone loaded (the query then waits up to [`PENDING_WAIT`] for it).
+    pub fn on_pending(mut self, load: OnPending) -> Self {
+        self.on_pending = Some(load);
+        self
     }
 
     /// Gives each upstream server `timeout` to answer (default [`FORWARD_TIMEOUT`]).
@@ -182,6 +239,16 @@ impl RequestHandler for Resolver {
             return send(response_handle, builder.build_no_records(metadata)).await;
         };
         let query = info.query;
+        if !self.zone.is_loaded() {
+            if let Some(load) = &self.on_pending {
+                load();
+            }
+            if !self.zone.loaded_within(PENDING_WAIT).await {
+                debug!(name = %query.name(), "the zone is not loaded yet");
+                metadata.response_code = ResponseCode::ServFail;
+                return send(response_handle, builder.build_no_records(metadata)).await;
+            }
+        }
         // The cluster domain is answered from the zone, in class IN only; the rest is forwarded.
         let zone = self.zone.current();
         if zone.contains(query.name()) && query.query_class() != DNSClass::IN {

@@ -205,3 +205,82 @@ async fn a_dead_upstream_is_servfail() {
     assert_eq!(response.metadata.response_code, ResponseCode::ServFail);
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_query_to_a_pending_zone_has_it_loaded_and_waits_for_it() {
+    let shared = SharedZone::pending(DEFAULT_DOMAIN).unwrap();
+    assert!(!shared.is_loaded());
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let load = {
+        let (shared, asked) = (shared.clone(), asked.clone());
+        Arc::new(move || {
+            asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                shared.replace(zone("10.96.0.10"));
+            });
+        })
+    };
+    let resolver = Resolver::new(shared.clone(), vec![]).on_pending(load);
+    let server = Server::serve("127.0.0.1:0".parse().unwrap(), resolver).await.unwrap();
+    let mut udp = udp_client(server.local_addr()).await;
+    let first = query(&mut udp, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&first), vec!["10.96.0.10"], "answered once loaded, not NXDOMAIN");
+    assert!(shared.is_loaded());
+    let again = query(&mut udp, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(addresses(&again), vec!["10.96.0.10"]);
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "asked once, while pending");
+    server.shutdown().await.unwrap();
+
+    // A zone nobody loads is SERVFAIL, so that the client asks again, never a false NXDOMAIN.
+    let never = SharedZone::pending(DEFAULT_DOMAIN).unwrap();
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), never, vec![]).await.unwrap();
+    let mut udp = udp_client(server.local_addr()).await;
+    let response = query(&mut udp, "web.default.svc.cluster.local.", RecordType::A).await;
+    assert_eq!(response.metadata.response_code, ResponseCode::ServFail);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn one_shared_port_answers_each_cluster_at_its_own_address() {
+    let a = Ipv4Addr::new(127, 1, 0, 1);
+    let b = Ipv4Addr::new(127, 1, 0, 2);
+    let zones = std::collections::HashMap::from([
+        (a, Resolver::new(SharedZone::new(zone("10.96.0.10")), vec![])),
+        (b, Resolver::new(SharedZone::new(zone("10.96.0.20")), vec![])),
+    ]);
+    let route: carrel_dns::Route = Arc::new(move |addr| zones.get(&addr).cloned());
+    let server = carrel_dns::SharedServer::start(0, route).unwrap();
+    let port = server.port();
+    for (addr, ip) in [(a, "10.96.0.10"), (b, "10.96.0.20")] {
+        let at = SocketAddr::from((addr, port));
+        let mut udp = udp_client(at).await;
+        let mut tcp = tcp_client(at).await;
+        for client in [&mut udp, &mut tcp] {
+            let response = query(client, "web.default.svc.cluster.local.", RecordType::A).await;
+            assert_eq!(addresses(&response), vec![ip], "{at}");
+            assert!(response.metadata.authoritative);
+        }
+        let srv =
+            query(&mut udp, "_http._tcp.web.default.svc.cluster.local.", RecordType::SRV).await;
+        assert_eq!(addresses(&srv), vec!["0 100 80 web.default.svc.cluster.local."]);
+    }
+    // An address no cluster answers at gets nothing: no answer, no other cluster's names.
+    let nobody = SocketAddr::from((Ipv4Addr::new(127, 1, 0, 3), port));
+    let stream = UdpClientStream::builder(nobody, TokioRuntimeProvider::default())
+        .with_timeout(Some(Duration::from_millis(300)))
+        .build();
+    let (mut client, bg) = Client::<TokioRuntimeProvider>::from_sender(stream);
+    tokio::spawn(bg);
+    let name = Name::from_str("web.default.svc.cluster.local.").unwrap();
+    assert!(client.query(name, DNSClass::IN, RecordType::A).await.is_err());
+    let refused = tokio::net::TcpStream::connect(nobody).await;
+    if let Ok(mut stream) = refused {
+        // Accepted by the shared listener, then closed at once.
+        use tokio::io::AsyncReadExt;
+        let mut byte = [0u8; 1];
+        assert_eq!(stream.read(&mut byte).await.unwrap_or(0), 0);
+    }
+    drop(server);
+}
