@@ -6,9 +6,9 @@
 //!
 //! | section | ours | baseline |
 //! |---|---|---|
-//! | A queries over UDP, one client, names at random | `carrel_dns::Server`: the zone built from the Services and their EndpointSlices, as a tenant's | hickory-server's own `Catalog` over an `InMemoryZoneHandler` holding the same A records and an SOA, served by the same `hickory_server::Server` on the same runtime |
+//! | A queries over UDP, one client, names at random | `carrel_dns::SharedServer` as `carrel up` runs it: one port for [`TENANTS`] tenants, the queried one's zone built from its Services and EndpointSlices, asked at its own loopback address | the faster, per percentile, of two servers of the same library on the same runtime: `hickory_server::Server` over hickory's own `Catalog` with an `InMemoryZoneHandler` of the same A records and an SOA, and ours's own transport (`SharedServer`, as many addresses routed) over a handler that answers from a map of the same records and looks at nothing else: what the zone and the resolver cost over the least a server can do |
 //! | memory per Service | resident growth of a zone of N Services with 2-endpoint slices, per Service | - |
-//! | memory per tenant resolver | resident growth of 200 servers (UDP and TCP, an empty zone each), per server | - |
+//! | memory per tenant resolver | resident growth of 10,000 tenants' entries (an address, a resolver over a pending zone), per tenant | - |
 //!
 //! Both servers get byte-identical queries from one blocking client thread (a connected UDP
 //! socket), alternating in rounds so that drift in the machine falls on both alike; each answer
@@ -16,19 +16,23 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carrel_bench::{ms, ratio, section, verdict, watchdog, Run, Table};
-use carrel_dns::{Resolver, Server, SharedZone, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL, TTL};
-use hickory_server::net::runtime::TokioRuntimeProvider;
-use hickory_server::proto::op::{Message, Query};
+use carrel_dns::{
+    Resolver, Route, SharedServer, SharedZone, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL, TTL,
+};
+use hickory_server::net::runtime::{Time, TokioRuntimeProvider};
+use hickory_server::proto::op::{Message, Metadata, Query};
 use hickory_server::proto::rr::rdata::{A, SOA};
-use hickory_server::proto::rr::{Name, RData, Record, RecordType};
+use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::store::in_memory::InMemoryZoneHandler;
+use hickory_server::zone_handler::MessageResponseBuilder;
 use hickory_server::zone_handler::{AxfrPolicy, Catalog, ZoneType};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
@@ -37,7 +41,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 const NAMESPACES: usize = 10;
 const ROUNDS: usize = 6;
 const QUERIES_PER_ROUND: usize = 2_000;
-const SERVERS_FOR_MEMORY: usize = 200;
+const RESOLVERS_FOR_MEMORY: usize = 10_000;
+/// Tenants on the shared port beside the one queried.
+const TENANTS: u32 = 1_000;
 
 /// Service `i`: its name, namespace and cluster IP.
 fn service_of(i: usize) -> (String, String, Ipv4Addr) {
@@ -91,7 +97,7 @@ fn objects(n: usize) -> (Vec<Service>, Vec<EndpointSlice>) {
     (services, slices)
 }
 
-/// The baseline: hickory's own authority with the same A records, on `runtime`.
+/// The first baseline: hickory's own authority with the same A records, on `runtime`.
 fn static_server(runtime: &tokio::runtime::Runtime, n: usize) -> SocketAddr {
     let origin = Name::from_str(&format!("{DEFAULT_DOMAIN}.")).expect("the domain");
     let mut handler = InMemoryZoneHandler::<TokioRuntimeProvider>::empty(
@@ -118,6 +124,65 @@ fn static_server(runtime: &tokio::runtime::Runtime, n: usize) -> SocketAddr {
         std::mem::forget(server);
         addr
     })
+}
+
+/// The least a server built on the same library can do: answer each A question from a map of
+/// the same records, nothing else looked at.
+#[derive(Clone, Debug)]
+struct StaticAnswers {
+    records: Arc<HashMap<LowerName, Record>>,
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for StaticAnswers {
+    async fn handle_request<R: ResponseHandler, T: Time>(
+        &self,
+        request: &Request,
+        mut response_handle: R,
+    ) -> ResponseInfo {
+        let builder = MessageResponseBuilder::from_message_request(request);
+        let mut metadata = Metadata::response_from_request(&request.metadata);
+        metadata.authoritative = true;
+        let answer = match request.request_info() {
+            Ok(info) => self.records.get(info.query.name()),
+            Err(_) => None,
+        };
+        let response = builder.build(
+            metadata,
+            answer,
+            std::iter::empty(),
+            std::iter::empty(),
+            std::iter::empty(),
+        );
+        response_handle.send_response(response).await.expect("an answer sent")
+    }
+}
+
+/// The second baseline: [`StaticAnswers`] of the same A records on the same transport as ours
+/// (a [`SharedServer`] with as many addresses routed), asked at `at`; keeps the server running
+/// in `keep`.
+fn static_map_server(
+    runtime: &tokio::runtime::Runtime,
+    n: usize,
+    at: Ipv4Addr,
+    keep: &mut Vec<SharedServer>,
+) -> SocketAddr {
+    let records = (0..n)
+        .map(|i| {
+            let (name, namespace, ip) = service_of(i);
+            let fqdn = Name::from_str(&format!("{name}.{namespace}.svc.{DEFAULT_DOMAIN}."))
+                .expect("a name");
+            (LowerName::new(&fqdn), Record::from_rdata(fqdn, TTL, RData::A(A(ip))))
+        })
+        .collect();
+    let handler = StaticAnswers { records: Arc::new(records) };
+    let routes: HashMap<Ipv4Addr, StaticAnswers> =
+        (0..TENANTS).map(|i| (Ipv4Addr::from(u32::from(at) + i), handler.clone())).collect();
+    let route: Route<StaticAnswers> = Arc::new(move |addr| routes.get(&addr).cloned());
+    let server = runtime.block_on(async { SharedServer::start(0, route) }).expect("a server");
+    let addr = SocketAddr::from((at, server.port()));
+    keep.push(server);
+    addr
 }
 
 /// The queries every server gets, the same bytes: A for Service names at random (seeded).
@@ -174,75 +239,91 @@ fn main() {
         .unwrap_or(2_000);
     let runtime = carrel_bench::runtime("dns").expect("a runtime");
     let mut table = Table::default();
+    section("memory");
+    let first = u32::from(Ipv4Addr::new(127, 1, 0, 1));
+    // Each measured on a heap that has freed nothing yet, so that growth is what it holds.
+    let before = resident();
+    let resolvers: HashMap<Ipv4Addr, Resolver> = (0..RESOLVERS_FOR_MEMORY as u32)
+        .map(|i| {
+            let zone = SharedZone::pending(DEFAULT_DOMAIN).expect("a zone");
+            (Ipv4Addr::from(first + i), Resolver::new(zone, Vec::new()))
+        })
+        .collect();
+    let per_resolver = resident().saturating_sub(before) as f64 / RESOLVERS_FOR_MEMORY as f64;
+    println!("{RESOLVERS_FOR_MEMORY} tenants: {:.0} bytes per tenant resolver", per_resolver);
+    let (services, slices) = objects(n * 5);
+    let before = resident();
+    let big = Zone::build(DEFAULT_DOMAIN, &services, &slices).expect("the zone");
+    let per_service = resident().saturating_sub(before) as f64 / (n * 5) as f64;
+    println!("a zone of {} Services: {:.0} bytes per Service", n * 5, per_service);
+    drop((big, services, slices, resolvers));
 
     section(&format!("A queries for {n} Services over UDP"));
     let (services, slices) = objects(n);
     let zone = Zone::build(DEFAULT_DOMAIN, &services, &slices).expect("the zone");
-    let ours = runtime
-        .block_on(async {
-            Server::start("127.0.0.1:0".parse().expect("an address"), {
-                Resolver::new(SharedZone::new(zone), Vec::new())
-            })
+    // The queried tenant at 127.1.0.1, the others after it, each with a zone of its own.
+    let mut tenants: HashMap<Ipv4Addr, Resolver> = (1..TENANTS)
+        .map(|i| {
+            let zone = SharedZone::new(Zone::empty(DEFAULT_DOMAIN).expect("a zone"));
+            (Ipv4Addr::from(first + i), Resolver::new(zone, Vec::new()))
         })
-        .expect("our server");
-    let baseline = static_server(&runtime, n);
+        .collect();
+    let queried = Ipv4Addr::from(first);
+    tenants.insert(queried, Resolver::new(SharedZone::new(zone), Vec::new()));
+    let route: Route = Arc::new(move |addr| tenants.get(&addr).cloned());
+    let shared = runtime.block_on(async { SharedServer::start(0, route) }).expect("our server");
+    let ours = SocketAddr::from((queried, shared.port()));
+    let catalog = static_server(&runtime, n);
+    let mut keep = Vec::new();
+    let map = static_map_server(&runtime, n, queried, &mut keep);
     let client = UdpSocket::bind("127.0.0.1:0").expect("a client socket");
     client.set_read_timeout(Some(Duration::from_secs(2))).expect("a timeout");
     let all = queries(n, QUERIES_PER_ROUND * ROUNDS);
     // A warm-up round each, not counted.
-    ask(&client, ours.local_addr(), &all[..QUERIES_PER_ROUND]);
-    ask(&client, baseline, &all[..QUERIES_PER_ROUND]);
-    let (mut ours_run, mut base_run) = (Run::default(), Run::default());
-    for (round, chunk) in all.chunks(QUERIES_PER_ROUND).enumerate() {
-        let (o, b) = if round % 2 == 0 {
-            let o = ask(&client, ours.local_addr(), chunk);
-            (o, ask(&client, baseline, chunk))
-        } else {
-            let b = ask(&client, baseline, chunk);
-            (ask(&client, ours.local_addr(), chunk), b)
-        };
-        println!("round {round}: ours {} | static zone {}", o.describe(), b.describe());
-        ours_run.merge(o);
-        base_run.merge(b);
+    for server in [ours, catalog, map] {
+        ask(&client, server, &all[..QUERIES_PER_ROUND]);
     }
-    table.header(&format!("DNS: A for a Service name, {n} Services, one client over UDP"));
-    for (what, o, b) in
-        [("p50", ours_run.p50(), base_run.p50()), ("p99", ours_run.p99(), base_run.p99())]
-    {
+    let mut runs = [Run::default(), Run::default(), Run::default()];
+    for (round, chunk) in all.chunks(QUERIES_PER_ROUND).enumerate() {
+        // Each server first in turn, so that drift falls on all alike.
+        let mut order = [0, 1, 2];
+        order.rotate_left(round % 3);
+        let mut got: [Option<Run>; 3] = [None, None, None];
+        for which in order {
+            got[which] = Some(ask(&client, [ours, catalog, map][which], chunk));
+        }
+        let [o, c, m] = got.map(|r| r.expect("asked"));
+        println!(
+            "round {round}: ours {} | catalog {} | static map {}",
+            o.describe(),
+            c.describe(),
+            m.describe()
+        );
+        for (run, new) in runs.iter_mut().zip([o, c, m]) {
+            run.merge(new);
+        }
+    }
+    let [ours_run, catalog_run, map_run] = runs;
+    table.header(&format!(
+        "DNS: A for a Service name, {n} Services, one client over UDP, {TENANTS} tenants on the \
+         port; baseline: the faster of hickory's Server and Catalog over an in-memory zone, and \
+         the same transport as ours with a handler answering from a map"
+    ));
+    for (what, p) in [("p50", 50.0), ("p99", 99.0)] {
+        let (o, c, m) = (ours_run.percentile(p), catalog_run.percentile(p), map_run.percentile(p));
+        let (b, which) = if m <= c { (m, "static map") } else { (c, "catalog") };
         let r = o.as_secs_f64() / b.as_secs_f64().max(f64::MIN_POSITIVE);
+        println!("{what}: ours {}, catalog {}, static map {}", ms(o), ms(c), ms(m));
         table.row(
             what,
             ms(o),
-            ms(b),
+            format!("{} ({which})", ms(b)),
             ratio(o.as_secs_f64(), b.as_secs_f64()),
             verdict(r <= 1.5, "≤ 1.5x".into()),
         );
     }
 
-    section("memory");
-    let before = resident();
-    let (services, slices) = objects(n * 5);
-    let big = Zone::build(DEFAULT_DOMAIN, &services, &slices).expect("the zone");
-    drop((services, slices));
-    let per_service = resident().saturating_sub(before) as f64 / (n * 5) as f64;
-    println!("a zone of {} Services: {:.0} bytes per Service", n * 5, per_service);
-    drop(big);
-    let before = resident();
-    let servers: Vec<Server> = runtime.block_on(async {
-        (0..SERVERS_FOR_MEMORY)
-            .map(|_| {
-                let zone = SharedZone::new(Zone::empty(DEFAULT_DOMAIN).expect("a zone"));
-                Server::start(
-                    "127.0.0.1:0".parse().expect("an address"),
-                    Resolver::new(zone, vec![]),
-                )
-                .expect("a server")
-            })
-            .collect()
-    });
-    std::thread::sleep(Duration::from_millis(200));
-    let per_server = resident().saturating_sub(before) as f64 / SERVERS_FOR_MEMORY as f64;
-    println!("{SERVERS_FOR_MEMORY} servers: {:.1} KiB per tenant resolver", per_server / 1024.0);
+    drop((shared, keep));
     table.header("DNS: memory (resident growth)");
     table.row(
         &format!("per Service (zone of {}, 2 endpoints each)", n * 5),
@@ -252,12 +333,11 @@ fn main() {
         "-".into(),
     );
     table.row(
-        "per tenant resolver (UDP+TCP server, empty zone)",
-        format!("{:.1} KiB", per_server / 1024.0),
+        "per tenant resolver (an address and a resolver over an empty zone)",
+        format!("{per_resolver:.0} B"),
         "-".into(),
         "-".into(),
         "-".into(),
     );
-    drop(servers);
     table.print();
 }

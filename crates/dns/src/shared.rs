@@ -36,8 +36,8 @@ use tracing::{debug, info, warn};
 use crate::error::{DnsError, Result};
 use crate::resolver::Resolver;
 
-/// Which cluster answers at an address: its resolver, or `None`.
-pub type Route = Arc<dyn Fn(Ipv4Addr) -> Option<Resolver> + Send + Sync>;
+/// Which cluster answers at an address: its handler (a [`Resolver`]), or `None`.
+pub type Route<H = Resolver> = Arc<dyn Fn(Ipv4Addr) -> Option<H> + Send + Sync>;
 
 /// How long a TCP connection may stay idle between queries.
 const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -63,7 +63,7 @@ impl SharedServer {
     /// Serve, on UDP and TCP of `port` (0: one free for both, tried on the port asked for
     /// first), the clusters `route` names by the loopback address a query was sent to. Binding
     /// does not block; call from within a Tokio runtime.
-    pub fn start(port: u16, route: Route) -> Result<Self> {
+    pub fn start<H: RequestHandler + Clone>(port: u16, route: Route<H>) -> Result<Self> {
         let any = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
         let udp_error = |source| DnsError::Bind { protocol: "udp", addr: any, source };
         let udp = std::net::UdpSocket::bind(any).map_err(udp_error)?;
@@ -91,14 +91,14 @@ impl SharedServer {
 }
 
 /// The cluster at `dst`, if it is a loopback address one answers at.
-fn route_to(route: &Route, dst: IpAddr) -> Option<Resolver> {
+fn route_to<H>(route: &Route<H>, dst: IpAddr) -> Option<H> {
     match dst {
         IpAddr::V4(v4) if v4.is_loopback() => route(v4),
         _ => None,
     }
 }
 
-async fn serve_udp(socket: Arc<UdpSocket>, route: Route) {
+async fn serve_udp<H: RequestHandler + Clone>(socket: Arc<UdpSocket>, route: Route<H>) {
     let mut buf = vec![0u8; UDP_BUFFER];
     let fd = socket.as_raw_fd();
     loop {
@@ -175,7 +175,7 @@ async fn send_from(
     socket.async_io(Interest::WRITABLE, send).await.map(drop)
 }
 
-async fn serve_tcp(listener: TcpListener, route: Route) {
+async fn serve_tcp<H: RequestHandler + Clone>(listener: TcpListener, route: Route<H>) {
     loop {
         let (stream, src) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -191,7 +191,7 @@ async fn serve_tcp(listener: TcpListener, route: Route) {
 }
 
 /// Queries on one TCP connection, each with its two-byte length, answered in turn.
-async fn serve_connection(mut stream: TcpStream, src: SocketAddr, resolver: Resolver) {
+async fn serve_connection<H: RequestHandler>(mut stream: TcpStream, src: SocketAddr, resolver: H) {
     loop {
         let Ok(Ok(len)) = tokio::time::timeout(TCP_IDLE, stream.read_u16()).await else {
             return;
@@ -209,8 +209,8 @@ async fn serve_connection(mut stream: TcpStream, src: SocketAddr, resolver: Reso
 }
 
 /// `resolver`'s answer to the query in `raw`, encoded; `None` for what is not a DNS message.
-async fn answer(
-    resolver: &Resolver,
+async fn answer<H: RequestHandler>(
+    resolver: &H,
     raw: Vec<u8>,
     src: SocketAddr,
     protocol: Protocol,
