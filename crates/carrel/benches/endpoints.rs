@@ -32,7 +32,7 @@ use kube::api::{Api, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use parking_lot::Mutex;
 use serde_json::json;
-use up::{client_from, start, BenchResult, CARREL};
+use up::{client_from, create_tenant, start, BenchResult};
 
 const PODS: usize = 200;
 const IN_FLIGHT: usize = 4;
@@ -190,14 +190,7 @@ fn main() -> BenchResult<()> {
     let tmp = tempfile::tempdir()?;
     let up = start(&tmp.path().join("data"), &[])?;
     let kubeconfig = tmp.path().join("bench.kubeconfig");
-    let out = std::process::Command::new(CARREL)
-        .args(["tenant", "create", "bench", "--wait", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
-        .output()?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-    }
+    create_tenant(&up, "bench", &kubeconfig)?;
     let rt = runtime("endpoints-bench")?;
     let client = rt.block_on(client_from(&kubeconfig))?;
     let (run, base) = rt.block_on(measure(&client))?;

@@ -34,7 +34,7 @@ use kube::config::Kubeconfig;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use parking_lot::Mutex;
-use up::{client_from, start, usage, BenchResult, Up, CARREL};
+use up::{client_from, create_tenant, start, usage, BenchResult, Up};
 
 use base64::Engine as _;
 use carrel_tenants::host_namespace;
@@ -124,14 +124,7 @@ async fn create_tenants(up: &Up, tag: &str, count: usize, home: &Path) -> BenchR
     for i in 0..count {
         let name = format!("{tag}-{i}");
         let kubeconfig = home.join(format!("{name}.kubeconfig"));
-        let out = Command::new(CARREL)
-            .args(["tenant", "create", &name, "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
-            .output()?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
+        create_tenant(up, &name, &kubeconfig)?;
         let client = client_from(&kubeconfig).await?;
         tenants.push(Tenant { name, kubeconfig, client });
     }

@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::{json, Value};
-use up::{client_from, start, BenchResult, CARREL};
+use up::{client_from, create_tenant, start, BenchResult};
 
 const ROUNDS: usize = 3;
 const REPLICAS: usize = 100;
@@ -227,14 +227,7 @@ fn main() -> BenchResult<()> {
     let tmp = tempfile::tempdir()?;
     let up = start(&tmp.path().join("data"), &[])?;
     let kubeconfig = tmp.path().join("bench.kubeconfig");
-    let out = std::process::Command::new(CARREL)
-        .args(["tenant", "create", "bench", "--wait", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
-        .output()?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-    }
+    create_tenant(&up, "bench", &kubeconfig)?;
     let rt = runtime("workloads-bench")?;
     let client = rt.block_on(client_from(&kubeconfig))?;
 

@@ -7,11 +7,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use carrel_e2e::ok;
-use common::{create, eventually, kubectls, Up};
+use common::{create, eventually, kubectls, python, Up};
 use serde_json::Value;
 
 #[test]
@@ -138,21 +137,9 @@ fn exposed_deployment(up: &Up, tenant: &str, binary: &Path, kubeconfig: &Path, v
 
 #[test]
 fn the_python_client_creates_services_and_reads_their_endpoints() {
-    let python = std::env::var("CARREL_PYTHON").expect(
-        "the Python tests need the `kubernetes` package: run scripts/test.sh, or set \
-         CARREL_PYTHON to an interpreter that has it",
-    );
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
     let kubeconfig = create(&up, "team-py", &[]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/services.py");
-    let out = Command::new(python).arg(script).arg(&kubeconfig).output().expect("run python");
-    assert!(
-        out.status.success(),
-        "python: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    python("services.py", &kubeconfig);
     up.stop();
 }

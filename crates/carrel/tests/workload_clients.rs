@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -12,26 +11,14 @@ use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 
-use common::{create, Up};
+use common::{create, python, Up};
 
 #[test]
 fn the_python_client_runs_a_job_and_a_deployment_to_the_end() {
-    let python = std::env::var("CARREL_PYTHON").expect(
-        "the Python tests need the `kubernetes` package: run scripts/test.sh, or set \
-         CARREL_PYTHON to an interpreter that has it",
-    );
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
     let kubeconfig = create(&up, "team-py", &[]);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/workloads.py");
-    let out = Command::new(python).arg(script).arg(&kubeconfig).output().expect("run python");
-    assert!(
-        out.status.success(),
-        "python: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n");
+    python("workloads.py", &kubeconfig);
     up.stop();
 }
 

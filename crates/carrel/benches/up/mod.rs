@@ -59,6 +59,20 @@ pub fn start(data: &Path, extra: &[&str]) -> BenchResult<Up> {
     Ok(Up { child, kubeconfig: kubeconfig.ok_or("carrel up did not start")? })
 }
 
+/// Create tenant `name` with `carrel tenant create`, its admin kubeconfig written to `kubeconfig`
+/// once it is ready.
+pub fn create_tenant(up: &Up, name: &str, kubeconfig: &Path) -> BenchResult<()> {
+    let out = Command::new(CARREL)
+        .args(["tenant", "create", name, "--kubeconfig-out"])
+        .arg(kubeconfig)
+        .env("CARREL_HOST_KUBECONFIG", &up.kubeconfig)
+        .output()?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    Ok(())
+}
+
 pub async fn client_from(path: &Path) -> BenchResult<kube::Client> {
     let kubeconfig = Kubeconfig::read_from(path)?;
     let config =

@@ -184,6 +184,24 @@ pub fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
     kubeconfig
 }
 
+/// Run `script` (under `tests/python/`) with the official Python client against `kubeconfig`;
+/// it must print `ok` and nothing else.
+pub fn python(script: &str, kubeconfig: &Path) {
+    let python = std::env::var("CARREL_PYTHON").expect(
+        "the Python tests need the `kubernetes` package: run scripts/test.sh, or set \
+         CARREL_PYTHON to an interpreter that has it",
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
+    let out = Command::new(python).arg(&path).arg(kubeconfig).output().expect("run python");
+    assert!(
+        out.status.success(),
+        "python {script}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n", "python {script}");
+}
+
 /// How many lines `text` (a log) has, and how many times its most repeated message occurs.
 pub fn log_volume(text: &str) -> (usize, usize) {
     let mut counts = std::collections::HashMap::new();
