@@ -1,6 +1,6 @@
 //! The node agent: one per GPU node, talking to the host cluster's API.
 //!
-//! - [`inventory`]: the node's GPUs and MIG instances published on its host `Node`.
+//! - [`publish`]: the node's GPUs and MIG instances published on its host `Node`.
 //! - [`claims`]: device claims (Leases) made real: MIG instances created where claims want them,
 //!   Leases annotated with the device they got.
 //! - [`enforce`]: processes on a claimed device that are not its holder's reported (Event, metric)

@@ -12,7 +12,7 @@
 //!   through `carrel_gpu::leases`);
 //! - [`tenant_cluster`]: opening a tenant's store and credentials and mounting its API;
 //! - [`tenant_status`]: the status the manager writes (phase, conditions, expiry);
-//! - [`host_namespace`]: the tenant's host namespace and its kubeconfig Secret;
+//! - [`host_namespace`](mod@host_namespace): the tenant's host namespace and its kubeconfig Secret;
 //! - [`identity`]: the tenant's admin credential, its in-process admin client and token issuer;
 //! - [`service_account`]: what the manager may do on a host, and its client of an in-process one;
 //! - [`host`]: the host API as JSON objects, through the client.

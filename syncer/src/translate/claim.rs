@@ -159,7 +159,7 @@ fn host_data_source(
 }
 
 /// The host claim of tenant claim `claim` of `tenant`, in `host_namespace`, given the host's
-/// StorageClasses `classes`: see the [module](self). The class is always written out (the host's
+/// StorageClasses `classes`: see `claim.rs`'s module notes. The class is always written out (the host's
 /// default for a claim that names none), so the host claim never depends on the host's admission.
 pub fn host_claim(
     tenant: &str,

@@ -1,12 +1,12 @@
 //! Pure translations between tenant and host objects, one module each: the objects a pod
-//! references and their host copies ([`references`](mod@references)), a tenant pod into its
-//! host pod ([`host_pod`](mod@host_pod)), a host pod's status back into the tenant's
-//! ([`status`](mod@status)), a tenant claim into its host claim and back ([`claim`](mod@claim)),
-//! a virtual node ([`virtual_node`](mod@virtual_node)), the tenant's view of a host
-//! StorageClass ([`storage_class`](mod@storage_class)) and a tenant NetworkPolicy as its host
+//! references and their host copies (`references.rs`), a tenant pod into its
+//! host pod (`host_pod.rs`), a host pod's status back into the tenant's
+//! (`status.rs`), a tenant claim into its host claim and back (`claim.rs`),
+//! a virtual node (`virtual_node.rs`), the tenant's view of a host
+//! StorageClass (`storage_class.rs`) and a tenant NetworkPolicy as its host
 //! policy, beside the isolation policy of every host namespace
-//! ([`network_policy`](mod@network_policy)), and a tenant Service as its host Service and back
-//! ([`service`](mod@service)).
+//! (`network_policy.rs`), and a tenant Service as its host Service and back
+//! (`service.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
