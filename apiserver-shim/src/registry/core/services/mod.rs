@@ -123,7 +123,13 @@ impl Strategy for Services {
         if status_only {
             return Ok(());
         }
-        let held = held_except(api, meta_str(new, "namespace").unwrap_or_default(), name)?;
+        // What others hold is read only when it is looked at: on a store of many Services
+        // (`carrel up`'s host), a write that keeps its values does not list them all.
+        let held = if api.service_network.needs_held(old, new) {
+            held_except(api, meta_str(new, "namespace").unwrap_or_default(), name)?
+        } else {
+            network::Held::default()
+        };
         api.service_network
             .assign(old, new, &held)
             .map_err(|e| ApiError::invalid("", "Service", name, e.0))

@@ -133,6 +133,27 @@ impl ServiceNetwork {
             .find(|p| !held.node_ports.contains(p) && !taken.contains(p))
     }
 
+    /// Whether [`ServiceNetwork::assign`] looks at what the other Services hold for `new`: it
+    /// asks for an address or a node port it does not hold already (in `old`), or needs one
+    /// chosen. A write that keeps what it holds (a label change, a status write resent with its
+    /// spec) does not, and need not read every Service to learn what is held.
+    pub fn needs_held(&self, old: Option<&Value>, new: &Value) -> bool {
+        let Some(spec) = new.get("spec").and_then(Value::as_object) else { return false };
+        if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
+            return false;
+        }
+        let old_ips = old.map(cluster_ips).unwrap_or_default();
+        let asked = cluster_ips_of(spec);
+        let ip = !is_headless(spec) && (asked.is_empty() || asked.first() != old_ips.first());
+        let old_ports: HashSet<u16> = old.map(node_ports).unwrap_or_default().into_iter().collect();
+        let ports = needs_node_ports(spec)
+            && spec.get("ports").and_then(Value::as_array).into_iter().flatten().any(|port| {
+                let asked = port.get("nodePort").and_then(Value::as_i64).filter(|p| *p != 0);
+                asked.and_then(|p| u16::try_from(p).ok()).is_none_or(|p| !old_ports.contains(&p))
+            });
+        ip || ports
+    }
+
     /// Give a Service what it needs of the network before it is stored: its IP families and
     /// policy, its cluster IPs and its node ports, asked for or free ones, against `held`.
     /// `old` is the stored Service of an update; what it already holds it keeps.

@@ -190,3 +190,56 @@ fn a_type_change_drops_what_only_the_old_type_needed() {
     drop_type_dependent(&old, &mut moved);
     assert_eq!(moved["spec"]["ports"][0]["nodePort"], json!(30081));
 }
+
+#[test]
+fn what_others_hold_is_read_only_when_it_is_looked_at() {
+    let net = ServiceNetwork::default();
+    // Everything the network has, held by others: any look at it shows.
+    let mut full = Held::default();
+    for ip in ["10.96.0.10", "10.96.0.20", "10.100.0.1"] {
+        full.ips.insert(ip.parse().unwrap());
+    }
+    full.node_ports.extend(30000..=32767);
+    let stored = |spec: Value| {
+        let mut s = service(spec);
+        net.assign(None, &mut s, &Held::default()).unwrap();
+        s
+    };
+    let web = stored(json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}));
+    let np = stored(json!({"type": "NodePort", "clusterIP": "10.96.0.20",
+        "ports": [{"port": 80, "nodePort": 30080}]}));
+    // Writes that keep what they hold: no look, and the same outcome with nothing held as with
+    // everything held by others.
+    let mut relabelled = web.clone();
+    relabelled["metadata"]["labels"] = json!({"tier": "front"});
+    let mut np_again = np.clone();
+    np_again["spec"]["ports"][0]["port"] = json!(8080);
+    let headless = service(json!({"clusterIP": "None", "ports": [{"port": 80}]}));
+    let external = service(json!({"type": "ExternalName", "externalName": "db.example"}));
+    for (old, new) in
+        [(Some(&web), &relabelled), (Some(&np), &np_again), (None, &headless), (None, &external)]
+    {
+        assert!(!net.needs_held(old, new), "{new}");
+        let (mut a, mut b) = (new.clone(), new.clone());
+        let with_none = net.assign(old, &mut a, &Held::default()).map(|_| a);
+        let with_all = net.assign(old, &mut b, &full).map(|_| b);
+        assert_eq!(with_none.map_err(messages), with_all.map_err(messages), "{new}");
+    }
+    // Writes that ask for or need a value look.
+    let mut moved = web.clone();
+    moved["spec"]["clusterIP"] = json!("10.100.0.1");
+    moved["spec"]["clusterIPs"] = json!(["10.100.0.1"]);
+    let mut new_port = np.clone();
+    new_port["spec"]["ports"][0]["nodePort"] = json!(30081);
+    let mut to_node_port = web.clone();
+    to_node_port["spec"]["type"] = json!("NodePort");
+    for (old, new) in [
+        (None, &service(json!({"ports": [{"port": 80}]}))),
+        (None, &service(json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}))),
+        (Some(&web), &moved),
+        (Some(&np), &new_port),
+        (Some(&web), &to_node_port),
+    ] {
+        assert!(net.needs_held(old, new), "{new}");
+    }
+}
