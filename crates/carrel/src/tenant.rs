@@ -237,8 +237,9 @@ pub async fn kubeconfig(client: &kube::Client, name: &str) -> anyhow::Result<Str
 async fn list(client: &kube::Client) -> anyhow::Result<()> {
     let items = tenants(client).list(&Default::default()).await.map_err(explain)?.items;
     let now = chrono::Utc::now();
-    let mut rows = vec![["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT"]
-        .map(str::to_owned)];
+    let mut rows =
+        vec![["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT", "DNS"]
+            .map(str::to_owned)];
     for t in items {
         let status = t.status.clone().unwrap_or_default();
         let spec = t.spec.clone().unwrap_or_default();
@@ -260,10 +261,11 @@ async fn list(client: &kube::Client) -> anyhow::Result<()> {
             pairs(&spec.gpu_quota),
             pairs(&status.gpu_usage),
             status.endpoint.clone().unwrap_or_else(|| "-".into()),
+            status.dns_endpoint.clone().unwrap_or_else(|| "-".into()),
         ]);
     }
     let widths: Vec<usize> =
-        (0..7).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+        (0..8).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     for row in rows {
         let cells: Vec<String> =
             row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();

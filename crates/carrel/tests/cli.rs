@@ -36,7 +36,7 @@ fn tenants_are_private_clusters_created_listed_and_deleted() {
     let header: Vec<&str> = list.lines().next().unwrap().split("   ").map(str::trim).collect();
     assert_eq!(
         header.iter().filter(|c| !c.is_empty()).copied().collect::<Vec<_>>(),
-        ["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT"]
+        ["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT", "DNS"]
     );
     let row = list.lines().find(|l| l.starts_with("team-a ")).expect("team-a listed");
     assert!(
@@ -46,6 +46,11 @@ fn tenants_are_private_clusters_created_listed_and_deleted() {
     let json: serde_json::Value =
         serde_json::from_str(&ok(up.carrel(&["tenant", "get", "team-a", "-o", "json"]))).unwrap();
     assert_eq!(json["status"]["hostNamespace"], "carrel-team-a");
+    // Its cluster DNS, at a loopback address of its own, shown in the list too.
+    let dns = json["status"]["dnsEndpoint"].as_str().expect("status.dnsEndpoint");
+    let dns: std::net::SocketAddr = dns.parse().expect("host:port");
+    assert!(dns.ip().is_loopback(), "{dns}");
+    assert!(row.trim_end().ends_with(&dns.to_string()), "{row}");
     assert!(json["status"]["caBundle"].as_str().unwrap().starts_with("-----BEGIN CERTIFICATE"));
     let table = ok(up.kubectl(&host, &["get", "tenants"]));
     let columns: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
