@@ -47,9 +47,17 @@ impl Server {
     /// [`Server::serve`] without waiting: binding does not block. Call from within a Tokio
     /// runtime (its tasks are spawned on it).
     pub fn start(addr: SocketAddr, resolver: Resolver) -> Result<Self> {
-        let (udp, tcp) = bind_both(addr)?;
-        let local_addr =
-            udp.local_addr().map_err(|source| DnsError::Bind { protocol: "udp", addr, source })?;
+        let (udp, tcp, local_addr) = bind_both(addr)?;
+        let udp = UdpSocket::from_std(udp).map_err(|source| DnsError::Bind {
+            protocol: "udp",
+            addr,
+            source,
+        })?;
+        let tcp = TcpListener::from_std(tcp).map_err(|source| DnsError::Bind {
+            protocol: "tcp",
+            addr: local_addr,
+            source,
+        })?;
         let mut inner = hickory_server::Server::new(resolver);
         inner.register_socket(udp);
         inner.register_listener(tcp, TCP_IDLE, TCP_RESPONSE_BUFFER);
@@ -70,10 +78,11 @@ impl Server {
     }
 }
 
-/// A UDP socket and a TCP listener on one port: with port 0, UDP's port, tried again with another
-/// when TCP finds it taken. Binding does not block; the sockets are registered with the current
-/// Tokio runtime.
-fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
+/// A UDP socket and a TCP listener on one port, both non-blocking: with port 0, UDP's port,
+/// tried again with another when TCP finds it taken. Also the address bound.
+pub(crate) fn bind_both(
+    addr: SocketAddr,
+) -> Result<(std::net::UdpSocket, std::net::TcpListener, SocketAddr)> {
     let udp_error = |source| DnsError::Bind { protocol: "udp", addr, source };
     let mut tries = 0;
     loop {
@@ -85,9 +94,7 @@ fn bind_both(addr: SocketAddr) -> Result<(UdpSocket, TcpListener)> {
                 let tcp_error = |source| DnsError::Bind { protocol: "tcp", addr: bound, source };
                 udp.set_nonblocking(true).map_err(udp_error)?;
                 tcp.set_nonblocking(true).map_err(tcp_error)?;
-                let udp = UdpSocket::from_std(udp).map_err(udp_error)?;
-                let tcp = TcpListener::from_std(tcp).map_err(tcp_error)?;
-                return Ok((udp, tcp));
+                return Ok((udp, tcp, bound));
             }
             Err(source)
                 if addr.port() == 0

@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 
 use crate::error::{DnsError, Result};
 use crate::resolver::Resolver;
+use crate::server::bind_both;
 
 /// Which cluster answers at an address: its handler (a [`Resolver`]), or `None`.
 pub type Route<H = Resolver> = Arc<dyn Fn(Ipv4Addr) -> Option<H> + Send + Sync>;
@@ -60,20 +61,16 @@ impl Drop for SharedServer {
 }
 
 impl SharedServer {
-    /// Serve, on UDP and TCP of `port` (0: one free for both, tried on the port asked for
-    /// first), the clusters `route` names by the loopback address a query was sent to. Binding
-    /// does not block; call from within a Tokio runtime.
+    /// Serve, on UDP and TCP of `port` (0: one free for both), the clusters `route` names by
+    /// the loopback address a query was sent to. Binding does not block; call from within a
+    /// Tokio runtime.
     pub fn start<H: RequestHandler + Clone>(port: u16, route: Route<H>) -> Result<Self> {
         let any = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
         let udp_error = |source| DnsError::Bind { protocol: "udp", addr: any, source };
-        let udp = std::net::UdpSocket::bind(any).map_err(udp_error)?;
-        let bound = udp.local_addr().map_err(udp_error)?;
+        let (udp, tcp, bound) = bind_both(any)?;
         let tcp_error = |source| DnsError::Bind { protocol: "tcp", addr: bound, source };
-        let tcp = std::net::TcpListener::bind(bound).map_err(tcp_error)?;
         setsockopt(&udp, sockopt::Ipv4PacketInfo, &true)
             .map_err(|e| udp_error(std::io::Error::from(e)))?;
-        udp.set_nonblocking(true).map_err(udp_error)?;
-        tcp.set_nonblocking(true).map_err(tcp_error)?;
         let udp = Arc::new(UdpSocket::from_std(udp).map_err(udp_error)?);
         let tcp = TcpListener::from_std(tcp).map_err(tcp_error)?;
         info!(port = bound.port(), "shared cluster DNS serving on loopback addresses");
