@@ -96,7 +96,8 @@ pub const PENDING_WAIT: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct Resolver {
     zone: SharedZone,
-    upstream: Vec<SocketAddr>,
+    /// Shared: a resolver is cloned for every query the shared server routes to it.
+    upstream: Arc<[SocketAddr]>,
     forward_timeout: Duration,
     on_pending: Option<OnPending>,
 }
@@ -115,7 +116,7 @@ impl std::fmt::Debug for Resolver {
 impl Resolver {
     /// Answers from `zone`, forwards other names to `upstream`, tried in order.
     pub fn new(zone: SharedZone, upstream: Vec<SocketAddr>) -> Self {
-        Self { zone, upstream, forward_timeout: FORWARD_TIMEOUT, on_pending: None }
+        Self { zone, upstream: upstream.into(), forward_timeout: FORWARD_TIMEOUT, on_pending: None }
     }
 
     /// Call `load` when a query finds the zone pending ([`SharedZone::pending`]): it is to have
@@ -140,7 +141,7 @@ impl Resolver {
     /// request's own protocol.
     async fn forward(&self, request: &Request, protocol: Protocol) -> Option<DnsResponse> {
         let query = request.request_info().ok()?.query.original().clone();
-        for &server in &self.upstream {
+        for &server in self.upstream.iter() {
             let result = match protocol {
                 Protocol::Tcp => {
                     let (stream, sender) = TcpClientStream::new(
