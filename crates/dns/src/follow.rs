@@ -46,9 +46,8 @@ pub async fn follow(client: kube::Client, domain: String, zone: SharedZone) -> R
         if !listed(&services) || !listed(&slices) {
             continue;
         }
-        let services: Vec<Service> = services.state().iter().map(|s| (**s).clone()).collect();
-        let slices: Vec<EndpointSlice> = slices.state().iter().map(|s| (**s).clone()).collect();
-        match Zone::build(&domain, &services, &slices) {
+        let (services, slices) = (services.state(), slices.state());
+        match Zone::build_from(&domain, &services, &slices) {
             Ok(built) => {
                 zone.replace(built);
                 debug!(%domain, services = services.len(), slices = slices.len(), "zone rebuilt");

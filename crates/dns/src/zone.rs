@@ -15,6 +15,7 @@
 //! exists without records, so a question about it is NODATA, not NXDOMAIN. A headless Service
 //! with no endpoint to publish has no name, as in CoreDNS.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
@@ -86,9 +87,19 @@ impl Zone {
     /// [`SERVICE_NAME_LABEL`]; objects whose names are not valid DNS names are left out, with a
     /// warning.
     pub fn build(domain: &str, services: &[Service], slices: &[EndpointSlice]) -> Result<Self> {
+        Self::build_from(domain, services, slices)
+    }
+
+    /// [`Zone::build`] from Services and EndpointSlices as they are held, owned or shared (a
+    /// watch cache's `Arc`s), so that a rebuild copies none of them.
+    pub(crate) fn build_from<S, E>(domain: &str, services: &[S], slices: &[E]) -> Result<Self>
+    where
+        S: Borrow<Service>,
+        E: Borrow<EndpointSlice>,
+    {
         let origin = origin(domain)?;
         let mut by_service: HashMap<(&str, &str), Vec<&EndpointSlice>> = HashMap::new();
-        for slice in slices {
+        for slice in slices.iter().map(Borrow::borrow) {
             let Some(service) =
                 slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL))
             else {
@@ -98,7 +109,7 @@ impl Zone {
             by_service.entry((namespace, service.as_str())).or_default().push(slice);
         }
         let mut builder = Builder::new(origin);
-        for service in services {
+        for service in services.iter().map(Borrow::borrow) {
             let Some(name) = service.metadata.name.as_deref() else { continue };
             let namespace = service.metadata.namespace.as_deref().unwrap_or("default");
             let slices = by_service.get(&(namespace, name)).map(Vec::as_slice).unwrap_or_default();
