@@ -167,10 +167,12 @@ async fn ordered_ready_makes_pods_one_at_a_time_with_their_identity_claims_and_s
     let set = create(&client, &sts("web", 3, json!({}))).await;
     let uid = set.uid().unwrap();
 
+    // Nothing else while web-0 is not Running and Ready (read before it is made so: once it is,
+    // web-1 may follow at once).
+    until("pod web-0", || async { get_pod(&client, "web-0").await }).await;
+    assert_eq!(pod_names(&client, "web").await, ["web-0"]);
     run_pod(&client, "web-0").await;
     let pod = get_pod(&client, "web-0").await.unwrap();
-    // Nothing else until web-0 is Running and Ready.
-    assert_eq!(pod_names(&client, "web").await, ["web-0"]);
     let labels = pod.labels();
     assert_eq!(labels[POD_NAME_LABEL], "web-0");
     assert_eq!(labels[POD_INDEX_LABEL], "0");
@@ -197,8 +199,9 @@ async fn ordered_ready_makes_pods_one_at_a_time_with_their_identity_claims_and_s
     let revision_owner = carrel_controllers::owners::controller_of(&history[0].metadata).unwrap();
     assert_eq!(revision_owner.uid, uid);
 
-    run_pod(&client, "web-1").await;
+    until("pod web-1", || async { get_pod(&client, "web-1").await }).await;
     assert_eq!(pod_names(&client, "web").await, ["web-0", "web-1"]);
+    run_pod(&client, "web-1").await;
     run_pod(&client, "web-2").await;
     until("the status of three ready pods", || async {
         let s = status(&client, "web").await;
