@@ -4,8 +4,8 @@
 //! `carrel_machinery::names`, re-exported here.
 
 pub use carrel_machinery::names::{
-    dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name, regex_error,
-    LABEL_MAX, SUBDOMAIN_MAX,
+    dns1035_label, dns1123_label, dns1123_subdomain, is_dns1123_subdomain, label_value,
+    qualified_name, regex_error, LABEL_MAX, SUBDOMAIN_MAX,
 };
 
 /// The rule an object's name must follow.

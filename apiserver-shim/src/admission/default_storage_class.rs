@@ -27,6 +27,12 @@ pub fn is_default(class: &Value) -> bool {
 /// The default class among `classes` (`GetDefaultClass`): of those marked default, the newest
 /// by `creationTimestamp`, then the first by name.
 pub fn default_class(classes: &[Value]) -> Option<&str> {
+    newest_marked(classes, is_default)
+}
+
+/// Of the `classes` that `marked` says are the default, the newest by `creationTimestamp`, then
+/// the first by name: how kube-apiserver picks a default class of any kind.
+pub(crate) fn newest_marked(classes: &[Value], marked: fn(&Value) -> bool) -> Option<&str> {
     let created = |c: &Value| {
         c.pointer("/metadata/creationTimestamp")
             .and_then(Value::as_str)
@@ -37,7 +43,7 @@ pub fn default_class(classes: &[Value]) -> Option<&str> {
     }
     classes
         .iter()
-        .filter(|c| is_default(c) && !name(c).is_empty())
+        .filter(|c| marked(c) && !name(c).is_empty())
         .min_by(|a, b| created(b).cmp(&created(a)).then_with(|| name(a).cmp(name(b))))
         .map(name)
 }

@@ -13,6 +13,7 @@
 //! ([`resource_quota`], run by [`Api::create`] after this admission, serialised the same way
 //! for the types a namespace's quotas count).
 
+pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod limit_ranges;
 pub mod podsecurity;

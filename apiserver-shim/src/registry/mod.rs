@@ -375,6 +375,7 @@ pub static BUILT_IN: &[ResourceType] = &[
     rbac::clusterrolebindings::TYPE,
     networking::networkpolicies::TYPE,
     networking::ingresses::TYPE,
+    networking::ingressclasses::TYPE,
     policy::poddisruptionbudgets::TYPE,
     scheduling::priorityclasses::TYPE,
     storage::storageclasses::TYPE,
