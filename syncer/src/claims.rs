@@ -190,8 +190,10 @@ impl Syncer {
                 Ok(())
             }
             (Some(tenant), Some(host)) if !stands_for(&host, tenant_name, namespace, name) => {
-                let taken =
-                    SyncError::Taken { kind: "PersistentVolumeClaim", name: host_name.clone() };
+                let taken = SyncError::Taken {
+                    kind: "PersistentVolumeClaim".into(),
+                    name: host_name.clone(),
+                };
                 self.claim_event(&tenant, EventType::Warning, "HostNameTaken", &taken.to_string())
                     .await
             }
@@ -272,7 +274,7 @@ impl Syncer {
                 let existing = to_value(&api.get(&host_name).await?)?;
                 if !stands_for(&existing, &self.inner.tenant, namespace, name) {
                     return Err(SyncError::Taken {
-                        kind: "PersistentVolumeClaim",
+                        kind: "PersistentVolumeClaim".into(),
                         name: host_name,
                     });
                 }

@@ -231,8 +231,7 @@ impl Syncer {
                     (current.meta().labels.as_ref(), current.meta().annotations.as_ref());
                 let identity = typed.meta().annotations.clone().unwrap_or_default();
                 if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
-                    let kind = if K::kind(&()) == "Secret" { "Secret" } else { "ConfigMap" };
-                    return Err(SyncError::Taken { kind, name });
+                    return Err(SyncError::Taken { kind: K::kind(&()), name });
                 }
                 let mut replacement = typed;
                 replacement.meta_mut().resource_version = current.meta().resource_version.clone();

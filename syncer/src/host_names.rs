@@ -39,6 +39,8 @@ pub const LABEL_VIRTUAL_NODE: &str = "carrel.dev/virtual-node";
 pub const ANNOTATION_HOST_UNSCHEDULABLE: &str = "carrel.dev/host-unschedulable";
 /// Label on the tenant's mirrors of the host's StorageClasses.
 pub const LABEL_HOST_STORAGE_CLASS: &str = "carrel.dev/host-storage-class";
+/// The label (set to `"true"`) of a tenant IngressClass that mirrors a host IngressClass.
+pub const LABEL_HOST_INGRESS_CLASS: &str = "carrel.dev/host-ingress-class";
 /// The volume carrying the tenant's service-account token in a host pod.
 pub const TOKEN_VOLUME: &str = "carrel-tenant-token";
 /// Label on a host pod: its tenant pod's namespace. All of a tenant's pods share one host

@@ -21,11 +21,14 @@
 //!   tenant objects and leave the host with them.
 //! - `claims`: a host PersistentVolumeClaim for each tenant claim, made when the claim is (or
 //!   when a pod needs it first), deleted with it; its binding and status go up to the tenant's.
-//! - `storage_classes`: the tenant's mirrors of the host's StorageClasses.
+//! - `class_mirrors`: the tenant's mirrors of the host's StorageClasses and IngressClasses.
 //! - `network_policies`: the isolation policy of the tenant's host namespace, and a host
 //!   NetworkPolicy for each of the tenant's, deleted with it.
 //! - `services`: a host Service for each tenant Service that selects pods, deleted with it; the
 //!   tenant Service shows the host's cluster IP, node ports and load balancer.
+//! - `ingresses`: a host Ingress for each tenant Ingress whose hosts the tenant holds
+//!   ([`hostnames`]: first writer wins across tenants), deleted with it; its TLS Secrets are
+//!   copied and the host's load balancer status comes back.
 //! - `tokens`: service-account tokens in host Secrets, renewed and deleted.
 //! - `events_up`: host events about host pods, copied up to the tenant.
 //! - `virtual_nodes`: the tenant's view of the host nodes its pods run on.
@@ -38,16 +41,18 @@
 //! pure, in [`translate`].
 
 mod claims;
+mod class_mirrors;
 mod copies;
 mod events_up;
 pub mod host_names;
 pub mod host_watch;
+pub mod hostnames;
+mod ingresses;
 mod network_policies;
 mod passes;
 pub mod placement;
 mod pods;
 mod services;
-mod storage_classes;
 pub mod taken_up;
 mod tokens;
 pub mod translate;
@@ -67,7 +72,7 @@ use futures::{FutureExt, Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
-use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::scheduler::{scheduler, ScheduleRequest};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -101,7 +106,7 @@ pub enum SyncError {
     #[error("host {kind} {name} exists and records another owner: left alone")]
     Taken {
         /// The kind.
-        kind: &'static str,
+        kind: std::borrow::Cow<'static, str>,
         /// The host object's name.
         name: String,
     },
@@ -256,8 +261,8 @@ impl Syncer {
                 host_client: host.client().clone(),
                 host_nodes: host.nodes(),
                 claim_leases: host.claim_leases(),
-                storage_classes: host.storage_classes(),
-                storage_classes_ready: host.storage_classes_ready(),
+                storage_classes: host.storage_classes().store(),
+                storage_classes_ready: host.storage_classes().ready(),
                 host: host.clone(),
                 tenant_pods,
                 tenant_writer: Mutex::new(Some(tenant_writer)),
@@ -331,9 +336,19 @@ impl Syncer {
             tokio::spawn(self.clone().mirror::<ConfigMap>(host.config_maps)),
             tokio::spawn(self.clone().mirror::<Secret>(host.secrets)),
             tokio::spawn(self.clone().sync_claims(host.volume_claims)),
-            tokio::spawn(self.clone().mirror_storage_classes(host.storage_classes)),
+            tokio::spawn(self.clone().mirror_classes(
+                self.inner.storage_classes.clone(),
+                self.inner.storage_classes_ready.clone(),
+                host.storage_classes,
+            )),
+            tokio::spawn(self.clone().mirror_classes(
+                self.inner.host.ingress_classes().store(),
+                self.inner.host.ingress_classes().ready(),
+                host.ingress_classes,
+            )),
             tokio::spawn(self.clone().sync_network_policies(host.network_policies)),
             tokio::spawn(self.clone().sync_services(host.services)),
+            tokio::spawn(self.clone().sync_ingresses(host.ingresses)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];

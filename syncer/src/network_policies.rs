@@ -92,38 +92,14 @@ impl Syncer {
         host: &Store<NetworkPolicy>,
         wanted: &NetworkPolicy,
     ) -> Result<(), SyncError> {
-        let name = wanted.metadata.name.clone().unwrap_or_default();
-        let api: Api<NetworkPolicy> =
-            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let cached = host.get(&ObjectRef::new(&name).within(&self.inner.host_namespace));
-        let current = match cached {
-            Some(current) => (*current).clone(),
-            None => match api.create(&PostParams::default(), wanted).await {
-                Ok(_) => {
-                    tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy created");
-                    return Ok(());
-                }
-                // Made meanwhile, by this syncer (the cache lags) or by someone else.
-                Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await?,
-                Err(e) => return Err(e.into()),
-            },
-        };
-        let identity = wanted.metadata.annotations.clone().unwrap_or_default();
-        let (labels, annotations) =
-            (current.metadata.labels.as_ref(), current.metadata.annotations.as_ref());
-        if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
-            let taken = SyncError::Taken { kind: "NetworkPolicy", name };
-            tracing::warn!(tenant = %self.inner.tenant, "{taken}");
-            return Ok(());
+        match self.keep_host(host, wanted, in_line).await {
+            Ok(_) => Ok(()),
+            Err(taken @ SyncError::Taken { .. }) => {
+                tracing::warn!(tenant = %self.inner.tenant, "{taken}");
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
-        if in_line(&current, wanted) {
-            return Ok(());
-        }
-        let mut replacement = wanted.clone();
-        replacement.metadata.resource_version = current.metadata.resource_version.clone();
-        api.replace(&name, &PostParams::default(), &replacement).await?;
-        tracing::debug!(tenant = %self.inner.tenant, policy = %name, "host NetworkPolicy set back");
-        Ok(())
     }
 }
 

@@ -80,6 +80,59 @@ pub(crate) fn carries_all(current: &ObjectMeta, wanted: &ObjectMeta) -> bool {
 }
 
 impl Syncer {
+    /// Make host object `wanted` in the tenant's host namespace, or set the one under its name
+    /// back to it where `in_line` says it differs; the host object as it is now. One that is not
+    /// the syncer's own for it is left alone ([`SyncError::Taken`]).
+    pub(crate) async fn keep_host<K>(
+        &self,
+        host: &Store<K>,
+        wanted: &K,
+        in_line: impl Fn(&K, &K) -> bool,
+    ) -> Result<K, SyncError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let name = wanted.meta().name.clone().unwrap_or_default();
+        let kind = K::kind(&());
+        let api: Api<K> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let cached = host.get(&ObjectRef::new(&name).within(&self.inner.host_namespace));
+        let current = match cached {
+            Some(current) => (*current).clone(),
+            None => match api.create(&PostParams::default(), wanted).await {
+                Ok(made) => {
+                    tracing::debug!(tenant = %self.inner.tenant, %kind, %name, "host object created");
+                    return Ok(made);
+                }
+                // Made meanwhile, by this syncer (the cache lags) or by someone else.
+                Err(kube::Error::Api(e)) if e.code == 409 => api.get(&name).await?,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let identity = wanted.meta().annotations.clone().unwrap_or_default();
+        let meta = current.meta();
+        if !host_names::stands_for(
+            meta.labels.as_ref(),
+            meta.annotations.as_ref(),
+            &self.inner.tenant,
+            &identity,
+        ) {
+            return Err(SyncError::Taken { kind, name });
+        }
+        if in_line(&current, wanted) {
+            return Ok(current);
+        }
+        let mut replacement = wanted.clone();
+        replacement.meta_mut().resource_version = current.meta().resource_version.clone();
+        let replaced = api.replace(&name, &PostParams::default(), &replacement).await?;
+        tracing::debug!(tenant = %self.inner.tenant, %kind, %name, "host object set back");
+        Ok(replaced)
+    }
+
     /// Delete the tenant's host objects in `host` that stand for a tenant object not in `kept`
     /// (gone, or no longer carried); what is not the syncer's own is left. Every one is tried;
     /// the first error is returned.

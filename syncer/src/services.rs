@@ -12,7 +12,6 @@
 //! one of these names that is not the syncer's own for it is left alone.
 
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Patch, PatchParams};
 
 use crate::passes::{carries_all, ready};
 use crate::*;
@@ -119,7 +118,7 @@ impl Syncer {
         let (labels, annotations) =
             (current.metadata.labels.as_ref(), current.metadata.annotations.as_ref());
         if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
-            let taken = SyncError::Taken { kind: "Service", name };
+            let taken = SyncError::Taken { kind: "Service".into(), name };
             tracing::warn!(tenant = %self.inner.tenant, "{taken}");
             return Ok(());
         }

@@ -1,7 +1,13 @@
-//! Carrel's one naming rule between a tenant and the host it runs on: the host namespace that
-//! holds a tenant's workloads and its admin kubeconfig Secret. The tenant manager creates it, the
-//! syncer places the tenant's pods in it and the CLI reads the kubeconfig from it, so it is
-//! computed here once.
+//! Carrel's naming rules between a tenant and the host it runs on, each written once because
+//! several components use it: the host namespace that holds a tenant's workloads and its admin
+//! kubeconfig Secret (the tenant manager creates it, the syncer places the tenant's pods in it,
+//! the CLI reads the kubeconfig from it), and the label of a tenant's host-name claims (the
+//! syncer takes them, the tenant manager releases them).
+
+/// The label naming the tenant that holds a host-name claim: a Lease in the host's `carrel`
+/// namespace, one per host that a tenant's Ingresses serve (the syncer takes them, first writer
+/// wins; the tenant manager releases a deleted tenant's).
+pub const LABEL_HOSTNAME_HOLDER: &str = "ingress.carrel.dev/tenant";
 
 /// What every tenant's host namespace starts with.
 pub const HOST_NAMESPACE_PREFIX: &str = "carrel-";

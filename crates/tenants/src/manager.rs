@@ -548,6 +548,7 @@ impl Manager {
         let lifecycle = self.lifecycle.write().await;
         self.unserve(name);
         leases::release_tenant(self.host.client(), name).await?;
+        release_hosts(self.host.client(), name).await?;
         let dir = self.dir(name).path;
         let removed = tokio::task::spawn_blocking(move || {
             if dir.exists() {
@@ -701,6 +702,23 @@ impl Manager {
             hooks.idle(name);
         }
     }
+}
+
+/// Release every host-name claim of tenant `name` (the hosts its Ingresses served), which its
+/// syncer took: the tenant is gone, and the hosts are free for others.
+async fn release_hosts(host: &kube::Client, name: &str) -> Result<(), ManagerError> {
+    let claims: kube::Api<Lease> = kube::Api::namespaced(host.clone(), carrel_gpu::CLAIM_NAMESPACE);
+    let selector = format!("{}={name}", carrel_machinery::tenancy::LABEL_HOSTNAME_HOLDER);
+    let list = claims.list(&kube::api::ListParams::default().labels(&selector)).await?;
+    for lease in list.items {
+        let Some(lease_name) = lease.metadata.name else { continue };
+        match claims.delete(&lease_name, &kube::api::DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// How many locks tenants' reconciles are spread over by name.

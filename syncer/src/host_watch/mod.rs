@@ -1,14 +1,15 @@
 //! The host side shared by every syncer of a process: one watch per host kind, whatever the
 //! number of tenants, each change routed to the syncer of the tenant it belongs to.
 //!
-//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies and Services: those the
-//!   syncers wrote (their `managed-by` label), in every namespace; each goes to the partition its
-//!   namespace and tenant label name.
+//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies, Services and
+//!   Ingresses: those the syncers wrote (their `managed-by` label), in every namespace; each goes
+//!   to the partition its namespace and tenant label name.
 //! - Host Events about pods: each goes to the partition of its namespace (a tenant's host
 //!   namespace).
 //! - Nodes: one cache; every change goes to every syncer (virtual nodes follow them).
-//! - StorageClasses: one cache; every change goes to every syncer (the tenants' mirrors follow
-//!   them, and host claims are given their classes from it).
+//! - StorageClasses and IngressClasses: one cache each ([`Classes`]); every change goes to every
+//!   syncer (the tenants' mirrors follow them, and host claims are given their classes from the
+//!   StorageClasses).
 //! - Claim Leases: one cache (placement reads the whole fleet); a change goes to the syncer of
 //!   the tenant whose pod holds the claim.
 //!
@@ -30,7 +31,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret, Service,
 };
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -64,17 +65,13 @@ struct Inner {
     volume_claims: Arc<Feed<PersistentVolumeClaim>>,
     network_policies: Arc<Feed<NetworkPolicy>>,
     services: Arc<Feed<Service>>,
+    ingresses: Arc<Feed<Ingress>>,
     events: Arc<Feed<Event>>,
     nodes: Store<Node>,
     claim_leases: Store<Lease>,
-    storage_classes: Store<StorageClass>,
+    storage_classes: Classes<StorageClass>,
+    ingress_classes: Classes<IngressClass>,
     node_changes: Arc<Fanout<Arc<Node>>>,
-    /// Told of every change to the host's StorageClasses.
-    storage_class_changes: Arc<Fanout<()>>,
-    /// True once `storage_classes` holds the first list. (Waiting on the store itself is safe
-    /// for one task only: kube-runtime's readiness keeps the last waker registered, so with
-    /// several tasks waiting, or a `now_or_never` probe, a waiter may never be woken.)
-    storage_classes_ready: tokio::sync::watch::Sender<bool>,
     claim_changes: Arc<Fanout<Key>>,
     /// Told of a change to the host pods or claims of a tenant with no syncer.
     unheard: Unheard,
@@ -102,7 +99,49 @@ impl Unheard {
 struct Writers {
     nodes: reflector::store::Writer<Node>,
     leases: reflector::store::Writer<Lease>,
-    classes: reflector::store::Writer<StorageClass>,
+    storage_classes: reflector::store::Writer<StorageClass>,
+    ingress_classes: reflector::store::Writer<IngressClass>,
+}
+
+/// One kind of the host's cluster-wide classes: its cache, and every change told to every
+/// syncer.
+pub struct Classes<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+    /// Told of every change to the classes.
+    changes: Arc<Fanout<()>>,
+    /// True once `store` holds the first list. (Waiting on the store itself is safe for one
+    /// task only: kube-runtime's readiness keeps the last waker registered, so with several
+    /// tasks waiting, or a `now_or_never` probe, a waiter may never be woken.)
+    ready: tokio::sync::watch::Sender<bool>,
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> std::fmt::Debug for Classes<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classes").field("kind", &K::kind(&())).finish()
+    }
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Classes<K> {
+    fn new() -> (Classes<K>, reflector::store::Writer<K>) {
+        let (store, writer) = reflector::store();
+        let classes = Classes {
+            store,
+            changes: Arc::new(Fanout::default()),
+            ready: tokio::sync::watch::Sender::new(false),
+        };
+        (classes, writer)
+    }
+
+    /// The classes.
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// True once [`Classes::store`] holds the first list: what any number of tasks may wait on
+    /// or look at.
+    pub fn ready(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
 }
 
 enum Started {
@@ -125,9 +164,11 @@ pub(crate) struct TenantFeed {
     pub(crate) volume_claims: Subscription<PersistentVolumeClaim>,
     pub(crate) network_policies: Subscription<NetworkPolicy>,
     pub(crate) services: Subscription<Service>,
+    pub(crate) ingresses: Subscription<Ingress>,
     pub(crate) events: Subscription<Event>,
     pub(crate) nodes: Listener<Arc<Node>>,
     pub(crate) storage_classes: Listener<()>,
+    pub(crate) ingress_classes: Listener<()>,
     pub(crate) claims: Listener<Key>,
 }
 
@@ -179,7 +220,8 @@ impl HostWatch {
             move |p: &Partition| one_namespace || p.namespace.starts_with(HOST_NAMESPACE_PREFIX);
         let (nodes, nodes_writer) = reflector::store();
         let (claim_leases, leases_writer) = reflector::store();
-        let (storage_classes, classes_writer) = reflector::store();
+        let (storage_classes, storage_classes_writer) = Classes::new();
+        let (ingress_classes, ingress_classes_writer) = Classes::new();
         let unheard = Unheard::default();
         HostWatch {
             inner: Arc::new(Inner {
@@ -191,19 +233,20 @@ impl HostWatch {
                 volume_claims: Arc::new(Feed::new(labelled, |_| true)),
                 network_policies: Arc::new(Feed::new(labelled, |_| true)),
                 services: Arc::new(Feed::new(labelled, |_| true)),
+                ingresses: Arc::new(Feed::new(labelled, |_| true)),
                 events: Arc::new(Feed::new(in_namespace, keep_events)),
                 nodes,
                 claim_leases,
                 storage_classes,
+                ingress_classes,
                 node_changes: Arc::new(Fanout::default()),
-                storage_class_changes: Arc::new(Fanout::default()),
-                storage_classes_ready: tokio::sync::watch::Sender::new(false),
                 claim_changes: Arc::new(Fanout::default()),
                 unheard,
                 started: Mutex::new(Started::No(Box::new(Writers {
                     nodes: nodes_writer,
                     leases: leases_writer,
-                    classes: classes_writer,
+                    storage_classes: storage_classes_writer,
+                    ingress_classes: ingress_classes_writer,
                 }))),
             }),
         }
@@ -225,14 +268,13 @@ impl HostWatch {
     }
 
     /// The host's StorageClasses.
-    pub fn storage_classes(&self) -> Store<StorageClass> {
-        self.inner.storage_classes.clone()
+    pub fn storage_classes(&self) -> &Classes<StorageClass> {
+        &self.inner.storage_classes
     }
 
-    /// True once [`HostWatch::storage_classes`] holds the first list: what any number of tasks
-    /// may wait on or look at.
-    pub fn storage_classes_ready(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.inner.storage_classes_ready.subscribe()
+    /// The host's IngressClasses.
+    pub fn ingress_classes(&self) -> &Classes<IngressClass> {
+        &self.inner.ingress_classes
     }
 
     /// The host pods the syncer of `tenant` wrote in `host_namespace`, and their changes.
@@ -256,14 +298,16 @@ impl HostWatch {
             secrets: self.inner.secrets.subscribe(labelled.clone()),
             volume_claims: self.inner.volume_claims.subscribe(labelled.clone()),
             network_policies: self.inner.network_policies.subscribe(labelled.clone()),
-            services: self.inner.services.subscribe(labelled),
+            services: self.inner.services.subscribe(labelled.clone()),
+            ingresses: self.inner.ingresses.subscribe(labelled),
             events: self.inner.events.subscribe(events),
             // Shown what the caches hold, as a watch of their own would be at its start.
             nodes: self.inner.node_changes.listen(tenant, |send| {
                 nodes.state().into_iter().for_each(send);
             }),
             // One change is enough for a syncer to look at every class.
-            storage_classes: self.inner.storage_class_changes.listen(tenant, |send| send(())),
+            storage_classes: self.inner.storage_classes.changes.listen(tenant, |send| send(())),
+            ingress_classes: self.inner.ingress_classes.changes.listen(tenant, |send| send(())),
             claims: self.inner.claim_changes.listen(tenant, |send| {
                 for lease in leases.state() {
                     match claim_of(&lease) {
@@ -295,13 +339,15 @@ impl HostWatch {
             inner.volume_claims.subscribed(),
             inner.network_policies.subscribed(),
             inner.services.subscribed(),
+            inner.ingresses.subscribed(),
         ]
         .into_iter()
         .flatten()
         .map(|p| p.tenant)
         .collect();
         tenants.extend(inner.node_changes.listening());
-        tenants.extend(inner.storage_class_changes.listening());
+        tenants.extend(inner.storage_classes.changes.listening());
+        tenants.extend(inner.ingress_classes.changes.listening());
         tenants.extend(inner.claim_changes.listening());
         tenants
     }
@@ -324,8 +370,12 @@ impl HostWatch {
         let Started::No(writers) = std::mem::replace(&mut *started, placeholder) else {
             return;
         };
-        let Writers { nodes: nodes_writer, leases: leases_writer, classes: classes_writer } =
-            *writers;
+        let Writers {
+            nodes: nodes_writer,
+            leases: leases_writer,
+            storage_classes,
+            ingress_classes,
+        } = *writers;
         let inner = &self.inner;
         let labels = format!("{}={}", host_names::LABEL_MANAGED_BY, host_names::MANAGED_BY);
         let labelled = watcher::Config::default().labels(&labels);
@@ -335,7 +385,8 @@ impl HostWatch {
             self.spawn_feed(&inner.secrets, labelled.clone(), "host Secrets"),
             self.spawn_feed(&inner.volume_claims, labelled.clone(), "host PersistentVolumeClaims"),
             self.spawn_feed(&inner.network_policies, labelled.clone(), "host NetworkPolicies"),
-            self.spawn_feed(&inner.services, labelled, "host Services"),
+            self.spawn_feed(&inner.services, labelled.clone(), "host Services"),
+            self.spawn_feed(&inner.ingresses, labelled, "host Ingresses"),
             self.spawn_feed(
                 &inner.events,
                 watcher::Config::default().fields("involvedObject.kind=Pod"),
@@ -346,11 +397,17 @@ impl HostWatch {
                 nodes_writer,
                 inner.node_changes.clone(),
             ))),
-            AbortOnDrop(tokio::spawn(watch_storage_classes(
+            AbortOnDrop(tokio::spawn(watch_classes(
                 Api::all(inner.client.clone()),
-                classes_writer,
-                inner.storage_class_changes.clone(),
-                inner.storage_classes_ready.clone(),
+                storage_classes,
+                inner.storage_classes.changes.clone(),
+                inner.storage_classes.ready.clone(),
+            ))),
+            AbortOnDrop(tokio::spawn(watch_classes(
+                Api::all(inner.client.clone()),
+                ingress_classes,
+                inner.ingress_classes.changes.clone(),
+                inner.ingress_classes.ready.clone(),
             ))),
             AbortOnDrop(tokio::spawn(watch_claims(
                 carrel_gpu::leases::api(&inner.client),
@@ -415,14 +472,22 @@ async fn watch_nodes(
     }
 }
 
-/// Keep the cache of the host's StorageClasses; every change (a deletion too) goes to every
-/// syncer.
-async fn watch_storage_classes(
-    api: Api<StorageClass>,
-    writer: reflector::store::Writer<StorageClass>,
+/// Keep the cache of one kind of the host's classes; every change (a deletion too) goes to
+/// every syncer.
+async fn watch_classes<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
     changes: Arc<Fanout<()>>,
     ready: tokio::sync::watch::Sender<bool>,
-) {
+) where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
     let stream =
         reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     futures::pin_mut!(stream);
@@ -435,7 +500,7 @@ async fn watch_storage_classes(
                 changes.send_all(&());
             }
             Ok(_) => changes.send_all(&()),
-            Err(e) => tracing::warn!(error = %e, "watching the host's StorageClasses"),
+            Err(e) => tracing::warn!(error = %e, "watching the host's {}", K::kind(&())),
         }
     }
 }

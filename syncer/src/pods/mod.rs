@@ -95,7 +95,7 @@ impl Syncer {
         match (step, tenant, host) {
             (Step::HostNameTaken, tenant, _) => {
                 // Not this pod's host pod: neither adopted nor deleted.
-                let taken = SyncError::Taken { kind: "Pod", name: host_name.to_owned() };
+                let taken = SyncError::Taken { kind: "Pod".into(), name: host_name.to_owned() };
                 let pod = format!("{}/{}", facts.namespace, facts.name);
                 tracing::warn!(tenant = %self.inner.tenant, %pod, "{taken}");
                 match tenant {
@@ -353,7 +353,7 @@ impl Syncer {
                 let (labels, annotations) =
                     (existing.metadata.labels.as_ref(), existing.metadata.annotations.as_ref());
                 if !host_names::stands_for(labels, annotations, &self.inner.tenant, &identity) {
-                    let taken = SyncError::Taken { kind: "Pod", name: host_name.to_owned() };
+                    let taken = SyncError::Taken { kind: "Pod".into(), name: host_name.to_owned() };
                     return self.host_name_taken(tenant, taken).await;
                 }
                 let uid = tenant.pointer("/metadata/uid").and_then(Value::as_str);

@@ -5,8 +5,9 @@
 //! a virtual node (`virtual_node.rs`), the tenant's view of a host
 //! StorageClass (`storage_class.rs`) and a tenant NetworkPolicy as its host
 //! policy, beside the isolation policy of every host namespace
-//! (`network_policy.rs`), and a tenant Service as its host Service and back
-//! (`service.rs`).
+//! (`network_policy.rs`), a tenant Service as its host Service and back
+//! (`service.rs`), and a tenant Ingress as its host Ingress, with the tenant's view of a host
+//! IngressClass (`ingress.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -20,6 +21,7 @@ use carrel_gpu::Claim;
 use crate::host_names;
 mod claim;
 mod host_pod;
+mod ingress;
 mod network_policy;
 mod references;
 mod service;
@@ -36,6 +38,7 @@ mod tests;
 
 pub use claim::*;
 pub use host_pod::*;
+pub use ingress::*;
 pub use network_policy::*;
 pub use references::*;
 pub use service::*;

@@ -1,0 +1,191 @@
+//! The tenant's Ingresses on the host. Each tenant Ingress has a host Ingress in the tenant's
+//! host namespace ([`translate::host_ingress`]) once every host it serves is the tenant's
+//! ([`hostnames`](crate::hostnames): first writer wins across tenants); its TLS Secrets (and
+//! Secrets its annotations name) are copied first. The host's load balancer status comes back to
+//! the tenant Ingress. An Ingress that cannot be carried (a host another tenant holds, a
+//! resource backend) says why in a Warning Event on it, and is looked at again on every pass:
+//! it is carried once the host is free.
+//!
+//! Host Ingresses are kept in line (made again when deleted, set back when changed) and deleted
+//! with their tenant Ingress, also when it went while the syncer was away; the tenant's host
+//! claims are released as its Ingresses stop asking for them.
+
+use k8s_openapi::api::networking::v1::Ingress;
+
+use crate::passes::{carries_all, ready};
+use crate::*;
+
+/// Whether host Ingress `current` is `wanted` as the syncer writes it.
+fn in_line(current: &Ingress, wanted: &Ingress) -> bool {
+    current.spec == wanted.spec && carries_all(&current.metadata, &wanted.metadata)
+}
+
+/// What happened to one tenant Ingress in a pass.
+enum Outcome {
+    /// Carried: its hosts are held.
+    Carried,
+    /// Not carried, for the reason given (said on the Ingress).
+    Refused(String),
+}
+
+impl Syncer {
+    /// Keep the tenant's host Ingresses in line as the tenant's Ingresses and the host
+    /// Ingresses change. `host`: the tenant's host Ingresses, as the shared host side shows them.
+    pub(crate) async fn sync_ingresses(self, host: Subscription<Ingress>) {
+        let host_ingresses = host.store();
+        let (ingresses, writer) = reflector::store::<Ingress>();
+        let tenant = reflector::reflector(
+            writer,
+            watcher(
+                Api::<Ingress>::all(self.inner.tenant_client.clone()),
+                watcher::Config::default(),
+            ),
+        )
+        .default_backoff()
+        .map(|e| e.map(|_| ()));
+        let ready = || ready(&ingresses) && ready(&host_ingresses);
+        let pass = || self.keep_ingresses(&ingresses, &host_ingresses);
+        self.passes("Ingresses", tenant, host, ready, pass).await;
+    }
+
+    /// One pass: each tenant Ingress's hosts claimed and its host Ingress made or set back (or
+    /// why not said on it); host Ingresses whose tenant Ingress is gone or refused deleted;
+    /// claims no Ingress asks for released. Every Ingress is tried; the first error is returned.
+    async fn keep_ingresses(
+        &self,
+        ingresses: &Store<Ingress>,
+        host: &Store<Ingress>,
+    ) -> Result<(), SyncError> {
+        let mut held = self.held_hosts().await?;
+        let mut asked = BTreeSet::new();
+        let mut carried = HashSet::new();
+        let mut outcome = Ok(());
+        for ingress in ingresses.state() {
+            if ingress.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let (Some(ns), Some(name)) = (&ingress.metadata.namespace, &ingress.metadata.name)
+            else {
+                continue;
+            };
+            let hosts = translate::ingress_hosts(&ingress);
+            asked.extend(hosts.iter().cloned());
+            match self.keep_ingress(host, &ingress, &hosts, &mut held).await {
+                Ok(Outcome::Carried) => {
+                    carried.insert((ns.clone(), name.clone()));
+                }
+                Ok(Outcome::Refused(why)) => {
+                    if let Err(e) =
+                        self.ingress_event(&ingress, "Warning", "NotCarried", &why).await
+                    {
+                        outcome = outcome.and(Err(e));
+                    }
+                }
+                Err(e) => {
+                    // Kept as it is on the host until the next pass.
+                    carried.insert((ns.clone(), name.clone()));
+                    outcome = outcome.and(Err(e));
+                }
+            }
+        }
+        outcome = outcome.and(self.delete_orphans(host, &carried).await);
+        for (lost, lease) in held.iter().filter(|(h, _)| !asked.contains(*h)) {
+            match self.release_host(lease).await {
+                Ok(()) => {
+                    tracing::info!(tenant = %self.inner.tenant, host = %lost, "host released")
+                }
+                Err(e) => outcome = outcome.and(Err(e)),
+            }
+        }
+        outcome
+    }
+
+    /// Claim the hosts of tenant Ingress `ingress` (`held`: the tenant's, kept up to date),
+    /// copy the Secrets it names, make or set back its host Ingress and bring its status up.
+    async fn keep_ingress(
+        &self,
+        host: &Store<Ingress>,
+        ingress: &Ingress,
+        hosts: &BTreeSet<String>,
+        held: &mut BTreeMap<String, String>,
+    ) -> Result<Outcome, SyncError> {
+        let wanted = match translate::host_ingress(
+            &self.inner.tenant,
+            &self.inner.host_namespace,
+            ingress,
+        ) {
+            Ok(wanted) => wanted,
+            Err(why) => return Ok(Outcome::Refused(why.to_string())),
+        };
+        for h in hosts {
+            if held.contains_key(h) {
+                continue;
+            }
+            if !self.claim_host(h).await? {
+                return Ok(Outcome::Refused(format!(
+                    "host {h:?} is held by another tenant's Ingress (first writer wins): this \
+                     Ingress is not served until the host is free"
+                )));
+            }
+            held.insert(h.clone(), hostnames::claim_name(h));
+        }
+        for why in &wanted.left {
+            self.ingress_event(ingress, "Warning", "AnnotationNotCarried", why).await?;
+        }
+        let namespace = ingress.metadata.namespace.as_deref().unwrap_or_default();
+        for secret in &wanted.secrets {
+            self.copy_one::<Secret>(namespace, secret).await?;
+        }
+        let current = match self.keep_host(host, &wanted.ingress, in_line).await {
+            Ok(current) => current,
+            Err(SyncError::Taken { kind, name }) => {
+                return Ok(Outcome::Refused(format!(
+                    "host {kind} {name} exists and is not this Ingress's: left alone"
+                )))
+            }
+            Err(e) => return Err(e),
+        };
+        self.bring_up_ingress_status(ingress, &current).await?;
+        Ok(Outcome::Carried)
+    }
+
+    /// Show tenant Ingress `ingress` the load balancer the host gave `host`.
+    async fn bring_up_ingress_status(
+        &self,
+        ingress: &Ingress,
+        host: &Ingress,
+    ) -> Result<(), SyncError> {
+        let balancer = |i: &Ingress| i.status.as_ref().and_then(|s| s.load_balancer.clone());
+        let given = balancer(host).unwrap_or_default();
+        if balancer(ingress).unwrap_or_default() == given {
+            return Ok(());
+        }
+        let namespace = ingress.metadata.namespace.as_deref().unwrap_or_default();
+        let name = ingress.metadata.name.as_deref().unwrap_or_default();
+        let api: Api<Ingress> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let patch = json!({"status": {"loadBalancer": given}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    /// An Event about tenant Ingress `ingress`, written by the syncer's recorder (repeats
+    /// aggregated).
+    async fn ingress_event(
+        &self,
+        ingress: &Ingress,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), SyncError> {
+        let target = EventTarget {
+            api_version: "networking.k8s.io/v1".into(),
+            kind: "Ingress".into(),
+            namespace: ingress.metadata.namespace.clone().unwrap_or_default(),
+            name: ingress.metadata.name.clone().unwrap_or_default(),
+            uid: ingress.metadata.uid.clone(),
+        };
+        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
+        self.inner.recorder.record(&target, kind, reason, message).await?;
+        Ok(())
+    }
+}
