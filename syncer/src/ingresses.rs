@@ -10,6 +10,8 @@
 //! with their tenant Ingress, also when it went while the syncer was away; the tenant's host
 //! claims are released as its Ingresses stop asking for them.
 
+use std::sync::atomic::Ordering;
+
 use k8s_openapi::api::networking::v1::Ingress;
 
 use crate::passes::{carries_all, ready};
@@ -31,7 +33,8 @@ enum Outcome {
 impl Syncer {
     /// Keep the tenant's host Ingresses in line as the tenant's Ingresses and the host
     /// Ingresses change. `host`: the tenant's host Ingresses, as the shared host side shows them.
-    pub(crate) async fn sync_ingresses(self, host: Subscription<Ingress>) {
+    /// `releases`: told of every host-name claim released.
+    pub(crate) async fn sync_ingresses(self, host: Subscription<Ingress>, releases: Listener<()>) {
         let host_ingresses = host.store();
         let (ingresses, writer) = reflector::store::<Ingress>();
         let tenant = reflector::reflector(
@@ -43,6 +46,7 @@ impl Syncer {
         )
         .default_backoff()
         .map(|e| e.map(|_| ()));
+        let tenant = futures::stream::select(tenant, releases.map(Ok));
         let ready = || ready(&ingresses) && ready(&host_ingresses);
         let pass = || self.keep_ingresses(&ingresses, &host_ingresses);
         self.passes("Ingresses", tenant, host, ready, pass).await;
@@ -56,11 +60,16 @@ impl Syncer {
         ingresses: &Store<Ingress>,
         host: &Store<Ingress>,
     ) -> Result<(), SyncError> {
+        let tenant_ingresses = ingresses.state();
+        // A tenant without Ingresses that holds no host costs the host nothing.
+        if tenant_ingresses.is_empty() && !self.inner.may_hold_hosts.load(Ordering::Relaxed) {
+            return self.delete_orphans(host, &HashSet::new()).await;
+        }
         let mut held = self.held_hosts().await?;
         let mut asked = BTreeSet::new();
         let mut carried = HashSet::new();
         let mut outcome = Ok(());
-        for ingress in ingresses.state() {
+        for ingress in tenant_ingresses {
             if ingress.metadata.deletion_timestamp.is_some() {
                 continue;
             }
@@ -89,14 +98,21 @@ impl Syncer {
             }
         }
         outcome = outcome.and(self.delete_orphans(host, &carried).await);
-        for (lost, lease) in held.iter().filter(|(h, _)| !asked.contains(*h)) {
+        let mut kept = false;
+        for (lost, lease) in &held {
+            if asked.contains(lost) {
+                kept = true;
+                continue;
+            }
             match self.release_host(lease).await {
-                Ok(()) => {
-                    tracing::info!(tenant = %self.inner.tenant, host = %lost, "host released")
+                Ok(()) => tracing::info!(tenant = %self.inner.tenant, host = %lost, "host released"),
+                Err(e) => {
+                    kept = true;
+                    outcome = outcome.and(Err(e));
                 }
-                Err(e) => outcome = outcome.and(Err(e)),
             }
         }
+        self.inner.may_hold_hosts.store(kept, Ordering::Relaxed);
         outcome
     }
 

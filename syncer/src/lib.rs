@@ -207,6 +207,9 @@ struct Inner {
     storage_classes_ready: tokio::sync::watch::Receiver<bool>,
     /// Tenant claims whose last reconcile failed, looked at again shortly.
     claims_to_retry: Mutex<BTreeSet<Key>>,
+    /// Whether the tenant may hold host-name claims: unknown (true) until an Ingress pass has
+    /// listed them.
+    may_hold_hosts: std::sync::atomic::AtomicBool,
 }
 
 /// The keys of the objects a relist of a watch has shown so far, between its `Init` and its
@@ -280,6 +283,7 @@ impl Syncer {
                 host_secrets: std::sync::OnceLock::new(),
                 host_claims: std::sync::OnceLock::new(),
                 claims_to_retry: Mutex::default(),
+                may_hold_hosts: std::sync::atomic::AtomicBool::new(true),
             }),
         }
     }
@@ -348,7 +352,7 @@ impl Syncer {
             )),
             tokio::spawn(self.clone().sync_network_policies(host.network_policies)),
             tokio::spawn(self.clone().sync_services(host.services)),
-            tokio::spawn(self.clone().sync_ingresses(host.ingresses)),
+            tokio::spawn(self.clone().sync_ingresses(host.ingresses, host.host_releases)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),
         ];

@@ -12,6 +12,8 @@
 //!   StorageClasses).
 //! - Claim Leases: one cache (placement reads the whole fleet); a change goes to the syncer of
 //!   the tenant whose pod holds the claim.
+//! - Host-name claims ([`crate::hostnames`]): not cached; a release is told to every syncer (an
+//!   Ingress refused for a host another tenant held is looked at again at once).
 //!
 //! A syncer subscribes to its tenant's partitions when it starts and unsubscribes when it stops;
 //! a change for a tenant with no syncer is dropped (its partition's cache still follows it, so a
@@ -72,6 +74,8 @@ struct Inner {
     storage_classes: Classes<StorageClass>,
     ingress_classes: Classes<IngressClass>,
     node_changes: Arc<Fanout<Arc<Node>>>,
+    /// Told of every host-name claim released.
+    host_releases: Arc<Fanout<()>>,
     claim_changes: Arc<Fanout<Key>>,
     /// Told of a change to the host pods or claims of a tenant with no syncer.
     unheard: Unheard,
@@ -169,6 +173,7 @@ pub(crate) struct TenantFeed {
     pub(crate) nodes: Listener<Arc<Node>>,
     pub(crate) storage_classes: Listener<()>,
     pub(crate) ingress_classes: Listener<()>,
+    pub(crate) host_releases: Listener<()>,
     pub(crate) claims: Listener<Key>,
 }
 
@@ -240,6 +245,7 @@ impl HostWatch {
                 storage_classes,
                 ingress_classes,
                 node_changes: Arc::new(Fanout::default()),
+                host_releases: Arc::new(Fanout::default()),
                 claim_changes: Arc::new(Fanout::default()),
                 unheard,
                 started: Mutex::new(Started::No(Box::new(Writers {
@@ -308,6 +314,7 @@ impl HostWatch {
             // One change is enough for a syncer to look at every class.
             storage_classes: self.inner.storage_classes.changes.listen(tenant, |send| send(())),
             ingress_classes: self.inner.ingress_classes.changes.listen(tenant, |send| send(())),
+            host_releases: self.inner.host_releases.listen(tenant, |_| {}),
             claims: self.inner.claim_changes.listen(tenant, |send| {
                 for lease in leases.state() {
                     match claim_of(&lease) {
@@ -348,6 +355,7 @@ impl HostWatch {
         tenants.extend(inner.node_changes.listening());
         tenants.extend(inner.storage_classes.changes.listening());
         tenants.extend(inner.ingress_classes.changes.listening());
+        tenants.extend(inner.host_releases.listening());
         tenants.extend(inner.claim_changes.listening());
         tenants
     }
@@ -408,6 +416,10 @@ impl HostWatch {
                 ingress_classes,
                 inner.ingress_classes.changes.clone(),
                 inner.ingress_classes.ready.clone(),
+            ))),
+            AbortOnDrop(tokio::spawn(watch_host_releases(
+                carrel_gpu::leases::api(&inner.client),
+                inner.host_releases.clone(),
             ))),
             AbortOnDrop(tokio::spawn(watch_claims(
                 carrel_gpu::leases::api(&inner.client),
@@ -501,6 +513,21 @@ async fn watch_classes<K>(
             }
             Ok(_) => changes.send_all(&()),
             Err(e) => tracing::warn!(error = %e, "watching the host's {}", K::kind(&())),
+        }
+    }
+}
+
+/// Tell every syncer of each host-name claim released.
+async fn watch_host_releases(api: Api<Lease>, releases: Arc<Fanout<()>>) {
+    let config =
+        watcher::Config::default().labels(carrel_machinery::tenancy::LABEL_HOSTNAME_HOLDER);
+    let stream = watcher(api, config).default_backoff();
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Delete(_)) => releases.send_all(&()),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "watching the host-name claims"),
         }
     }
 }
