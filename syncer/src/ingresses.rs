@@ -105,7 +105,9 @@ impl Syncer {
                 continue;
             }
             match self.release_host(lease).await {
-                Ok(()) => tracing::info!(tenant = %self.inner.tenant, host = %lost, "host released"),
+                Ok(()) => {
+                    tracing::info!(tenant = %self.inner.tenant, host = %lost, "host released")
+                }
                 Err(e) => {
                     kept = true;
                     outcome = outcome.and(Err(e));
