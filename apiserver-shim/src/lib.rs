@@ -43,7 +43,7 @@ pub mod typed;
 pub mod validation;
 pub mod version;
 
-pub use api::Api;
+pub use api::{Api, ServiceNetwork};
 pub use http::{router, Server};
 pub use resource::{Registry, ResourceType, Subresource};
 pub use status::{ApiError, ApiResult, Cause};

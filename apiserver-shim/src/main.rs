@@ -11,7 +11,7 @@ use carrel_apiserver::access::Security;
 use carrel_apiserver::kubeconfig;
 use carrel_apiserver::listener::{self, ListenerFlags};
 use carrel_apiserver::tls::Certificates;
-use carrel_apiserver::{router, Api, Server};
+use carrel_apiserver::{router, Api, Server, ServiceNetwork};
 use carrel_store::{Options, SledStore};
 
 /// Serve a Kubernetes-compatible API over a Carrel store.
@@ -37,6 +37,9 @@ struct Args {
     /// Write a kubeconfig for this server (with the generated CA) to this path.
     #[arg(long, conflicts_with = "tls_cert_file")]
     write_kubeconfig: Option<PathBuf>,
+    /// The IPv4 range Services' cluster IPs are given from, as kube-apiserver's flag.
+    #[arg(long, default_value = "10.96.0.0/12", value_parser = ServiceNetwork::from_cidr)]
+    service_cluster_ip_range: ServiceNetwork,
     /// Serve plain HTTP instead of TLS (for local experiments only).
     #[arg(long, conflicts_with_all = ["tls_cert_file", "tls_private_key_file"])]
     insecure_http: bool,
@@ -50,8 +53,9 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let store = SledStore::open(&args.data_dir, Options::create())
         .with_context(|| format!("opening the store in {}", args.data_dir.display()))?;
-    let api =
-        Arc::new(Api::new(Arc::new(store)).map_err(|e| anyhow::anyhow!("bootstrapping: {e}"))?);
+    let api = Api::new_in(Arc::new(store), args.service_cluster_ip_range)
+        .map_err(|e| anyhow::anyhow!("bootstrapping: {e}"))?;
+    let api = Arc::new(api);
     carrel_apiserver::event_ttl::start(&api);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -13,7 +13,7 @@ use crate::admission::Admission;
 use crate::crd;
 use crate::managed::Owner;
 use crate::object::metadata_mut;
-use crate::registry::core::services::network::ServiceNetwork;
+pub use crate::registry::core::services::network::ServiceNetwork;
 use crate::resource::{Registry, ResourceType};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::{ApiError, ApiResult};
@@ -199,7 +199,13 @@ impl Api {
     /// A tenant's cluster API over `store`, with what every cluster starts with (the system
     /// namespaces, the default RBAC policy) created if missing, in one store write.
     pub fn new(store: Arc<dyn Store>) -> ApiResult<Api> {
-        Api::with_registry(store, Registry::default())
+        Api::new_in(store, ServiceNetwork::default())
+    }
+
+    /// [`Api::new`], its Services given addresses of `network` (its `kubernetes` Service the
+    /// first, its `kube-system/kube-dns` the tenth).
+    pub fn new_in(store: Arc<dyn Store>, network: ServiceNetwork) -> ApiResult<Api> {
+        Api::with_registry(store, Registry::default(), network)
     }
 
     /// Whether the API's store accepts writes (for `/readyz` and the `Tenant` status).
@@ -209,10 +215,19 @@ impl Api {
 
     /// The host API over `store`: a cluster that also serves `Tenant`s.
     pub fn host(store: Arc<dyn Store>) -> ApiResult<Api> {
-        Api::with_registry(store, Registry::host())
+        Api::host_in(store, ServiceNetwork::default())
     }
 
-    fn with_registry(store: Arc<dyn Store>, registry: Registry) -> ApiResult<Api> {
+    /// [`Api::host`], its Services given addresses of `network`.
+    pub fn host_in(store: Arc<dyn Store>, network: ServiceNetwork) -> ApiResult<Api> {
+        Api::with_registry(store, Registry::host(), network)
+    }
+
+    fn with_registry(
+        store: Arc<dyn Store>,
+        registry: Registry,
+        service_network: ServiceNetwork,
+    ) -> ApiResult<Api> {
         let api = Api {
             store,
             registry: parking_lot::RwLock::new(Arc::new(registry.clone())),
@@ -222,7 +237,7 @@ impl Api {
             admission_lock: Default::default(),
             definitions_lock: Default::default(),
             services_lock: Default::default(),
-            service_network: ServiceNetwork::default(),
+            service_network,
             compiled: Default::default(),
         };
         api.bootstrap()?;

@@ -20,7 +20,7 @@ use carrel_apiserver::tenant::descriptors::Descriptors;
 use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::ApiError;
 use carrel_apiserver::{kubeconfig, local_client};
-use carrel_apiserver::{Api, Server};
+use carrel_apiserver::{Api, Server, ServiceNetwork};
 use carrel_node_agent::{Agent, AgentConfig, PodMap};
 use carrel_sim::kubelet::Kubelet;
 use carrel_sim::{run_provisioner, run_scheduler, LogStore};
@@ -90,6 +90,12 @@ pub struct Args {
     /// separated. Default: the nameservers of /etc/resolv.conf.
     #[arg(long, value_delimiter = ',')]
     dns_upstream: Vec<SocketAddr>,
+    /// The IPv4 range Services' cluster IPs are given from, on the host and in every tenant
+    /// (a tenant's `kubernetes` Service has its first address, its `kube-dns` the tenth). Set
+    /// it to a real host's `--service-cluster-ip-range` so that host Services can hold their
+    /// tenant Services' addresses.
+    #[arg(long, default_value = "10.96.0.0/12", value_parser = ServiceNetwork::from_cidr)]
+    service_cidr: ServiceNetwork,
     #[command(flatten)]
     listener: ListenerFlags,
 }
@@ -129,7 +135,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         .context("the host's certificates")?;
     let store = SledStore::open(data.join("host"), Options::create())
         .with_context(|| format!("opening the host store in {}", data.join("host").display()))?;
-    let host = Arc::new(Api::host(Arc::new(store)).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let host = Api::host_in(Arc::new(store), args.service_cidr.clone());
+    let host = Arc::new(host.map_err(|e| anyhow::anyhow!("{e}"))?);
     carrel_apiserver::event_ttl::start(&host);
     ensure_namespace(&host, carrel_gpu::CLAIM_NAMESPACE)?;
     // The host API: clients with a certificate from the host's CA (the admin kubeconfig has
@@ -154,6 +161,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         &endpoint,
         Some(certs.ca_pem.clone()),
     ));
+    manager.set_service_network(args.service_cidr.clone());
     let kubeconfig_path = data.join(KUBECONFIG_FILE);
     std::fs::write(&kubeconfig_path, kubeconfig::admin(&endpoint, Some(&certs)))
         .with_context(|| format!("writing {}", kubeconfig_path.display()))?;

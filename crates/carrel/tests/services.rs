@@ -143,3 +143,45 @@ fn the_python_client_creates_services_and_reads_their_endpoints() {
     python("services.py", &kubeconfig);
     up.stop();
 }
+
+#[test]
+fn the_service_network_is_the_one_carrel_up_is_given() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--service-cidr", "10.43.0.0/16"]);
+    let kubeconfig = create(&up, "team-a", &[]);
+    let get_ip = |kubeconfig: &Path, args: &[&str]| {
+        let mut all = vec!["get", "service"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "jsonpath={.spec.clusterIP}"]);
+        ok(up.kubectl(kubeconfig, &all))
+    };
+    // The tenant's own Services and the host's, as k3s numbers them.
+    assert_eq!(get_ip(&kubeconfig, &["kubernetes"]), "10.43.0.1");
+    assert_eq!(get_ip(&kubeconfig, &["kube-dns", "-n", "kube-system"]), "10.43.0.10");
+    assert_eq!(get_ip(&up.host_kubeconfig(), &["kubernetes"]), "10.43.0.1");
+
+    // A new Service has an address of the range, and its host Service holds the same one: the
+    // tenant Service is not made again.
+    ok(up.kubectl(&kubeconfig, &["create", "service", "clusterip", "web", "--tcp=80:8080"]));
+    let uid =
+        ok(up.kubectl(&kubeconfig, &["get", "service", "web", "-o", "jsonpath={.metadata.uid}"]));
+    let ip: std::net::Ipv4Addr = get_ip(&kubeconfig, &["web"]).parse().expect("an IPv4 address");
+    assert_eq!(ip.octets()[..2], [10, 43], "{ip}");
+    eventually("the host Service on the same address", Duration::from_secs(30), || {
+        let host = get_ip(&up.host_kubeconfig(), &["web-x-default", "-n", "carrel-team-a"]);
+        (host == ip.to_string(), host)
+    });
+    let again =
+        ok(up.kubectl(&kubeconfig, &["get", "service", "web", "-o", "jsonpath={.metadata.uid}"]));
+    assert_eq!(again, uid, "the Service was made again");
+
+    // A range that is not one is refused at start.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_carrel"))
+        .args(["up", "--service-cidr", "10.43.0.0/40"])
+        .output()
+        .expect("run carrel up");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("the prefix length must be from 8 to 30"), "{stderr}");
+    up.stop();
+}

@@ -165,6 +165,9 @@ pub struct Manager {
     lifecycle: tokio::sync::RwLock<()>,
     /// The time TTLs are measured against.
     pub(crate) clock: fn() -> chrono::DateTime<chrono::Utc>,
+    /// The Service network tenants' Services get addresses of: the host's, so that a host
+    /// Service can hold its tenant Service's cluster IP.
+    service_network: OnceLock<carrel_apiserver::ServiceNetwork>,
 }
 
 impl Manager {
@@ -194,7 +197,19 @@ impl Manager {
             opening: tokio::sync::Semaphore::new(OPENING_AT_ONCE),
             lifecycle: tokio::sync::RwLock::new(()),
             clock: chrono::Utc::now,
+            service_network: OnceLock::new(),
         }
+    }
+
+    /// Give tenants' Services addresses of `network` (the host's `--service-cluster-ip-range`)
+    /// rather than `10.96.0.0/12`. Only the first call has an effect; tenants opened before
+    /// keep the network they were made with until opened again.
+    pub fn set_service_network(&self, network: carrel_apiserver::ServiceNetwork) {
+        let _ = self.service_network.set(network);
+    }
+
+    fn service_network(&self) -> carrel_apiserver::ServiceNetwork {
+        self.service_network.get().cloned().unwrap_or_default()
     }
 
     /// Call `hooks` as tenants come and go. Only the first call has an effect.
@@ -485,7 +500,7 @@ impl Manager {
             let _turn = self.opening.acquire().await;
             self.room_for_one(name)?;
             let (quota, secured) = (store_quota(tenant), self.server_ca_pem.is_some());
-            tenant_cluster::open(dir, quota, secured).await?
+            tenant_cluster::open(dir, quota, secured, self.service_network()).await?
         };
         // The tenant's pod rules hold from its first request, not only from the end of this
         // reconcile (a restarted manager serves tenants whose clients are already connected).
@@ -676,7 +691,8 @@ impl Manager {
         let _turn = self.opening.acquire().await;
         self.room_for_one(name)?;
         let (quota, secured) = (store_quota(&tenant), self.server_ca_pem.is_some());
-        let opened = tenant_cluster::open(self.dir(name), quota, secured).await?;
+        let opened =
+            tenant_cluster::open(self.dir(name), quota, secured, self.service_network()).await?;
         opened.admission.set(Self::policy_of(&tenant));
         self.admissions.lock().insert(name.to_owned(), opened.admission);
         if let Some(hooks) = self.hooks.get() {

@@ -12,6 +12,7 @@ use carrel_apiserver::access::Security;
 use carrel_apiserver::admission::TenantAdmission;
 use carrel_apiserver::auth::ca::TenantCa;
 use carrel_apiserver::auth::token::Signer;
+use carrel_apiserver::ServiceNetwork;
 use carrel_apiserver::{Api, Server};
 use carrel_store::{Options, Quota, SledStore};
 
@@ -87,16 +88,20 @@ pub struct Credentials {
 const CLOSING_WAIT: Duration = Duration::from_secs(5);
 
 /// Open (or create) tenant `dir`'s store and its API over it, bounded by `quota` once its
-/// bootstrap objects (the server's own, written in one commit when the store is new) are in.
-/// Blocks on the disk.
-pub fn open_api(dir: &TenantDir, quota: Quota) -> Result<TenantApi, ManagerError> {
+/// bootstrap objects (the server's own, written in one commit when the store is new) are in;
+/// its Services get addresses of `network`. Blocks on the disk.
+pub fn open_api(
+    dir: &TenantDir,
+    quota: Quota,
+    network: ServiceNetwork,
+) -> Result<TenantApi, ManagerError> {
     let name = dir.name.as_str();
     dir.create()?;
     // An idle tenant opened again may find its last store still closing, held by a request.
     let options = Options { lock_wait: CLOSING_WAIT, ..Options::create() };
     let store = SledStore::open(dir.path.join("store"), options)
         .map_err(|source| ManagerError::Store { tenant: name.into(), source })?;
-    let api = Arc::new(Api::new(Arc::new(store))?);
+    let api = Arc::new(Api::new_in(Arc::new(store), network)?);
     // Bounded before a request can reach it (its bootstrap objects are the server's own).
     api.store().set_quota(quota);
     carrel_apiserver::event_ttl::start(&api);
@@ -137,10 +142,15 @@ pub fn mount(dir: &TenantDir, opened: TenantApi, credentials: Option<Credentials
 /// with its bootstrap ([`open_api`]) and the credentials ([`credentials`]) are made at the same
 /// time, each on the blocking pool, so neither waits for the other and no async worker waits
 /// for either; the cluster is ready as soon as both are.
-pub async fn open(dir: TenantDir, quota: Quota, secured: bool) -> Result<Opened, ManagerError> {
+pub async fn open(
+    dir: TenantDir,
+    quota: Quota,
+    secured: bool,
+    network: ServiceNetwork,
+) -> Result<Opened, ManagerError> {
     let api = {
         let dir = dir.clone();
-        tokio::task::spawn_blocking(move || open_api(&dir, quota))
+        tokio::task::spawn_blocking(move || open_api(&dir, quota, network))
     };
     let credentials = secured.then(|| {
         let dir = dir.clone();

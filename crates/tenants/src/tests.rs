@@ -600,7 +600,7 @@ async fn the_in_process_admin_client_is_the_admin_certificates_user_and_creates_
 
     let dir = tempfile::tempdir().unwrap();
     let tenant = TenantDir::new(dir.path(), "team-a");
-    let opened = open(tenant.clone(), Quota::default(), true).await.unwrap();
+    let opened = open(tenant.clone(), Quota::default(), true, Default::default()).await.unwrap();
     let client = crate::admin_client(opened.server.clone());
 
     // The user the admin kubeconfig's certificate authenticates as.

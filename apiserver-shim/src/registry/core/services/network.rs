@@ -76,6 +76,12 @@ impl ServiceNetwork {
         Ok(ServiceNetwork { base: u32::from(address) & mask, prefix, node_ports })
     }
 
+    /// The network `cidr` with kube-apiserver's node port range (30000-32767): what a
+    /// `--service-cluster-ip-range` flag reads.
+    pub fn from_cidr(cidr: &str) -> Result<ServiceNetwork, String> {
+        ServiceNetwork::new(cidr, NODE_PORTS)
+    }
+
     /// The network as `a.b.c.d/n`.
     pub fn cidr(&self) -> String {
         format!("{}/{}", Ipv4Addr::from(self.base), self.prefix)
