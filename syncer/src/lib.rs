@@ -24,8 +24,10 @@
 //! - `class_mirrors`: the tenant's mirrors of the host's StorageClasses and IngressClasses.
 //! - `network_policies`: the isolation policy of the tenant's host namespace, and a host
 //!   NetworkPolicy for each of the tenant's, deleted with it.
-//! - `services`: a host Service for each tenant Service that selects pods, deleted with it; the
-//!   tenant Service shows the host's cluster IP, node ports and load balancer.
+//! - `services`: a host Service for each tenant Service (but the tenant's API and DNS), deleted
+//!   with it; the tenant Service shows the host's cluster IP, node ports and load balancer.
+//! - `endpoint_slices`: the hand-written EndpointSlices of a Service that selects nothing, with
+//!   the addresses a tenant may point the host at.
 //! - `ingresses`: a host Ingress for each tenant Ingress whose hosts the tenant holds
 //!   ([`hostnames`]: first writer wins across tenants), deleted with it; its TLS Secrets are
 //!   copied and the host's load balancer status comes back.
@@ -43,6 +45,7 @@
 mod claims;
 mod class_mirrors;
 mod copies;
+mod endpoint_slices;
 mod events_up;
 pub mod host_names;
 pub mod host_watch;
@@ -352,6 +355,7 @@ impl Syncer {
             )),
             tokio::spawn(self.clone().sync_network_policies(host.network_policies)),
             tokio::spawn(self.clone().sync_services(host.services)),
+            tokio::spawn(self.clone().sync_endpoint_slices(host.endpoint_slices)),
             tokio::spawn(self.clone().sync_ingresses(host.ingresses, host.host_releases)),
             tokio::spawn(self.clone().resync_loop()),
             tokio::spawn(self.clone().work(rx)),

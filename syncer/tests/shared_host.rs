@@ -217,7 +217,7 @@ async fn host_watches_with(n: usize) -> usize {
         .collect();
     eventually("every syncer subscribes", || async { shared.subscribed_tenants().len() == n })
         .await;
-    eventually("the host is watched", || async { watches.load(Ordering::SeqCst) >= 12 }).await;
+    eventually("the host is watched", || async { watches.load(Ordering::SeqCst) >= 13 }).await;
     // A few resyncs: nothing watches the host anew.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let count = watches.load(Ordering::SeqCst);
@@ -233,9 +233,9 @@ async fn host_watches_do_not_grow_with_tenants() {
     let one = host_watches_with(1).await;
     let five = host_watches_with(5).await;
     // Pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies, Services,
-    // Ingresses, Events, Nodes, StorageClasses, IngressClasses, claim Leases and host-name
-    // claims: one watch each.
-    assert_eq!(one, 13, "host watches for one tenant");
+    // EndpointSlices, Ingresses, Events, Nodes, StorageClasses, IngressClasses, claim Leases
+    // and host-name claims: one watch each.
+    assert_eq!(one, 14, "host watches for one tenant");
     assert_eq!(five, one, "host watches for five tenants");
 }
 

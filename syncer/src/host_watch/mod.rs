@@ -1,8 +1,8 @@
 //! The host side shared by every syncer of a process: one watch per host kind, whatever the
 //! number of tenants, each change routed to the syncer of the tenant it belongs to.
 //!
-//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies, Services and
-//!   Ingresses: those the syncers wrote (their `managed-by` label), in every namespace; each goes
+//! - Host pods, ConfigMaps, Secrets, PersistentVolumeClaims, NetworkPolicies, Services,
+//!   EndpointSlices and Ingresses: those the syncers wrote (their `managed-by` label), in every namespace; each goes
 //!   to the partition its namespace and tenant label name.
 //! - Host Events about pods: each goes to the partition of its namespace (a tenant's host
 //!   namespace).
@@ -33,6 +33,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Event, Node, PersistentVolumeClaim, Pod, Secret, Service,
 };
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass, NetworkPolicy};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, Store};
@@ -67,6 +68,7 @@ struct Inner {
     volume_claims: Arc<Feed<PersistentVolumeClaim>>,
     network_policies: Arc<Feed<NetworkPolicy>>,
     services: Arc<Feed<Service>>,
+    endpoint_slices: Arc<Feed<EndpointSlice>>,
     ingresses: Arc<Feed<Ingress>>,
     events: Arc<Feed<Event>>,
     nodes: Store<Node>,
@@ -168,6 +170,7 @@ pub(crate) struct TenantFeed {
     pub(crate) volume_claims: Subscription<PersistentVolumeClaim>,
     pub(crate) network_policies: Subscription<NetworkPolicy>,
     pub(crate) services: Subscription<Service>,
+    pub(crate) endpoint_slices: Subscription<EndpointSlice>,
     pub(crate) ingresses: Subscription<Ingress>,
     pub(crate) events: Subscription<Event>,
     pub(crate) nodes: Listener<Arc<Node>>,
@@ -238,6 +241,7 @@ impl HostWatch {
                 volume_claims: Arc::new(Feed::new(labelled, |_| true)),
                 network_policies: Arc::new(Feed::new(labelled, |_| true)),
                 services: Arc::new(Feed::new(labelled, |_| true)),
+                endpoint_slices: Arc::new(Feed::new(labelled, |_| true)),
                 ingresses: Arc::new(Feed::new(labelled, |_| true)),
                 events: Arc::new(Feed::new(in_namespace, keep_events)),
                 nodes,
@@ -305,6 +309,7 @@ impl HostWatch {
             volume_claims: self.inner.volume_claims.subscribe(labelled.clone()),
             network_policies: self.inner.network_policies.subscribe(labelled.clone()),
             services: self.inner.services.subscribe(labelled.clone()),
+            endpoint_slices: self.inner.endpoint_slices.subscribe(labelled.clone()),
             ingresses: self.inner.ingresses.subscribe(labelled),
             events: self.inner.events.subscribe(events),
             // Shown what the caches hold, as a watch of their own would be at its start.
@@ -346,6 +351,7 @@ impl HostWatch {
             inner.volume_claims.subscribed(),
             inner.network_policies.subscribed(),
             inner.services.subscribed(),
+            inner.endpoint_slices.subscribed(),
             inner.ingresses.subscribed(),
         ]
         .into_iter()
@@ -394,6 +400,7 @@ impl HostWatch {
             self.spawn_feed(&inner.volume_claims, labelled.clone(), "host PersistentVolumeClaims"),
             self.spawn_feed(&inner.network_policies, labelled.clone(), "host NetworkPolicies"),
             self.spawn_feed(&inner.services, labelled.clone(), "host Services"),
+            self.spawn_feed(&inner.endpoint_slices, labelled.clone(), "host EndpointSlices"),
             self.spawn_feed(&inner.ingresses, labelled, "host Ingresses"),
             self.spawn_feed(
                 &inner.events,

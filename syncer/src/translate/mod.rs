@@ -6,7 +6,8 @@
 //! StorageClass (`storage_class.rs`) and a tenant NetworkPolicy as its host
 //! policy, beside the isolation policy of every host namespace
 //! (`network_policy.rs`), a tenant Service as its host Service and back
-//! (`service.rs`), and a tenant Ingress as its host Ingress, with the tenant's view of a host
+//! (`service.rs`) with the EndpointSlices of one that selects nothing (`endpoint_slice.rs`),
+//! and a tenant Ingress as its host Ingress, with the tenant's view of a host
 //! IngressClass (`ingress.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,6 +21,7 @@ use carrel_gpu::Claim;
 
 use crate::host_names;
 mod claim;
+mod endpoint_slice;
 mod host_pod;
 mod ingress;
 mod network_policy;
@@ -37,6 +39,7 @@ mod network_policy_tests;
 mod tests;
 
 pub use claim::*;
+pub use endpoint_slice::*;
 pub use host_pod::*;
 pub use ingress::*;
 pub use network_policy::*;

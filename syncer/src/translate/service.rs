@@ -6,9 +6,15 @@
 //! host pods. It asks the host for the tenant's own cluster IP and node ports; where the host
 //! gives others (taken there, or outside its range), the tenant Service is made again with the
 //! host's ([`tenant_service_with`]), so the address a tenant pod is shown is the one that works.
-//! A Service that selects nothing (its endpoints are written by hand, or it is the
-//! `kubernetes` Service), an ExternalName and a headless Service need nothing of the host: the
-//! tenant's DNS answers them.
+//! A Service that selects nothing (its EndpointSlices are written by hand, pointing at a
+//! database outside the cluster, say) is carried too, with its slices
+//! ([`host_endpoint_slice`]): their addresses pass the [`AddressPolicy`], so a tenant can
+//! point its Service at its own pods or at addresses outside the cluster, never at another
+//! tenant's pods, a node or anything on loopback or link-local addresses (kube-apiserver's
+//! endpoint rules, and CVE-2021-25740's lesson). The tenant's own `default/kubernetes` and
+//! `kube-system/kube-dns` Services are not carried: their addresses mean the tenant's API and
+//! DNS, which Carrel serves. An ExternalName and a headless Service need nothing of the host:
+//! the tenant's DNS answers them.
 
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -17,14 +23,27 @@ use std::sync::Arc;
 
 use super::*;
 
+/// The tenant Services Carrel serves itself: the tenant's API and its DNS.
+const SERVED_BY_CARREL: [(&str, &str); 2] =
+    [("default", "kubernetes"), ("kube-system", "kube-dns")];
+
 /// Whether a tenant Service is carried to the host: one of type ClusterIP, NodePort or
-/// LoadBalancer, with a cluster IP, that selects pods.
+/// LoadBalancer, with a cluster IP, other than those Carrel serves itself.
 pub fn carried(service: &Service) -> bool {
     let Some(spec) = &service.spec else { return false };
     let kind = spec.type_.as_deref().unwrap_or("ClusterIP");
+    let key = (
+        service.metadata.namespace.as_deref().unwrap_or_default(),
+        service.metadata.name.as_deref().unwrap_or_default(),
+    );
     matches!(kind, "ClusterIP" | "NodePort" | "LoadBalancer")
-        && spec.selector.as_ref().is_some_and(|s| !s.is_empty())
         && cluster_ip(spec).is_some_and(|ip| ip != "None")
+        && !SERVED_BY_CARREL.contains(&key)
+}
+
+/// Whether a tenant Service selects pods (else its EndpointSlices are written by hand).
+pub fn selects_pods(service: &Service) -> bool {
+    service.spec.as_ref().and_then(|s| s.selector.as_ref()).is_some_and(|s| !s.is_empty())
 }
 
 /// A spec's (primary) cluster IP.
@@ -44,13 +63,17 @@ pub fn host_service(tenant: &str, host_namespace: &str, service: &Service) -> Se
     let name = service.metadata.name.clone().unwrap_or_default();
     let uid = service.metadata.uid.clone().unwrap_or_default();
     let spec = service.spec.clone().unwrap_or_default();
-    let mut selector: BTreeMap<String, String> = spec
-        .selector
-        .iter()
-        .flatten()
-        .map(|(k, v)| (host_names::host_label_key(k), v.clone()))
-        .collect();
-    selector.insert(host_names::LABEL_NAMESPACE.to_owned(), namespace.clone());
+    // A Service that selects nothing selects nothing on the host either: its slices are carried.
+    let selector = selects_pods(service).then(|| {
+        let mut selector: BTreeMap<String, String> = spec
+            .selector
+            .iter()
+            .flatten()
+            .map(|(k, v)| (host_names::host_label_key(k), v.clone()))
+            .collect();
+        selector.insert(host_names::LABEL_NAMESPACE.to_owned(), namespace.clone());
+        selector
+    });
     let ip = cluster_ip(&spec).map(str::to_owned);
     Service {
         metadata: ObjectMeta {
@@ -62,7 +85,7 @@ pub fn host_service(tenant: &str, host_namespace: &str, service: &Service) -> Se
         },
         spec: Some(ServiceSpec {
             type_: spec.type_.clone(),
-            selector: Some(selector),
+            selector,
             cluster_ip: ip.clone(),
             cluster_ips: ip.map(|ip| vec![ip]),
             ip_family_policy: Some("SingleStack".to_owned()),
@@ -214,13 +237,19 @@ mod tests {
         let port_holder = Arc::new(service("api", "z", "10.96.8.8", Some(31000)));
         assert!(held_by_another(&[port_holder], &web, &host));
 
-        // Headless, selectorless and ExternalName Services stay in the tenant.
+        // Headless Services and those Carrel serves stay in the tenant; a selectorless one is
+        // carried selecting nothing.
         let mut headless = web.clone();
         headless.spec.as_mut().unwrap().cluster_ip = Some("None".into());
         headless.spec.as_mut().unwrap().cluster_ips = Some(vec!["None".into()]);
         assert!(!carried(&headless));
         let mut selectorless = web.clone();
         selectorless.spec.as_mut().unwrap().selector = None;
-        assert!(!carried(&selectorless));
+        assert!(carried(&selectorless) && !selects_pods(&selectorless));
+        let on_host = host_service("t", "carrel-t", &selectorless);
+        assert_eq!(on_host.spec.unwrap().selector, None);
+        for (ns, name) in [("default", "kubernetes"), ("kube-system", "kube-dns")] {
+            assert!(!carried(&service(ns, name, "10.96.0.1", None)), "{ns}/{name}");
+        }
     }
 }
