@@ -185,3 +185,67 @@ fn the_service_network_is_the_one_carrel_up_is_given() {
     assert!(stderr.contains("the prefix length must be from 8 to 30"), "{stderr}");
     up.stop();
 }
+
+#[test]
+fn hand_written_endpoints_reach_the_host_through_their_mirrored_slices() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let kubeconfig = create(&up, "team-a", &[]);
+    let file = up.home.path().join("external.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: db\nspec:\n  ports:\n  - name: pg\n    \
+         port: 5432\n---\napiVersion: v1\nkind: Endpoints\nmetadata:\n  name: db\nsubsets:\n- \
+         addresses:\n  - ip: 203.0.113.5\n  ports:\n  - name: pg\n    port: 5432\n",
+    )
+    .expect("write manifest");
+    ok(up.kubectl(&kubeconfig, &["apply", "-f", &file.to_string_lossy()]));
+    // Mirrored in the tenant, as kube-controller-manager does.
+    let within = Duration::from_secs(30);
+    eventually("the mirrored slice", within, || {
+        let out = ok(up.kubectl(
+            &kubeconfig,
+            &["get", "endpointslices", "-l", "kubernetes.io/service-name=db", "-o", "json"],
+        ));
+        let list: Value = serde_json::from_str(&out).expect("json");
+        let managed =
+            &list["items"][0]["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"];
+        let address = &list["items"][0]["endpoints"][0]["addresses"][0];
+        (managed == "endpointslicemirroring-controller.k8s.io" && address == "203.0.113.5", list)
+    });
+    // On the host: the Service selecting nothing, and the slice for it.
+    let host = up.host_kubeconfig();
+    let slice = eventually("the host slice", within, || {
+        let out = up.kubectl(
+            &host,
+            &[
+                "get",
+                "endpointslices",
+                "-n",
+                "carrel-team-a",
+                "-l",
+                "kubernetes.io/service-name=db-x-default",
+                "-o",
+                "json",
+            ],
+        );
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let address = list["items"][0]["endpoints"][0]["addresses"][0].clone();
+        (address == "203.0.113.5", list)
+    });
+    assert_eq!(slice["items"][0]["ports"][0]["port"], 5432);
+    let selector = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "service",
+            "db-x-default",
+            "-n",
+            "carrel-team-a",
+            "-o",
+            "jsonpath={.spec.selector}",
+        ],
+    ));
+    assert_eq!(selector, "");
+    up.stop();
+}

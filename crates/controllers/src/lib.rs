@@ -30,6 +30,7 @@ pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod endpointslice_mirroring;
 pub mod gc;
 pub mod job;
 pub mod node_lifecycle;
@@ -161,6 +162,10 @@ async fn run_controllers(context: Arc<Context>, options: Options, stop: watch::R
         ("disruption", Box::pin(disruption::run(context.clone(), stop.clone()))),
         ("endpoints", Box::pin(endpoints::run(context.clone(), stop.clone()))),
         ("endpointslice", Box::pin(endpointslice::run(context.clone(), stop.clone()))),
+        (
+            "endpointslice-mirroring",
+            Box::pin(endpointslice_mirroring::run(context.clone(), stop.clone())),
+        ),
         (
             "cronjob",
             Box::pin(cronjob::run(context.clone(), cronjob::Config::default(), stop.clone())),

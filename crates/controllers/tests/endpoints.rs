@@ -215,22 +215,54 @@ async fn publish_not_ready_addresses_lists_unready_pods_as_ready() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn selectorless_services_are_left_to_the_user() {
+async fn a_selectorless_services_endpoints_are_the_users_and_mirrored_as_slices() {
     let cluster = Cluster::start().await;
     let client = &cluster.client;
     create_service(client, "external", json!({"ports": [{"port": 5432}]})).await;
     let api: Api<Endpoints> = Api::namespaced(client.clone(), NS);
     let mine = serde_json::from_value(json!({"metadata": {"name": "external"}, "subsets": [
-        {"addresses": [{"ip": "192.0.2.10"}], "ports": [{"port": 5432}]}]}))
+        {"addresses": [{"ip": "192.0.2.10"}], "notReadyAddresses": [{"ip": "192.0.2.11"}],
+         "ports": [{"name": "pg", "port": 5432}]}]}))
     .unwrap();
     api.create(&PostParams::default(), &mine).await.unwrap();
-    // A Service with a selector made after it gets its slice: the controllers have seen both.
-    create_service(client, "marker", json!({"selector": {"app": "none"}, "ports": [{"port": 1}]}))
-        .await;
-    until("the marker's empty slice", || async {
-        (slices(client, "marker").await.len() == 1).then_some(())
+    let mirrored = |want: Vec<(String, bool, Vec<i32>)>| async move {
+        let slices = slices(client, "external").await;
+        let ours = slices.iter().all(|s| {
+            s.metadata.labels.as_ref().unwrap()["endpointslice.kubernetes.io/managed-by"]
+                == "endpointslicemirroring-controller.k8s.io"
+        });
+        (ours && slice_endpoints(client, "external").await == want).then_some(())
+    };
+    until("the Endpoints mirrored as a slice", || {
+        mirrored(vec![
+            ("192.0.2.10".into(), true, vec![5432]),
+            ("192.0.2.11".into(), false, vec![5432]),
+        ])
     })
     .await;
-    assert!(slices(client, "external").await.is_empty());
+    // The Endpoints stay the user's.
     assert_eq!(endpoints(client, "external").await.unwrap().0, strings(&["192.0.2.10"]));
+
+    // The user changes them: the slice follows.
+    let changed = serde_json::from_value(json!({"metadata": {"name": "external"}, "subsets": [
+        {"addresses": [{"ip": "192.0.2.20"}], "ports": [{"name": "pg", "port": 5432}]}]}))
+    .unwrap();
+    let mut current = api.get("external").await.unwrap();
+    let Endpoints { subsets, .. } = changed;
+    current.subsets = subsets;
+    api.replace("external", &PostParams::default(), &current).await.unwrap();
+    until("the slice follows", || mirrored(vec![("192.0.2.20".into(), true, vec![5432])])).await;
+
+    // Marked to skip: no slice.
+    let mut current = api.get("external").await.unwrap();
+    current
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("endpointslice.kubernetes.io/skip-mirror".into(), "true".into());
+    api.replace("external", &PostParams::default(), &current).await.unwrap();
+    until("no slice once skipped", || async {
+        slices(client, "external").await.is_empty().then_some(())
+    })
+    .await;
 }
