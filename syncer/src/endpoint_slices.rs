@@ -12,7 +12,7 @@
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
-use crate::passes::{carries_all, ready};
+use crate::passes::{carries_all, ready, reflect};
 use crate::*;
 
 /// Whether host slice `current` is `wanted` as the syncer writes it.
@@ -29,21 +29,8 @@ impl Syncer {
     /// shared host side shows them.
     pub(crate) async fn sync_endpoint_slices(self, host: Subscription<EndpointSlice>) {
         let host_slices = host.store();
-        let (slices, slices_writer) = reflector::store::<EndpointSlice>();
-        let (services, services_writer) = reflector::store::<Service>();
-        let client = &self.inner.tenant_client;
-        let slice_changes = reflector::reflector(
-            slices_writer,
-            watcher(Api::<EndpointSlice>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .map(|e| e.map(|_| ()));
-        let service_changes = reflector::reflector(
-            services_writer,
-            watcher(Api::<Service>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .map(|e| e.map(|_| ()));
+        let (slices, slice_changes) = reflect::<EndpointSlice>(&self.inner.tenant_client);
+        let (services, service_changes) = reflect::<Service>(&self.inner.tenant_client);
         let tenant = futures::stream::select(slice_changes, service_changes);
         let ready = || ready(&slices) && ready(&services) && ready(&host_slices);
         let pass = || self.keep_endpoint_slices(&slices, &services, &host_slices);
@@ -101,7 +88,7 @@ impl Syncer {
                     refused.join("; ")
                 );
                 if let Err(e) =
-                    self.service_event(service, "Warning", "EndpointsNotCarried", &why).await
+                    self.object_event(&**service, "Warning", "EndpointsNotCarried", &why).await
                 {
                     outcome = outcome.and(Err(e));
                 }
@@ -115,26 +102,5 @@ impl Syncer {
             }
         }
         outcome.and(self.delete_orphans(host, &kept).await)
-    }
-
-    /// An Event about tenant Service `service`, written by the syncer's recorder (repeats
-    /// aggregated).
-    async fn service_event(
-        &self,
-        service: &Service,
-        kind: &str,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), SyncError> {
-        let target = EventTarget {
-            api_version: "v1".into(),
-            kind: "Service".into(),
-            namespace: service.metadata.namespace.clone().unwrap_or_default(),
-            name: service.metadata.name.clone().unwrap_or_default(),
-            uid: service.metadata.uid.clone(),
-        };
-        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
-        self.inner.recorder.record(&target, kind, reason, message).await?;
-        Ok(())
     }
 }

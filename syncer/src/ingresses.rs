@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use k8s_openapi::api::networking::v1::Ingress;
 
-use crate::passes::{carries_all, ready};
+use crate::passes::{carries_all, ready, reflect};
 use crate::*;
 
 /// Whether host Ingress `current` is `wanted` as the syncer writes it.
@@ -36,16 +36,7 @@ impl Syncer {
     /// `releases`: told of every host-name claim released.
     pub(crate) async fn sync_ingresses(self, host: Subscription<Ingress>, releases: Listener<()>) {
         let host_ingresses = host.store();
-        let (ingresses, writer) = reflector::store::<Ingress>();
-        let tenant = reflector::reflector(
-            writer,
-            watcher(
-                Api::<Ingress>::all(self.inner.tenant_client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .map(|e| e.map(|_| ()));
+        let (ingresses, tenant) = reflect::<Ingress>(&self.inner.tenant_client);
         let tenant = futures::stream::select(tenant, releases.map(Ok));
         let ready = || ready(&ingresses) && ready(&host_ingresses);
         let pass = || self.keep_ingresses(&ingresses, &host_ingresses);
@@ -85,7 +76,7 @@ impl Syncer {
                 }
                 Ok(Outcome::Refused(why)) => {
                     if let Err(e) =
-                        self.ingress_event(&ingress, "Warning", "NotCarried", &why).await
+                        self.object_event(&*ingress, "Warning", "NotCarried", &why).await
                     {
                         outcome = outcome.and(Err(e));
                     }
@@ -148,7 +139,7 @@ impl Syncer {
             held.insert(h.clone(), hostnames::claim_name(h));
         }
         for why in &wanted.left {
-            self.ingress_event(ingress, "Warning", "AnnotationNotCarried", why).await?;
+            self.object_event(ingress, "Warning", "AnnotationNotCarried", why).await?;
         }
         let namespace = ingress.metadata.namespace.as_deref().unwrap_or_default();
         for secret in &wanted.secrets {
@@ -163,47 +154,7 @@ impl Syncer {
             }
             Err(e) => return Err(e),
         };
-        self.bring_up_ingress_status(ingress, &current).await?;
+        self.bring_up_load_balancer(ingress, &current).await?;
         Ok(Outcome::Carried)
-    }
-
-    /// Show tenant Ingress `ingress` the load balancer the host gave `host`.
-    async fn bring_up_ingress_status(
-        &self,
-        ingress: &Ingress,
-        host: &Ingress,
-    ) -> Result<(), SyncError> {
-        let balancer = |i: &Ingress| i.status.as_ref().and_then(|s| s.load_balancer.clone());
-        let given = balancer(host).unwrap_or_default();
-        if balancer(ingress).unwrap_or_default() == given {
-            return Ok(());
-        }
-        let namespace = ingress.metadata.namespace.as_deref().unwrap_or_default();
-        let name = ingress.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<Ingress> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-        let patch = json!({"status": {"loadBalancer": given}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
-        Ok(())
-    }
-
-    /// An Event about tenant Ingress `ingress`, written by the syncer's recorder (repeats
-    /// aggregated).
-    async fn ingress_event(
-        &self,
-        ingress: &Ingress,
-        kind: &str,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), SyncError> {
-        let target = EventTarget {
-            api_version: "networking.k8s.io/v1".into(),
-            kind: "Ingress".into(),
-            namespace: ingress.metadata.namespace.clone().unwrap_or_default(),
-            name: ingress.metadata.name.clone().unwrap_or_default(),
-            uid: ingress.metadata.uid.clone(),
-        };
-        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
-        self.inner.recorder.record(&target, kind, reason, message).await?;
-        Ok(())
     }
 }

@@ -13,7 +13,7 @@
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 
-use crate::passes::{carries_all, ready};
+use crate::passes::{carries_all, ready, reflect};
 use crate::*;
 
 /// Whether host policy `current` is `wanted` as the syncer writes it: its spec, and the labels
@@ -30,21 +30,8 @@ impl Syncer {
     /// them.
     pub(crate) async fn sync_network_policies(self, host: Subscription<NetworkPolicy>) {
         let host_policies = host.store();
-        let (policies, policies_writer) = reflector::store::<NetworkPolicy>();
-        let (namespaces, namespaces_writer) = reflector::store::<Namespace>();
-        let client = &self.inner.tenant_client;
-        let policy_changes = reflector::reflector(
-            policies_writer,
-            watcher(Api::<NetworkPolicy>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .map(|e| e.map(|_| ()));
-        let namespace_changes = reflector::reflector(
-            namespaces_writer,
-            watcher(Api::<Namespace>::all(client.clone()), watcher::Config::default()),
-        )
-        .default_backoff()
-        .map(|e| e.map(|_| ()));
+        let (policies, policy_changes) = reflect::<NetworkPolicy>(&self.inner.tenant_client);
+        let (namespaces, namespace_changes) = reflect::<Namespace>(&self.inner.tenant_client);
         let tenant = futures::stream::select(policy_changes, namespace_changes);
         let ready = || ready(&policies) && ready(&namespaces) && ready(&host_policies);
         let pass = || self.keep_network_policies(&policies, &namespaces, &host_policies);

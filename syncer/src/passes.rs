@@ -12,6 +12,30 @@ use crate::*;
 /// How soon a pass that failed is made again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// A reflector on every `K` of the tenant reached with `client`: its cache, and its changes as
+/// a stream (what [`Syncer::passes`] is woken by).
+pub(crate) fn reflect<K>(
+    client: &kube::Client,
+) -> (Store<K>, impl Stream<Item = Result<(), watcher::Error>> + Send + 'static)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let changes = reflector::reflector(
+        writer,
+        watcher(Api::<K>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .map(|e| e.map(|_| ()));
+    (store, changes)
+}
+
 /// Whether `store`'s first list is complete.
 pub(crate) fn ready<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
     matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
@@ -80,6 +104,62 @@ pub(crate) fn carries_all(current: &ObjectMeta, wanted: &ObjectMeta) -> bool {
 }
 
 impl Syncer {
+    /// Show tenant object `tenant` (a Service or an Ingress) the load balancer the host gave its
+    /// host object `host`: `status.loadBalancer`.
+    pub(crate) async fn bring_up_load_balancer<K>(
+        &self,
+        tenant: &K,
+        host: &K,
+    ) -> Result<(), SyncError>
+    where
+        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let balancer = |object: &K| {
+            let status =
+                to_value(object).ok().and_then(|v| v.pointer("/status/loadBalancer").cloned());
+            status.filter(|s| !s.is_null()).unwrap_or_else(|| json!({}))
+        };
+        let given = balancer(host);
+        if balancer(tenant) == given {
+            return Ok(());
+        }
+        let namespace = tenant.meta().namespace.as_deref().unwrap_or_default();
+        let name = tenant.meta().name.as_deref().unwrap_or_default();
+        let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
+        let patch = json!({"status": {"loadBalancer": given}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        Ok(())
+    }
+
+    /// A Warning or Normal (`kind`) Event about tenant object `object`, written by the syncer's
+    /// recorder (repeats aggregated).
+    pub(crate) async fn object_event<K>(
+        &self,
+        object: &K,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), SyncError>
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        let meta = object.meta();
+        let target = EventTarget {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone(),
+        };
+        let kind = if kind == "Warning" { EventType::Warning } else { EventType::Normal };
+        self.inner.recorder.record(&target, kind, reason, message).await?;
+        Ok(())
+    }
+
     /// Make host object `wanted` in the tenant's host namespace, or set the one under its name
     /// back to it where `in_line` says it differs; the host object as it is now. One that is not
     /// the syncer's own for it is left alone ([`SyncError::Taken`]).

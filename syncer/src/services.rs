@@ -13,7 +13,7 @@
 
 use k8s_openapi::api::core::v1::Service;
 
-use crate::passes::{carries_all, ready};
+use crate::passes::{carries_all, ready, reflect};
 use crate::*;
 
 /// Whether host Service `current` is `wanted` as the syncer writes it: what
@@ -43,16 +43,7 @@ impl Syncer {
     /// change. `host`: the tenant's host Services, as the shared host side shows them.
     pub(crate) async fn sync_services(self, host: Subscription<Service>) {
         let host_services = host.store();
-        let (services, writer) = reflector::store::<Service>();
-        let tenant = reflector::reflector(
-            writer,
-            watcher(
-                Api::<Service>::all(self.inner.tenant_client.clone()),
-                watcher::Config::default(),
-            ),
-        )
-        .default_backoff()
-        .map(|e| e.map(|_| ()));
+        let (services, tenant) = reflect::<Service>(&self.inner.tenant_client);
         let ready = || ready(&services) && ready(&host_services);
         let pass = || self.keep_services(&services, &host_services);
         self.passes("Services", tenant, host, ready, pass).await;
@@ -206,25 +197,6 @@ impl Syncer {
             cluster_ip = translate::cluster_ip(again.spec.as_ref().unwrap_or(&Default::default())).unwrap_or_default(),
             "Service made again with the cluster IP and node ports the host gave it"
         );
-        Ok(())
-    }
-
-    /// Show tenant Service `service` the load balancer the host gave `host`.
-    async fn bring_up_load_balancer(
-        &self,
-        service: &Service,
-        host: &Service,
-    ) -> Result<(), SyncError> {
-        let balancer = |s: &Service| s.status.as_ref().and_then(|st| st.load_balancer.clone());
-        let given = balancer(host).unwrap_or_default();
-        if balancer(service).unwrap_or_default() == given {
-            return Ok(());
-        }
-        let namespace = service.metadata.namespace.as_deref().unwrap_or_default();
-        let name = service.metadata.name.as_deref().unwrap_or_default();
-        let api: Api<Service> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
-        let patch = json!({"status": {"loadBalancer": given}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
         Ok(())
     }
 }

@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
-use crate::admission::default_storage_class::newest_marked;
-use crate::api::{Api, ListParams, Target};
-use crate::status::{ApiError, ApiResult};
+use crate::admission::default_storage_class::DefaultClass;
+use crate::api::Api;
+use crate::status::ApiResult;
 
 /// The annotation that marks the default IngressClass.
 pub const IS_DEFAULT_CLASS: &str = "ingressclass.kubernetes.io/is-default-class";
@@ -38,22 +38,13 @@ pub fn admit_ingress(api: &Api, ingress: &mut Value) -> ApiResult<()> {
     if names_class(ingress) {
         return Ok(());
     }
-    let registry = api.registry();
-    let Some(rt) = registry.get("networking.k8s.io", "v1", "ingressclasses") else {
-        return Ok(());
+    let classes = DefaultClass {
+        classes: ("networking.k8s.io", "ingressclasses"),
+        marked: is_default,
+        object: ("networking.k8s.io", "ingresses"),
+        field: "ingressClassName",
     };
-    let list = api.list(&Target { rt, namespace: None }, &ListParams::default()).map_err(|e| {
-        let name = ingress.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        ApiError::forbidden("networking.k8s.io", "ingresses", name, e.message())
-    })?;
-    let classes = list["items"].as_array().cloned().unwrap_or_default();
-    if let (Some(class), Some(spec)) = (
-        newest_marked(&classes, is_default),
-        ingress.get_mut("spec").and_then(Value::as_object_mut),
-    ) {
-        spec.insert("ingressClassName".into(), Value::String(class.to_owned()));
-    }
-    Ok(())
+    classes.give(api, ingress)
 }
 
 #[cfg(test)]

@@ -63,19 +63,47 @@ pub fn admit_claim(api: &Api, claim: &mut Value) -> ApiResult<()> {
     if claim_has_class(claim) {
         return Ok(());
     }
-    let registry = api.registry();
-    let Some(rt) = registry.get("storage.k8s.io", "v1", "storageclasses") else { return Ok(()) };
-    let list = api.list(&Target { rt, namespace: None }, &ListParams::default()).map_err(|e| {
-        let name = claim.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        ApiError::forbidden("", "persistentvolumeclaims", name, e.message())
-    })?;
-    let classes = list["items"].as_array().cloned().unwrap_or_default();
-    if let (Some(class), Some(spec)) =
-        (default_class(&classes), claim.get_mut("spec").and_then(Value::as_object_mut))
-    {
-        spec.insert("storageClassName".into(), Value::String(class.to_owned()));
+    let classes = DefaultClass {
+        classes: ("storage.k8s.io", "storageclasses"),
+        marked: is_default,
+        object: ("", "persistentvolumeclaims"),
+        field: "storageClassName",
+    };
+    classes.give(api, claim)
+}
+
+/// How a kind of object is given the cluster's default class of some kind.
+pub(crate) struct DefaultClass {
+    /// The classes' group and resource (version `v1`).
+    pub classes: (&'static str, &'static str),
+    /// Whether a class is marked as the default.
+    pub marked: fn(&Value) -> bool,
+    /// The object's group and resource, for a refusal.
+    pub object: (&'static str, &'static str),
+    /// The field of the object's `spec` that names its class.
+    pub field: &'static str,
+}
+
+impl DefaultClass {
+    /// Set `object`'s class to the newest default class, if there is one.
+    pub fn give(&self, api: &Api, object: &mut Value) -> ApiResult<()> {
+        let registry = api.registry();
+        let (group, resource) = self.classes;
+        let Some(rt) = registry.get(group, "v1", resource) else { return Ok(()) };
+        let list =
+            api.list(&Target { rt, namespace: None }, &ListParams::default()).map_err(|e| {
+                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                ApiError::forbidden(self.object.0, self.object.1, name, e.message())
+            })?;
+        let classes = list["items"].as_array().cloned().unwrap_or_default();
+        if let (Some(class), Some(spec)) = (
+            newest_marked(&classes, self.marked),
+            object.get_mut("spec").and_then(Value::as_object_mut),
+        ) {
+            spec.insert(self.field.into(), Value::String(class.to_owned()));
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
