@@ -1,40 +1,22 @@
 //! The host copies of the ConfigMaps and Secrets tenant pods reference: made when a pod needs
 //! them, kept in line with their tenant objects, deleted with them.
 
+use crate::passes::Namespaced;
 use crate::*;
 
 /// The tenant objects (namespace, name) that the host copies in `copies` stand for; token
 /// Secrets, which stand for none, are left out.
-pub(crate) fn copied_objects<K: Copied>(copies: &Store<K>) -> Vec<Key> {
+pub(crate) fn copied_objects<K: Namespaced>(copies: &Store<K>) -> Vec<Key> {
     copies.state().iter().filter_map(|copy| copied_object(&**copy)).collect()
 }
 
 /// The tenant object (namespace, name) host copy `copy` stands for; `None` for a token Secret.
-fn copied_object<K: Copied>(copy: &K) -> Option<Key> {
+fn copied_object<K: Namespaced>(copy: &K) -> Option<Key> {
     let a = copy.meta().annotations.as_ref()?;
     Some((
         a.get(host_names::ANNOTATION_NAMESPACE)?.clone(),
         a.get(host_names::ANNOTATION_NAME)?.clone(),
     ))
-}
-
-/// A namespaced kind whose objects the syncer copies to the host (ConfigMaps, Secrets).
-pub(crate) trait Copied:
-    kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-    + Clone
-    + serde::de::DeserializeOwned
-    + serde::Serialize
-    + std::fmt::Debug
-{
-}
-
-impl<K> Copied for K where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug
-{
 }
 
 impl Syncer {
@@ -44,7 +26,7 @@ impl Syncer {
     /// `host`: the tenant's host objects of the kind, as the shared host side shows them.
     pub(crate) async fn mirror<K>(self, mut host: Subscription<K>)
     where
-        K: Copied + Fed,
+        K: Namespaced + Fed,
     {
         let copies = host.store();
         let _ = copies.wait_until_ready().await;
@@ -114,7 +96,7 @@ impl Syncer {
     /// and the copy differs.
     pub(crate) async fn keep_copy<K>(&self, copies: &Store<K>, object: &K)
     where
-        K: Copied,
+        K: Namespaced,
     {
         let (Some(ns), Some(name)) =
             (object.meta().namespace.as_deref(), object.meta().name.as_deref())
@@ -144,7 +126,7 @@ impl Syncer {
     /// that an object created again since the watch saw it go keeps its copy.
     pub(crate) async fn drop_copy_if_gone<K>(&self, copies: &Store<K>, namespace: &str, name: &str)
     where
-        K: Copied,
+        K: Namespaced,
     {
         let host_name = host_names::host_name(namespace, name);
         if copies.get(&ObjectRef::new(&host_name).within(&self.inner.host_namespace)).is_none() {
@@ -201,7 +183,7 @@ impl Syncer {
         name: &str,
     ) -> Result<Option<Value>, SyncError>
     where
-        K: Copied,
+        K: Namespaced,
     {
         let api: Api<K> = Api::namespaced(self.inner.tenant_client.clone(), namespace);
         let Some(object) = api.get_opt(name).await? else {
@@ -215,7 +197,7 @@ impl Syncer {
 
     pub(crate) async fn put_host<K>(&self, object: Value) -> Result<(), SyncError>
     where
-        K: Copied,
+        K: Namespaced,
     {
         let name =
             object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();

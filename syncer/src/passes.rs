@@ -36,6 +36,25 @@ where
     (store, changes)
 }
 
+/// A namespaced kind the syncer writes and reads as itself.
+pub(crate) trait Namespaced:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+{
+}
+
 /// Whether `store`'s first list is complete.
 pub(crate) fn ready<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
     matches!(store.wait_until_ready().now_or_never(), Some(Ok(())))
@@ -112,11 +131,7 @@ impl Syncer {
         host: &K,
     ) -> Result<(), SyncError>
     where
-        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
+        K: Namespaced,
     {
         let balancer = |object: &K| {
             let status =
@@ -170,11 +185,7 @@ impl Syncer {
         in_line: impl Fn(&K, &K) -> bool,
     ) -> Result<K, SyncError>
     where
-        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
+        K: Namespaced,
     {
         let name = wanted.meta().name.clone().unwrap_or_default();
         let kind = K::kind(&());
@@ -222,10 +233,7 @@ impl Syncer {
         kept: &HashSet<Key>,
     ) -> Result<(), SyncError>
     where
-        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
+        K: Namespaced,
     {
         let mut outcome = Ok(());
         for current in host.state() {
@@ -250,10 +258,7 @@ impl Syncer {
     /// (its uid); one already gone or made again meanwhile is left.
     pub(crate) async fn delete_host_object<K>(&self, host: &K) -> Result<(), SyncError>
     where
-        K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
+        K: Namespaced,
     {
         let name = host.meta().name.as_deref().unwrap_or_default();
         let api: Api<K> =

@@ -16,6 +16,36 @@ use serde_json::json;
 use carrel_syncer::{HostWatch, Syncer};
 use common::{client, config, create, eventually, server};
 
+/// A host, tenant `t` (host namespace `carrel-t`) and its syncer, running.
+struct Synced {
+    host: kube::Client,
+    tenant: kube::Client,
+    stop: tokio::sync::watch::Sender<bool>,
+    run: tokio::task::JoinHandle<()>,
+    _stores: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Synced {
+    async fn start() -> Synced {
+        let (host_dir, host_addr) = server(true, None).await;
+        let (tenant_dir, tenant_addr) = server(false, None).await;
+        let host = client(host_addr.port());
+        let tenant = client(tenant_addr.port());
+        let host_namespaces: Api<Namespace> = Api::all(host.clone());
+        create(&host_namespaces, json!({"metadata": {"name": "carrel-t"}})).await;
+        let shared = HostWatch::new(host.clone());
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let syncer = Syncer::new(tenant.clone(), &shared, config("t"));
+        let run = tokio::spawn(async move { syncer.run(stop_rx).await });
+        Synced { host, tenant, stop, run, _stores: (host_dir, tenant_dir) }
+    }
+
+    async fn stop(self) {
+        self.stop.send(true).expect("stop");
+        self.run.await.expect("syncer");
+    }
+}
+
 fn ip(service: &Service) -> String {
     service.spec.as_ref().and_then(|s| s.cluster_ip.clone()).unwrap_or_default()
 }
@@ -27,17 +57,10 @@ fn node_ports(service: &Service) -> Vec<Option<i32>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenant_services_are_carried_to_the_host_on_the_addresses_the_host_gives() {
-    let (_host_dir, host_addr) = server(true, None).await;
-    let (_tenant_dir, tenant_addr) = server(false, None).await;
-    let host = client(host_addr.port());
-    let tenant = client(tenant_addr.port());
+    let synced = Synced::start().await;
+    let (host, tenant) = (synced.host.clone(), synced.tenant.clone());
     let host_namespaces: Api<Namespace> = Api::all(host.clone());
-    create(&host_namespaces, json!({"metadata": {"name": "carrel-t"}})).await;
     create(&host_namespaces, json!({"metadata": {"name": "elsewhere"}})).await;
-    let shared = HostWatch::new(host.clone());
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let syncer = Syncer::new(tenant.clone(), &shared, config("t"));
-    let run = tokio::spawn(async move { syncer.run(stop_rx).await });
     let services: Api<Service> = Api::namespaced(tenant.clone(), "default");
     let host_services: Api<Service> = Api::namespaced(host.clone(), "carrel-t");
 
@@ -119,24 +142,15 @@ async fn tenant_services_are_carried_to_the_host_on_the_addresses_the_host_gives
     })
     .await;
 
-    stop.send(true).expect("stop");
-    run.await.expect("syncer");
+    synced.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selectorless_service_is_carried_with_the_endpoints_it_may_hold() {
     use k8s_openapi::api::core::v1::Event;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    let (_host_dir, host_addr) = server(true, None).await;
-    let (_tenant_dir, tenant_addr) = server(false, None).await;
-    let host = client(host_addr.port());
-    let tenant = client(tenant_addr.port());
-    let host_namespaces: Api<Namespace> = Api::all(host.clone());
-    create(&host_namespaces, json!({"metadata": {"name": "carrel-t"}})).await;
-    let shared = HostWatch::new(host.clone());
-    let (stop, stop_rx) = tokio::sync::watch::channel(false);
-    let syncer = Syncer::new(tenant.clone(), &shared, config("t"));
-    let run = tokio::spawn(async move { syncer.run(stop_rx).await });
+    let synced = Synced::start().await;
+    let (host, tenant) = (synced.host.clone(), synced.tenant.clone());
     let services: Api<Service> = Api::namespaced(tenant.clone(), "default");
     let slices: Api<EndpointSlice> = Api::namespaced(tenant.clone(), "default");
     let host_services: Api<Service> = Api::namespaced(host.clone(), "carrel-t");
@@ -218,6 +232,5 @@ async fn a_selectorless_service_is_carried_with_the_endpoints_it_may_hold() {
     })
     .await;
 
-    stop.send(true).expect("stop");
-    run.await.expect("syncer");
+    synced.stop().await;
 }
