@@ -16,8 +16,7 @@ use carrel_machinery::tenancy::LABEL_HOSTNAME_HOLDER;
 
 use crate::*;
 
-/// The annotation recording the host a claim Lease is for.
-pub const ANNOTATION_HOST: &str = "ingress.carrel.dev/host";
+pub use carrel_machinery::tenancy::ANNOTATION_HOSTNAME as ANNOTATION_HOST;
 
 /// The name of the claim Lease of `host`: `hostname-` and 32 hex digits of its SHA-256.
 pub fn claim_name(host: &str) -> String {

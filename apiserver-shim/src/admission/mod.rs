@@ -56,16 +56,25 @@ impl Default for TenantPolicy {
     }
 }
 
+/// Who holds the hosts that Ingresses serve, across every tenant of an installation (Carrel's
+/// host-name claims, which the syncers take: first writer wins).
+pub trait HostHolders: Send + Sync + fmt::Debug {
+    /// The tenant holding `host` now, if any.
+    fn holder(&self, host: &str) -> Option<String>;
+}
+
 /// The admission of a tenant cluster; its policy follows the `Tenant` object.
 #[derive(Debug, Default)]
 pub struct TenantAdmission {
     policy: RwLock<TenantPolicy>,
+    /// The tenant's name and who holds the hosts Ingresses serve, once told.
+    hosts: RwLock<Option<(String, std::sync::Arc<dyn HostHolders>)>>,
 }
 
 impl TenantAdmission {
     /// An admission enforcing `policy`.
     pub fn new(policy: TenantPolicy) -> TenantAdmission {
-        TenantAdmission { policy: RwLock::new(policy) }
+        TenantAdmission { policy: RwLock::new(policy), hosts: RwLock::default() }
     }
 
     /// Enforce `policy` from now on.
@@ -77,6 +86,38 @@ impl TenantAdmission {
     pub fn policy(&self) -> TenantPolicy {
         self.policy.read().clone()
     }
+
+    /// Refuse, from now on, a new Ingress of tenant `tenant` for a host (or a name under a
+    /// wildcard) that `holders` says another tenant holds.
+    pub fn set_hosts(&self, tenant: &str, holders: std::sync::Arc<dyn HostHolders>) {
+        *self.hosts.write() = Some((tenant.to_owned(), holders));
+    }
+
+    /// Refuse `ingress` if it asks for a host another tenant holds.
+    fn admit_ingress(&self, ingress: &Value) -> ApiResult<()> {
+        let Some((tenant, holders)) = self.hosts.read().clone() else { return Ok(()) };
+        for host in carrel_machinery::ingress::hosts(ingress) {
+            let wildcard = carrel_machinery::ingress::covering_wildcard(&host);
+            let held = [Some(host.clone()), wildcard]
+                .into_iter()
+                .flatten()
+                .find_map(|h| holders.holder(&h).filter(|holder| *holder != tenant).map(|_| h));
+            if let Some(held) = held {
+                let name = ingress.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let why = if held == host {
+                    format!("host {host:?} is served for another tenant")
+                } else {
+                    format!("host {host:?} is under {held:?}, served for another tenant")
+                };
+                return Err(ApiError::forbidden("networking.k8s.io", "ingresses", name, &why));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_ingresses(rt: &ResourceType) -> bool {
+    rt.group == "networking.k8s.io" && rt.plural == "ingresses"
 }
 
 fn is_pods(rt: &ResourceType) -> bool {
@@ -89,6 +130,9 @@ impl Admission for TenantAdmission {
     }
 
     fn admit_create(&self, api: &Api, rt: &ResourceType, pod: &Value) -> ApiResult<()> {
+        if is_ingresses(rt) {
+            return self.admit_ingress(pod);
+        }
         if !is_pods(rt) {
             return Ok(());
         }
@@ -341,5 +385,61 @@ mod tests {
         );
         // A profile without quota has none.
         assert!(check_quota(&quota, &want("nvidia.com/mig-2g.35gb", 1), &BTreeMap::new()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod ingress_hosts {
+    use super::*;
+    use crate::api::Write;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    /// Hosts held: `app.example.com` and `*.apps.example.com` by tenant b.
+    #[derive(Debug)]
+    struct Held;
+
+    impl HostHolders for Held {
+        fn holder(&self, host: &str) -> Option<String> {
+            matches!(host, "app.example.com" | "*.apps.example.com").then(|| "b".to_owned())
+        }
+    }
+
+    #[test]
+    fn an_ingress_for_a_host_another_tenant_holds_is_refused_at_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store =
+            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
+                .expect("store");
+        let api = Api::new(Arc::new(store)).expect("api");
+        let admission = Arc::new(TenantAdmission::default());
+        api.set_admission(admission.clone());
+        let create = |name: &str, host: &str| {
+            let registry = api.registry();
+            let rt = registry.get("networking.k8s.io", "v1", "ingresses").expect("type");
+            let ingress = json!({"metadata": {"name": name}, "spec": {"rules": [{"host": host,
+                "http": {"paths": [{"path": "/", "pathType": "Prefix", "backend":
+                    {"service": {"name": "web", "port": {"number": 80}}}}]}}]}});
+            api.create(
+                &Target { rt, namespace: Some("default".into()) },
+                ingress,
+                &Write::by("t", false),
+            )
+        };
+        // Not told of holders yet: admitted (the syncer still refuses to carry it).
+        create("early", "app.example.com").expect("admitted");
+        admission.set_hosts("a", Arc::new(Held));
+        let refused = create("web", "app.example.com").expect_err("refused");
+        assert_eq!(refused.code(), 403);
+        assert_eq!(
+            refused.message(),
+            "ingresses.networking.k8s.io \"web\" is forbidden: host \"app.example.com\" is served for another tenant"
+        );
+        let under = create("under", "x.apps.example.com").expect_err("refused");
+        assert!(under.message().contains("is under \"*.apps.example.com\""), "{}", under.message());
+        create("free", "free.example.com").expect("a free host is admitted");
+        // Tenant b itself is admitted.
+        admission.set_hosts("b", Arc::new(Held));
+        create("mine", "app.example.com").expect("its own host");
     }
 }

@@ -1,7 +1,8 @@
 //! Ingresses in tenants of `carrel up`, through each kubectl users run (1.31, 1.33 and the
 //! current one): a tenant sees the host's IngressClasses and its Ingresses get the default one;
 //! `kubectl create ingress` gives a host Ingress in the tenant's host namespace; another tenant
-//! asking for the same host is refused in an Event and served once the first tenant is deleted;
+//! asking for the same host is refused at create (and, changing an Ingress to it, in an Event)
+//! and served once the first tenant is deleted;
 //! an invalid Ingress gets kube-apiserver's error.
 
 mod common;
@@ -89,17 +90,31 @@ fn a_tenants_ingress_reaches_the_host_and_a_host_has_one_tenant() {
         assert!(stderr.contains("must be a DNS name, not an IP address"), "{stderr}");
     }
 
-    // Another tenant asks for team-0's host: refused, said so, nothing on the host; served once
-    // team-0 is gone.
+    // Another tenant asks for team-0's host: refused at once, in kube-apiserver's words for a
+    // refusal, nothing on the host; served once team-0 is gone.
     let other = create(&up, "team-x", &[]);
-    ok(up.kubectl(&other, &["create", "ingress", "web", "--rule=app0.example.com/=web:80"]));
+    let create_web =
+        || up.kubectl(&other, &["create", "ingress", "web", "--rule=app0.example.com/=web:80"]);
+    let refused = create_web();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "another tenant's host is refused");
+    assert!(
+        stderr.contains("ingresses.networking.k8s.io \"web\" is forbidden: host \"app0.example.com\" is served for another tenant"),
+        "{stderr}"
+    );
+    assert!(host_ingress(&up, "carrel-team-x", "web-x-default").is_none());
+    // A host that becomes another's after an Ingress was admitted (here: its rules changed) is
+    // not carried, and the Ingress says why.
+    ok(up.kubectl(&other, &["create", "ingress", "web", "--rule=free.example.com/=web:80"]));
+    let patch = r#"{"spec":{"rules":[{"host":"app0.example.com","http":{"paths":[{"path":"/","pathType":"Exact","backend":{"service":{"name":"web","port":{"number":80}}}}]}}]}}"#;
+    ok(up.kubectl(&other, &["patch", "ingress", "web", "--type=merge", "-p", patch]));
     eventually("team-x told the host is another tenant's", within, || {
         let said = events(&up, &other, "NotCarried");
         (said.iter().any(|m| m.contains("\"app0.example.com\" is held by another tenant")), said)
     });
-    assert!(host_ingress(&up, "carrel-team-x", "web-x-default").is_none());
     let described = ok(up.kubectl(&other, &["describe", "ingress", "web"]));
     assert!(described.contains("NotCarried"), "{described}");
+    assert!(host_ingress(&up, "carrel-team-x", "web-x-default").is_none());
 
     ok(up.carrel(&["tenant", "delete", "team-0", "--wait"]));
     eventually("team-x's Ingress carried once team-0 is gone", within, || {

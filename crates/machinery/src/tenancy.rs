@@ -9,6 +9,9 @@
 /// wins; the tenant manager releases a deleted tenant's).
 pub const LABEL_HOSTNAME_HOLDER: &str = "ingress.carrel.dev/tenant";
 
+/// The annotation recording the host a host-name claim is for.
+pub const ANNOTATION_HOSTNAME: &str = "ingress.carrel.dev/host";
+
 /// What every tenant's host namespace starts with.
 pub const HOST_NAMESPACE_PREFIX: &str = "carrel-";
 

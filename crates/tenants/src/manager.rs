@@ -168,6 +168,30 @@ pub struct Manager {
     /// The Service network tenants' Services get addresses of: the host's, so that a host
     /// Service can hold its tenant Service's cluster IP.
     service_network: OnceLock<carrel_apiserver::ServiceNetwork>,
+    /// Who holds the hosts tenants' Ingresses serve: what their admissions refuse others.
+    host_claims: Arc<HostClaims>,
+    /// The writer of `host_claims`' cache, until [`Manager::run`] starts its watch.
+    host_claims_writer: Mutex<Option<reflector::store::Writer<Lease>>>,
+}
+
+/// The host-name claims of every tenant (Leases labelled
+/// [`carrel_machinery::tenancy::LABEL_HOSTNAME_HOLDER`], taken by the syncers), cached from one
+/// watch: a tenant's admission refuses an Ingress for a host another tenant holds at once,
+/// rather than leaving the syncer to refuse to carry it.
+#[derive(Debug)]
+struct HostClaims(reflector::Store<Lease>);
+
+impl carrel_apiserver::admission::HostHolders for HostClaims {
+    fn holder(&self, host: &str) -> Option<String> {
+        use carrel_machinery::tenancy::{ANNOTATION_HOSTNAME, LABEL_HOSTNAME_HOLDER};
+        self.0.state().iter().find_map(|lease| {
+            let claimed = lease.metadata.annotations.as_ref()?.get(ANNOTATION_HOSTNAME)?;
+            if claimed != host {
+                return None;
+            }
+            lease.metadata.labels.as_ref()?.get(LABEL_HOSTNAME_HOLDER).cloned()
+        })
+    }
 }
 
 impl Manager {
@@ -184,6 +208,7 @@ impl Manager {
         endpoint: &str,
         server_ca_pem: Option<String>,
     ) -> Manager {
+        let (claims, claims_writer) = reflector::store();
         Manager {
             host: Host::new(host),
             clusters,
@@ -198,6 +223,8 @@ impl Manager {
             lifecycle: tokio::sync::RwLock::new(()),
             clock: chrono::Utc::now,
             service_network: OnceLock::new(),
+            host_claims: Arc::new(HostClaims(claims)),
+            host_claims_writer: Mutex::new(Some(claims_writer)),
         }
     }
 
@@ -505,6 +532,7 @@ impl Manager {
         // The tenant's pod rules hold from its first request, not only from the end of this
         // reconcile (a restarted manager serves tenants whose clients are already connected).
         opened.admission.set(Self::policy_of(tenant));
+        opened.admission.set_hosts(name, self.host_claims.clone());
         self.admissions.lock().insert(name.to_owned(), opened.admission);
         self.clusters.insert(name, opened.server);
         tracing::info!(tenant = %name, "serving the tenant's API");
@@ -646,7 +674,31 @@ impl Manager {
                 () = idle => tracing::debug!("the tenant controller stopped with none running"),
             }
         };
-        tokio::join!(controller, self.watch_store_health(tick, stop));
+        tokio::join!(
+            controller,
+            self.watch_store_health(tick, stop.clone()),
+            self.watch_host_claims(stop)
+        );
+    }
+
+    /// Keep the cache of host-name claims that tenants' admissions read, until `stop`. Only the
+    /// first call watches.
+    async fn watch_host_claims(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let Some(writer) = self.host_claims_writer.lock().take() else { return };
+        let api: kube::Api<Lease> =
+            kube::Api::namespaced(self.host.client().clone(), carrel_gpu::CLAIM_NAMESPACE);
+        let config =
+            watcher::Config::default().labels(carrel_machinery::tenancy::LABEL_HOSTNAME_HOLDER);
+        let stream = reflector(writer, watcher(api, config)).default_backoff();
+        let follow = stream.for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::debug!(error = %e, "watching the host-name claims");
+            }
+        });
+        tokio::select! {
+            () = follow => {}
+            _ = stop.wait_for(|stopped| *stopped) => {}
+        }
     }
 
     /// Every `tick` until `stop`: reconcile each served tenant whose store's health changed
@@ -694,6 +746,7 @@ impl Manager {
         let opened =
             tenant_cluster::open(self.dir(name), quota, secured, self.service_network()).await?;
         opened.admission.set(Self::policy_of(&tenant));
+        opened.admission.set_hosts(name, self.host_claims.clone());
         self.admissions.lock().insert(name.to_owned(), opened.admission);
         if let Some(hooks) = self.hooks.get() {
             hooks.serving(name, &opened.server, &tenant);

@@ -20,9 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::*;
 
-/// The host claimed for a rule without a host, or a default backend: every host no other rule
-/// of the controller names.
-pub const CATCH_ALL: &str = "*";
+pub use carrel_machinery::ingress::{covering_wildcard, CATCH_ALL};
 
 /// A tenant Ingress as the host is to hold it.
 #[derive(Debug)]
@@ -44,33 +42,9 @@ pub enum IngressNotCarried {
     ResourceBackend(String),
 }
 
-/// The hosts Ingress `ingress` serves and claims: its rules' hosts, its TLS entries' hosts,
-/// and [`CATCH_ALL`] where a rule has no host or the Ingress has a default backend.
+/// The hosts Ingress `ingress` serves and claims ([`carrel_machinery::ingress::hosts`]).
 pub fn ingress_hosts(ingress: &Ingress) -> BTreeSet<String> {
-    let Some(spec) = &ingress.spec else { return BTreeSet::new() };
-    let mut hosts = BTreeSet::new();
-    for rule in spec.rules.iter().flatten() {
-        match rule.host.as_deref() {
-            Some(host) if !host.is_empty() => hosts.insert(host.to_ascii_lowercase()),
-            _ => hosts.insert(CATCH_ALL.to_owned()),
-        };
-    }
-    for tls in spec.tls.iter().flatten() {
-        hosts.extend(tls.hosts.iter().flatten().map(|h| h.to_ascii_lowercase()));
-    }
-    if spec.default_backend.is_some() {
-        hosts.insert(CATCH_ALL.to_owned());
-    }
-    hosts
-}
-
-/// The wildcard host that would cover `host` (`*.example.com` for `app.example.com`), if any.
-pub fn covering_wildcard(host: &str) -> Option<String> {
-    if host == CATCH_ALL || host.starts_with("*.") {
-        return None;
-    }
-    let (_, parent) = host.split_once('.')?;
-    parent.contains('.').then(|| format!("*.{parent}"))
+    serde_json::to_value(ingress).map(|v| carrel_machinery::ingress::hosts(&v)).unwrap_or_default()
 }
 
 /// Whether annotation `key: value` of an Ingress in `namespace` is carried, and as what:
@@ -253,32 +227,10 @@ mod tests {
     }
 
     #[test]
-    fn the_hosts_an_ingress_claims() {
-        let cases = [
-            (json!({"rules": [{"host": "A.example.com"}]}), vec!["a.example.com"]),
-            (
-                json!({"rules": [{"host": "a.example.com"}], "tls": [{"hosts": ["b.example.com"]}]}),
-                vec!["a.example.com", "b.example.com"],
-            ),
-            (json!({"rules": [{"http": {"paths": []}}]}), vec![CATCH_ALL]),
-            (json!({"defaultBackend": backend("web")}), vec![CATCH_ALL]),
-            (json!({"rules": [{"host": "*.apps.example.com"}]}), vec!["*.apps.example.com"]),
-        ];
-        for (spec, want) in cases {
-            let got: Vec<String> =
-                ingress_hosts(&ingress(spec.clone(), json!({}))).into_iter().collect();
-            assert_eq!(got, want, "{spec}");
-        }
-    }
-
-    #[test]
-    fn a_host_is_covered_by_the_wildcard_of_its_parent_domain() {
-        assert_eq!(covering_wildcard("app.example.com").as_deref(), Some("*.example.com"));
-        assert_eq!(covering_wildcard("a.b.example.com").as_deref(), Some("*.b.example.com"));
-        // `*.com` is no wildcard an Ingress may hold.
-        assert_eq!(covering_wildcard("example.com"), None);
-        assert_eq!(covering_wildcard("*.example.com"), None);
-        assert_eq!(covering_wildcard(CATCH_ALL), None);
+    fn the_typed_ingress_claims_its_hosts() {
+        let spec = json!({"rules": [{"host": "A.example.com"}], "defaultBackend": backend("web")});
+        let got: Vec<String> = ingress_hosts(&ingress(spec, json!({}))).into_iter().collect();
+        assert_eq!(got, [CATCH_ALL, "a.example.com"]);
     }
 
     #[test]
