@@ -93,31 +93,33 @@ impl TenantAdmission {
         *self.hosts.write() = Some((tenant.to_owned(), holders));
     }
 
-    /// Refuse `ingress` if it asks for a host another tenant holds.
-    fn admit_ingress(&self, ingress: &Value) -> ApiResult<()> {
+    /// Refuse `object` of `rt` (an Ingress) if it asks for one of `hosts` that another tenant
+    /// holds.
+    fn admit_hosts(
+        &self,
+        rt: &ResourceType,
+        object: &Value,
+        hosts: std::collections::BTreeSet<String>,
+    ) -> ApiResult<()> {
         let Some((tenant, holders)) = self.hosts.read().clone() else { return Ok(()) };
-        for host in carrel_machinery::ingress::hosts(ingress) {
+        for host in hosts {
             let wildcard = carrel_machinery::ingress::covering_wildcard(&host);
             let held = [Some(host.clone()), wildcard]
                 .into_iter()
                 .flatten()
                 .find_map(|h| holders.holder(&h).filter(|holder| *holder != tenant).map(|_| h));
             if let Some(held) = held {
-                let name = ingress.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
                 let why = if held == host {
                     format!("host {host:?} is served for another tenant")
                 } else {
                     format!("host {host:?} is under {held:?}, served for another tenant")
                 };
-                return Err(ApiError::forbidden("networking.k8s.io", "ingresses", name, &why));
+                return Err(ApiError::forbidden(rt.group, rt.plural, name, &why));
             }
         }
         Ok(())
     }
-}
-
-fn is_ingresses(rt: &ResourceType) -> bool {
-    rt.group == "networking.k8s.io" && rt.plural == "ingresses"
 }
 
 fn is_pods(rt: &ResourceType) -> bool {
@@ -130,8 +132,8 @@ impl Admission for TenantAdmission {
     }
 
     fn admit_create(&self, api: &Api, rt: &ResourceType, pod: &Value) -> ApiResult<()> {
-        if is_ingresses(rt) {
-            return self.admit_ingress(pod);
+        if let Some(hosts) = rt.strategy.served_hosts(pod) {
+            return self.admit_hosts(rt, pod, hosts);
         }
         if !is_pods(rt) {
             return Ok(());

@@ -58,6 +58,12 @@ pub trait Strategy: Decode + Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// The hosts an object of the kind serves to the outside (an Ingress's), which a tenant's
+    /// admission checks against the hosts other tenants hold; `None` for kinds that serve none.
+    fn served_hosts(&self, _object: &Value) -> Option<std::collections::BTreeSet<String>> {
+        None
+    }
+
     /// The kind's subresources that are actions rather than views of the object (a pod's
     /// `binding`, `eviction` and `log`), each served by a handler of its own.
     fn actions(&self) -> &'static [Action] {

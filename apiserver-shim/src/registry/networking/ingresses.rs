@@ -49,6 +49,10 @@ impl Validate for Ingresses {
 }
 
 impl Strategy for Ingresses {
+    fn served_hosts(&self, object: &Value) -> Option<std::collections::BTreeSet<String>> {
+        Some(carrel_machinery::ingress::hosts(object))
+    }
+
     fn mutate_create(&self, api: &crate::Api, object: &mut Value) -> crate::ApiResult<()> {
         crate::admission::default_ingress_class::admit_ingress(api, object)
     }
