@@ -39,6 +39,17 @@ pub trait Admission: Send + Sync + fmt::Debug {
 
     /// Admit or refuse `object`, a new object of `rt`, defaulted and valid.
     fn admit_create(&self, api: &Api, rt: &ResourceType, object: &Value) -> ApiResult<()>;
+
+    /// Admit or refuse `new`, an update of `old` (of `rt`), valid. By default, admitted.
+    fn admit_update(
+        &self,
+        _api: &Api,
+        _rt: &ResourceType,
+        _old: &Value,
+        _new: &Value,
+    ) -> ApiResult<()> {
+        Ok(())
+    }
 }
 
 /// A tenant's rules for its pods.
@@ -129,6 +140,20 @@ fn is_pods(rt: &ResourceType) -> bool {
 impl Admission for TenantAdmission {
     fn serialized(&self, rt: &ResourceType) -> bool {
         is_pods(rt)
+    }
+
+    /// An update that makes an object serve hosts it did not serve is checked as a create is.
+    fn admit_update(
+        &self,
+        _api: &Api,
+        rt: &ResourceType,
+        old: &Value,
+        new: &Value,
+    ) -> ApiResult<()> {
+        let Some(hosts) = rt.strategy.served_hosts(new) else { return Ok(()) };
+        let before = rt.strategy.served_hosts(old).unwrap_or_default();
+        let added = hosts.into_iter().filter(|h| !before.contains(h)).collect();
+        self.admit_hosts(rt, new, added)
     }
 
     fn admit_create(&self, api: &Api, rt: &ResourceType, pod: &Value) -> ApiResult<()> {
@@ -440,6 +465,20 @@ mod ingress_hosts {
         let under = create("under", "x.apps.example.com").expect_err("refused");
         assert!(under.message().contains("is under \"*.apps.example.com\""), "{}", under.message());
         create("free", "free.example.com").expect("a free host is admitted");
+        // An update to a held host is refused; one that keeps its hosts is not, even one
+        // admitted before the holders were known.
+        let registry = api.registry();
+        let rt = registry.get("networking.k8s.io", "v1", "ingresses").expect("type");
+        let target = Target { rt, namespace: Some("default".into()) };
+        let mut moved = api.get(&target, "free").expect("get");
+        moved["spec"]["rules"][0]["host"] = json!("app.example.com");
+        let refused =
+            api.update(&target, "free", moved, None, &Write::by("t", false)).expect_err("refused");
+        assert_eq!(refused.code(), 403);
+        let mut labelled = api.get(&target, "early").expect("get");
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        api.update(&target, "early", labelled, None, &Write::by("t", false))
+            .expect("its hosts kept");
         // Tenant b itself is admitted.
         admission.set_hosts("b", Arc::new(Held));
         create("mine", "app.example.com").expect("its own host");

@@ -99,6 +99,9 @@ impl Api {
         preserve_system_metadata(&old, &mut new);
         object::normalize_metadata(&mut new);
         self.admit(rt, Some(&old), &mut new)?;
+        if let Some(admission) = self.admission.get() {
+            admission.admit_update(self, rt, &old, &new)?;
+        }
         if rt.strategy.has_generation(rt) {
             let old_generation =
                 old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
