@@ -32,7 +32,16 @@ impl Syncer {
         let (slices, slice_changes) = reflect::<EndpointSlice>(&self.inner.tenant_client);
         let (services, service_changes) = reflect::<Service>(&self.inner.tenant_client);
         let tenant = futures::stream::select(slice_changes, service_changes);
-        let ready = || ready(&slices) && ready(&services) && ready(&host_slices);
+        // The address policy refuses the nodes' addresses and pod ranges: no address is judged
+        // before the nodes are listed. (A host pod not yet cached only refuses more: its own
+        // address waits for the next pass. Its cache is not probed here: another task awaits
+        // its readiness, and a probe would take that task's wake-up.)
+        let ready = || {
+            ready(&slices)
+                && ready(&services)
+                && ready(&host_slices)
+                && ready(&self.inner.host_nodes)
+        };
         let pass = || self.keep_endpoint_slices(&slices, &services, &host_slices);
         self.passes("EndpointSlices and Services", tenant, host, ready, pass).await;
     }

@@ -27,12 +27,21 @@ struct Synced {
 
 impl Synced {
     async fn start() -> Synced {
+        Synced::start_with_nodes(&[]).await
+    }
+
+    /// The host has `nodes` before the syncer starts.
+    async fn start_with_nodes(nodes: &[serde_json::Value]) -> Synced {
         let (host_dir, host_addr) = server(true, None).await;
         let (tenant_dir, tenant_addr) = server(false, None).await;
         let host = client(host_addr.port());
         let tenant = client(tenant_addr.port());
         let host_namespaces: Api<Namespace> = Api::all(host.clone());
         create(&host_namespaces, json!({"metadata": {"name": "carrel-t"}})).await;
+        let host_nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(host.clone());
+        for node in nodes {
+            create(&host_nodes, node.clone()).await;
+        }
         let shared = HostWatch::new(host.clone());
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let syncer = Syncer::new(tenant.clone(), &shared, config("t"));
@@ -149,21 +158,15 @@ async fn tenant_services_are_carried_to_the_host_on_the_addresses_the_host_gives
 async fn a_selectorless_service_is_carried_with_the_endpoints_it_may_hold() {
     use k8s_openapi::api::core::v1::Event;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    let synced = Synced::start().await;
+    // A host node, whose address and pod range are not the tenant's to point at.
+    let node = json!({"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.244.1.0/24"},
+        "status": {"addresses": [{"type": "InternalIP", "address": "192.168.1.10"}]}});
+    let synced = Synced::start_with_nodes(&[node]).await;
     let (host, tenant) = (synced.host.clone(), synced.tenant.clone());
     let services: Api<Service> = Api::namespaced(tenant.clone(), "default");
     let slices: Api<EndpointSlice> = Api::namespaced(tenant.clone(), "default");
     let host_services: Api<Service> = Api::namespaced(host.clone(), "carrel-t");
     let host_slices: Api<EndpointSlice> = Api::namespaced(host.clone(), "carrel-t");
-
-    // A host node, whose address and pod range are not the tenant's to point at.
-    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(host.clone());
-    create(
-        &nodes,
-        json!({"metadata": {"name": "n1"}, "spec": {"podCIDR": "10.244.1.0/24"},
-            "status": {"addresses": [{"type": "InternalIP", "address": "192.168.1.10"}]}}),
-    )
-    .await;
 
     // A database outside the cluster, by hand; one address of the slice is the node's, one
     // another pod's.
