@@ -341,6 +341,11 @@ pub fn is_public(path: &str) -> bool {
     PUBLIC.iter().any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
 }
 
+/// Whether a pod subresource is one of its streams, which RBAC grants with `create`.
+pub fn is_pod_stream(subresource: &str) -> bool {
+    matches!(subresource, "exec" | "attach" | "portforward")
+}
+
 /// The verb of a resource request, as Kubernetes names it.
 pub fn verb(method: &Method, named: bool, watch: bool) -> &'static str {
     match *method {

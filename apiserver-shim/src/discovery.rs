@@ -384,8 +384,16 @@ mod tests {
         assert_eq!(all, sorted);
         let pods = all.iter().position(|n| n == "pods").expect("pods");
         assert_eq!(
-            all[pods + 1..pods + 5],
-            ["pods/binding", "pods/eviction", "pods/log", "pods/status"]
+            all[pods + 1..pods + 8],
+            [
+                "pods/attach",
+                "pods/binding",
+                "pods/eviction",
+                "pods/exec",
+                "pods/log",
+                "pods/portforward",
+                "pods/status"
+            ]
         );
         // What `kubectl drain` looks for before it evicts rather than deletes.
         assert_eq!(
@@ -481,6 +489,11 @@ mod tests {
                 "categories": ["all"],
                 "subresources": [
                     {
+                        "subresource": "attach",
+                        "responseKind": {"group": "", "version": "v1", "kind": "PodAttachOptions"},
+                        "verbs": ["create", "get"]
+                    },
+                    {
                         "subresource": "binding",
                         "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
                         "verbs": ["create"]
@@ -491,9 +504,19 @@ mod tests {
                         "verbs": ["create"]
                     },
                     {
+                        "subresource": "exec",
+                        "responseKind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+                        "verbs": ["create", "get"]
+                    },
+                    {
                         "subresource": "log",
                         "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                         "verbs": ["get"]
+                    },
+                    {
+                        "subresource": "portforward",
+                        "responseKind": {"group": "", "version": "v1", "kind": "PodPortForwardOptions"},
+                        "verbs": ["create", "get"]
                     },
                     {
                         "subresource": "status",

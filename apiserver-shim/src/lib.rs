@@ -35,6 +35,7 @@ pub mod scale;
 pub mod selector;
 pub mod status;
 pub mod strategic;
+pub mod streams;
 pub mod strict_json;
 pub mod table;
 pub mod tenant;

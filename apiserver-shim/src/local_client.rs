@@ -19,6 +19,7 @@ use axum::http::{header, HeaderValue, Request};
 use axum::Router;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use tower::ServiceExt;
 
 use crate::api::{Api, Target, Write};
 use crate::auth::token::{ObjectRef, Signer, TokenClaims};
@@ -200,8 +201,70 @@ pub fn client(
             }
             request
         })
-        .service(router);
+        .service(with_upgrades(router));
     kube::Client::new(service, default_namespace)
+}
+
+/// `router` as a service whose requests that ask for an upgrade (a pod's streams) go over an
+/// HTTP/1.1 connection in memory, which can be upgraded as a socket's can; every other request
+/// is a call of `router`, with no connection at all. The request's extensions (a loopback
+/// identity) go with it either way.
+fn with_upgrades(
+    router: Router,
+) -> impl tower::Service<
+    Request<axum::body::Body>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |request: Request<axum::body::Body>| {
+        let router = router.clone();
+        async move {
+            if !request.headers().contains_key(header::UPGRADE) {
+                return router.oneshot(request).await;
+            }
+            Ok(over_a_connection(router, request).await)
+        }
+    })
+}
+
+/// Bytes buffered each way on an in-memory connection.
+const CONNECTION_BUFFER: usize = 64 * 1024;
+
+async fn over_a_connection(
+    router: Router,
+    request: Request<axum::body::Body>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use hyper_util::rt::TokioIo;
+    let (near, far) = tokio::io::duplex(CONNECTION_BUFFER);
+    let extensions = request.extensions().clone();
+    let serve = hyper::service::service_fn(move |mut incoming: Request<hyper::body::Incoming>| {
+        incoming.extensions_mut().extend(extensions.clone());
+        router.clone().oneshot(incoming.map(axum::body::Body::new))
+    });
+    tokio::spawn(async move {
+        let connection = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(far), serve)
+            .with_upgrades();
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "an in-process upgraded connection ended");
+        }
+    });
+    let (mut sender, connection) =
+        match hyper::client::conn::http1::handshake(TokioIo::new(near)).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                return ApiError::internal(format!("an in-process connection: {e}")).into_response()
+            }
+        };
+    tokio::spawn(async move {
+        let _ = connection.with_upgrades().await;
+    });
+    match sender.send_request(request).await {
+        Ok(response) => response.map(axum::body::Body::new),
+        Err(e) => ApiError::internal(format!("an in-process request: {e}")).into_response(),
+    }
 }
 
 /// A client of `server` in this process, acting as `user` with every permission: its requests
@@ -227,7 +290,7 @@ pub fn loopback(server: Arc<Server>, user: UserInfo, default_namespace: &str) ->
             request.extensions_mut().insert(identity.clone());
             request
         })
-        .service(router(server));
+        .service(with_upgrades(router(server)));
     kube::Client::new(service, default_namespace)
 }
 

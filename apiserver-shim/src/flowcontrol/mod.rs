@@ -328,11 +328,48 @@ impl FlowControl {
             Ok(seat) => seat,
             Err(refusal) => return refused(&flow, refusal),
         };
+        let upgrade = request.headers().contains_key(header::UPGRADE);
+        let mut request = request;
+        let open = match open {
+            // An upgraded connection outlives its response: its handler keeps it counted.
+            Some(open) if upgrade => {
+                request.extensions_mut().insert(Held::new(open, served.clone()));
+                None
+            }
+            open => open,
+        };
         let response = respond(inner, request).await;
         drop(seat);
         match open {
             None => response,
             Some(open) => response.map(|body| long_running_body(body, open, served)),
+        }
+    }
+}
+
+/// A long-running request whose connection is upgraded (a pod's streams), in its extensions:
+/// whoever serves the upgraded connection takes it, keeps it while the connection lasts (it is
+/// counted as long-running, and its cluster as in use), and ends the connection when
+/// [`Held::ended`] resolves.
+#[derive(Clone, Debug)]
+pub struct Held(Arc<parking_lot::Mutex<Option<Counted>>>);
+
+/// What a [`Held`] keeps: its count as long-running, and its cluster's serving.
+type Counted = (LongRunning, Option<Served>);
+
+impl Held {
+    fn new(open: LongRunning, served: Option<Served>) -> Held {
+        Held(Arc::new(parking_lot::Mutex::new(Some((open, served)))))
+    }
+
+    /// Resolves when the cluster stops being served; the count is kept until then or until
+    /// this is dropped.
+    pub async fn ended(self) {
+        let taken = self.0.lock().take();
+        let Some((_open, served)) = taken else { return };
+        match served {
+            Some(served) => served.ended().await,
+            None => futures::future::pending().await,
         }
     }
 }

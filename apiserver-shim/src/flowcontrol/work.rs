@@ -4,17 +4,20 @@ use axum::http::Method;
 
 /// Whether a request is long-running, by kube-apiserver's rules for the verbs and subresources
 /// served here: a watch (`GET …/watch/…`, or `GET` with `watch=true` or `watch=1`), or a pod's
-/// log. `path` is within the cluster.
+/// log or streams (`exec`, `attach`, `portforward`; any verb). `path` is within the cluster.
 pub fn is_long_running(method: &Method, path: &str, query: Option<&str>) -> bool {
-    if method != Method::GET {
-        return false;
-    }
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let resource = match segments.as_slice() {
         ["api", _version, rest @ ..] => rest,
         ["apis", _group, _version, rest @ ..] => rest,
         _ => return false,
     };
+    if matches!(resource, ["namespaces", _, "pods", _, "exec" | "attach" | "portforward"]) {
+        return true;
+    }
+    if method != Method::GET {
+        return false;
+    }
     if resource.first() == Some(&"watch") {
         return true;
     }
@@ -87,7 +90,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn long_running_requests_are_watches_and_logs() {
+    fn long_running_requests_are_watches_logs_and_streams() {
         let get = Method::GET;
         let cases = [
             (&get, "/api/v1/namespaces/d/configmaps", Some("watch=true"), true),
@@ -100,6 +103,10 @@ mod tests {
             (&get, "/api/v1/namespaces/d/pods/p/log", Some("follow=true"), true),
             (&get, "/api/v1/namespaces/d/pods/p/log", None, true),
             (&get, "/api/v1/namespaces/d/pods/p", None, false),
+            (&get, "/api/v1/namespaces/d/pods/p/exec", Some("command=ls"), true),
+            (&Method::POST, "/api/v1/namespaces/d/pods/p/exec", Some("command=ls"), true),
+            (&Method::POST, "/api/v1/namespaces/d/pods/p/portforward", Some("ports=80"), true),
+            (&get, "/api/v1/namespaces/d/pods/p/attach", None, true),
             (&Method::POST, "/api/v1/namespaces/d/configmaps", Some("watch=true"), false),
             (&get, "/healthz", Some("watch=true"), false),
             (&get, "/version", None, false),

@@ -234,7 +234,12 @@ fn authorize_resource(
     query: &Query,
 ) -> ApiResult<()> {
     let watch = path.legacy_watch || query.flag("watch");
-    let verb = access::verb(method, path.name.is_some(), watch);
+    let verb = match path.subresource.as_deref() {
+        // A pod's streams are opened with `create` whatever the verb of the upgrade request
+        // (kube-apiserver's AuthorizePodWebsocketUpgradeCreatePermission).
+        Some(sub) if path.rt.strategy.is_pod() && access::is_pod_stream(sub) => "create",
+        _ => access::verb(method, path.name.is_some(), watch),
+    };
     let mut attributes =
         Attributes::resource(caller.user.clone(), verb, path.rt.group, path.rt.plural);
     attributes.api_version = path.rt.version.to_owned();

@@ -27,7 +27,9 @@ mod watch;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::Request;
+use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Router};
 use tower::ServiceBuilder;
@@ -42,6 +44,7 @@ use crate::rbac::{Attributes, Policy};
 use crate::registry::core::pods::subresources::PodLogs;
 use crate::resource::{Registry, ResourceType};
 use crate::status::{ApiError, ApiResult};
+use crate::streams::PodStreams;
 
 use gate::GateLayer;
 use request_info::RequestInfo;
@@ -59,6 +62,8 @@ pub struct Server {
     discovered_extra: &'static [ResourceType],
     /// Where `pods/<name>/log` reads from.
     pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
+    /// Where `pods/<name>/exec`, `attach` and `portforward` connect to.
+    pod_streams: std::sync::OnceLock<Arc<dyn PodStreams>>,
     /// The OpenAPI v3 documents of the custom resources, for the registry they were built from.
     custom_openapi: parking_lot::Mutex<Option<CustomOpenApi>>,
     /// The window new pods wait for before they are stored, and the tenant this server serves.
@@ -79,6 +84,7 @@ impl Server {
             security: None,
             discovered_extra: &[],
             pod_logs: Default::default(),
+            pod_streams: Default::default(),
             custom_openapi: Default::default(),
             pod_intake: Default::default(),
         }
@@ -122,6 +128,12 @@ impl Server {
     /// request is 503.
     pub fn set_pod_logs(&self, logs: Arc<dyn PodLogs>) {
         let _ = self.pod_logs.set(logs);
+    }
+
+    /// Connect pod streams (`exec`, `attach`, `portforward`) through `streams`. Only the first
+    /// call has an effect; without one, such a request is 503.
+    pub fn set_pod_streams(&self, streams: Arc<dyn PodStreams>) {
+        let _ = self.pod_streams.set(streams);
     }
 
     /// Make new pods of tenant `tenant` wait for room in `intake` before they are stored. Only
@@ -255,9 +267,32 @@ async fn handle(request: Request) -> Response {
         return ApiError::internal("the request passed no request-info layer").into_response();
     };
     let caller = parts.extensions.remove::<Caller>();
-    routing::route(&server, caller.as_ref(), &parts.method, info, &parts.headers, body)
+    let upgrade = Upgrade {
+        on: parts.extensions.remove::<hyper::upgrade::OnUpgrade>(),
+        held: parts.extensions.remove::<crate::flowcontrol::Held>(),
+    };
+    let request = Incoming { method: &parts.method, headers: &parts.headers, body, upgrade };
+    routing::route(&server, caller.as_ref(), info, request)
         .await
         .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// What a handler has of a request besides its path: its method, headers and body, and, for
+/// one that asks to be upgraded, the connection to come.
+pub(super) struct Incoming<'a> {
+    method: &'a Method,
+    headers: &'a HeaderMap,
+    body: Body,
+    upgrade: Upgrade,
+}
+
+/// A request's upgrade: its connection once the 101 answer is sent (absent for a request that
+/// came with no connection to upgrade), and its count as long-running ([`crate::flowcontrol::Held`],
+/// absent where no flow control counts it).
+#[derive(Default)]
+pub(super) struct Upgrade {
+    on: Option<hyper::upgrade::OnUpgrade>,
+    held: Option<crate::flowcontrol::Held>,
 }
 
 /// `f`'s result, when this worker may block for it: in place on a multi-threaded runtime (its

@@ -35,6 +35,10 @@ impl Query {
     pub(super) fn get(&self, key: &str) -> Option<&str> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
+    /// Every parameter, in order (a key may come more than once).
+    pub(super) fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
     /// Whether `key` is `true` or `1`.
     pub(super) fn flag(&self, key: &str) -> bool {
         matches!(self.get(key), Some("true" | "1"))

@@ -1,8 +1,7 @@
 //! Routing: a request, with its [`RequestInfo`], to what serves it (an access endpoint, a
 //! resource handler, discovery, OpenAPI, health or metrics).
 
-use axum::body::Body;
-use axum::http::{HeaderMap, Method};
+use axum::http::Method;
 use axum::response::Response;
 
 use crate::resource::Subresource;
@@ -10,25 +9,24 @@ use crate::status::{ApiError, ApiResult};
 
 use super::request_info::{Kind, RequestInfo, ResourcePath};
 use super::response::{text, with_warnings};
-use super::{documents, handlers, reviews, Caller, Server};
+use super::{documents, handlers, reviews, Caller, Incoming, Server};
 
 /// Answer a request whose caller the layers have authenticated and authorized, by what its
 /// path names.
 pub(super) async fn route(
     server: &Server,
     caller: Option<&Caller>,
-    method: &Method,
     info: RequestInfo,
-    headers: &HeaderMap,
-    body: Body,
+    request: Incoming<'_>,
 ) -> ApiResult<Response> {
+    let (method, headers) = (request.method, request.headers);
     let query = &*info.query;
     let segments = info.segments();
     match &info.kind {
         Kind::Review(review) => {
             let review = review.clone()?;
             let caller = caller.ok_or_else(ApiError::unauthorized)?;
-            return reviews::answer(server, caller, review, headers, body).await;
+            return reviews::answer(server, caller, review, headers, request.body).await;
         }
         Kind::Resource(path) => {
             let path = path.clone()?;
@@ -36,8 +34,7 @@ pub(super) async fn route(
                 Some(custom) => custom.deprecation_warning.clone(),
                 None => path.rt.strategy.deprecation_warning().map(str::to_owned),
             };
-            let response =
-                handlers::resource(server, caller, method, path, query, headers, body).await?;
+            let response = handlers::resource(server, caller, path, query, request).await?;
             return Ok(with_warnings(response, deprecation.as_slice()));
         }
         Kind::NonResource => {}

@@ -108,6 +108,10 @@ const ALLOWED: &[(&str, &str)] = &[
     ("http/reviews.rs", r#"["api", "v1", "namespaces", ns, "serviceaccounts", name, "token"] =>"#),
     // Flow control's work estimate reads the request path before any type is looked up.
     ("flowcontrol/work.rs", r#"matches!(resource, ["namespaces", _, "pods", _, "log"])"#),
+    (
+        "flowcontrol/work.rs",
+        r#"matches!(resource, ["namespaces", _, "pods", _, "exec" | "attach" | "portforward"])"#,
+    ),
     ("flowcontrol/work.rs", r#"["api", "v1", "namespaces", _, "pods"]"#),
     ("flowcontrol/work.rs", r#"matches!(resource, [_] | ["namespaces", _, _])"#),
     // An envFrom source's kind names the type that holds it; the request's kind is a pod's.

@@ -28,6 +28,7 @@ use carrel_tenants::{host_namespace, TenantHooks};
 
 use crate::dns::TenantDns;
 use crate::heap::Trim;
+use crate::pod_streams::TenantPodStreams;
 use crate::wakes::Wakes;
 
 /// One syncer per served tenant, and tenant pod logs read from the host.
@@ -140,6 +141,10 @@ impl Syncers {
 impl TenantHooks for Syncers {
     fn serving(&self, tenant: &str, server: &Arc<Server>, object: &Value) {
         server.set_pod_logs(Arc::new(TenantPodLogs {
+            host: self.host.clone(),
+            host_namespace: host_namespace(tenant),
+        }));
+        server.set_pod_streams(Arc::new(TenantPodStreams {
             host: self.host.clone(),
             host_namespace: host_namespace(tenant),
         }));

@@ -29,6 +29,7 @@ use carrel_tenants::Manager;
 
 use crate::dns::TenantDns;
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
+use crate::pod_streams::SimPodStreams;
 use crate::syncers::{SimPodLogs, Syncers};
 
 /// How long a new pod holds its room in the sync window if its syncer never takes it up.
@@ -228,6 +229,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
             }
         }));
     }
+    host_server.set_pod_streams(Arc::new(SimPodStreams::new(client.clone(), logs.clone())));
     host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
     tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
     // The host's storage: a default StorageClass, and volumes provisioned and bound for its claims.

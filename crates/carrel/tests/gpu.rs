@@ -395,9 +395,6 @@ fn simulated_pods_finish_as_told_and_their_logs_reach_the_tenant() {
     // A pod name with dots makes a valid host pod too.
     ok(apply(&up, &t, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web.v2\nspec:\n  containers:\n  - name: main\n    image: x\n"));
     wait_phase(&up, &t, "web.v2", "Running");
-    // Entering a container is not something this server does, and it says so.
-    let err = fails(up.kubectl(&t, &["exec", "sandboxed", "--", "ls"]));
-    assert!(err.contains("pods/exec is not supported"), "{err}");
 }
 
 /// The message of pod `pod`'s `PodScheduled` condition, once it has one.

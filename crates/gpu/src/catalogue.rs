@@ -63,6 +63,19 @@ impl GpuModel {
         }
     }
 
+    /// The product name the driver gives the model (`nvidia-smi -L`, NVML's device name), for
+    /// its usual form factor (SXM).
+    pub fn product_name(self) -> &'static str {
+        match self {
+            GpuModel::A100_40GB => "NVIDIA A100-SXM4-40GB",
+            GpuModel::A100_80GB => "NVIDIA A100-SXM4-80GB",
+            GpuModel::H100_80GB => "NVIDIA H100 80GB HBM3",
+            GpuModel::H100_94GB => "NVIDIA H100 NVL",
+            GpuModel::H200_141GB => "NVIDIA H200",
+            GpuModel::B200_180GB => "NVIDIA B200",
+        }
+    }
+
     /// The model named by `slug` (case-insensitive; `h200-141gb` and `b200-180gb` also accepted).
     pub fn from_slug(slug: &str) -> Option<GpuModel> {
         let s = slug.to_ascii_lowercase();

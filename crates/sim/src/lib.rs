@@ -1,9 +1,11 @@
 //! What the embedded host of `carrel up` lacks and a real cluster has: a kubelet per simulated
 //! node ([`kubelet`], with its containers' logs in [`logs`]), a scheduler ([`scheduler`]) and a
-//! storage provisioner with its default StorageClass ([`provisioner`]).
+//! storage provisioner with its default StorageClass ([`provisioner`]), and what a container runs
+//! when a client execs into it ([`exec`]).
 //! Apart from the production node agent, which knows nothing of them; `carrel up` and the tests
 //! run them beside it.
 
+pub mod exec;
 pub mod kubelet;
 pub mod logs;
 pub mod provisioner;

@@ -97,6 +97,14 @@ impl LogStore {
         Some((log.lines.clone(), receiver))
     }
 
+    /// Whether a container runs now (`None`: the pod's only container).
+    pub fn running(&self, namespace: &str, pod: &str, container: Option<&str>) -> bool {
+        let pods = self.pods.lock();
+        let log =
+            pods.get(&(namespace.to_owned(), pod.to_owned())).and_then(|p| p.container(container));
+        log.is_some_and(|l| l.live.is_some())
+    }
+
     /// The containers with logs in a pod.
     pub fn containers(&self, namespace: &str, pod: &str) -> Option<Vec<String>> {
         let pods = self.pods.lock();

@@ -13,7 +13,6 @@ mod update;
 
 pub(super) use pods::is_pod;
 
-use axum::body::Body;
 use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{json, Value};
@@ -21,7 +20,7 @@ use serde_json::{json, Value};
 use super::request::Query;
 use super::request_info::ResourcePath;
 use super::routing::subresource_of;
-use super::{watch, Caller, Server};
+use super::{watch, Caller, Incoming, Server};
 use crate::access;
 use crate::api::{Api, Target};
 use crate::resource::{ResourceType, Subresource};
@@ -42,12 +41,11 @@ pub(super) struct Call<'a> {
 pub(super) async fn resource(
     server: &Server,
     caller: Option<&Caller>,
-    method: &Method,
     path: ResourcePath,
     query: &Query,
-    headers: &HeaderMap,
-    body: Body,
+    request: Incoming<'_>,
 ) -> ApiResult<Response> {
+    let Incoming { method, headers, body, upgrade } = request;
     if pods::is_pod(&path.rt) {
         if let (Some(sub), Some(name), Some(namespace)) =
             (path.subresource.as_deref(), &path.name, &path.namespace)
@@ -60,6 +58,10 @@ pub(super) async fn resource(
                     return pods::eviction(server, namespace, name, query, headers, body).await
                 }
                 ("log", &Method::GET) => return pods::log(server, namespace, name, query).await,
+                ("exec" | "attach" | "portforward", &Method::GET | &Method::POST) => {
+                    let pod = pods::Connect { namespace, name, sub };
+                    return pods::connect(server, pod, query, headers, upgrade).await;
+                }
                 _ => {
                     if let Some(refused) = pods::refused(sub, method) {
                         return Err(refused);

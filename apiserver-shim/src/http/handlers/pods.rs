@@ -1,6 +1,7 @@
 //! The pod subresources the HTTP side answers itself: `binding` (the scheduler's), `eviction` (a
 //! delete its PodDisruptionBudget allows, [`eviction`](crate::registry::core::pods::eviction)),
-//! `log` (from the cluster's [`pods::PodLogs`]), and the refusal of those that reach a container.
+//! `log` (from the cluster's [`pods::PodLogs`]), the streams `exec`, `attach` and `portforward`
+//! (through the cluster's [`PodStreams`](streams::PodStreams)), and the refusal of the rest.
 
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -9,10 +10,11 @@ use axum::response::Response;
 use crate::api::Target;
 use crate::http::request::{decode_body, dry_run, read_body, Query};
 use crate::http::response::json_response;
-use crate::http::{blocking, Server};
+use crate::http::{blocking, Server, Upgrade};
 use crate::registry::core::pods::{eviction as evictions, subresources as pods};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
+use crate::streams::{self, websocket, Action};
 
 /// Whether `rt` is the core group's pods.
 pub(in crate::http) fn is_pod(rt: &ResourceType) -> bool {
@@ -68,12 +70,13 @@ pub(super) fn refused(sub: &str, method: &Method) -> Option<ApiError> {
         "binding" | "eviction" | "log" => {
             Some(ApiError::method_not_allowed(format!("pods/{sub} does not accept {method}")))
         }
-        "exec" | "attach" | "portforward" | "proxy" | "ephemeralcontainers" => {
-            Some(ApiError::method_not_allowed(format!(
-                "pods/{sub} is not supported by this server: a pod's containers are \
-                 reached through the host cluster that runs them"
-            )))
+        "exec" | "attach" | "portforward" => {
+            Some(ApiError::method_not_allowed(format!("pods/{sub} does not accept {method}")))
         }
+        "proxy" | "ephemeralcontainers" => Some(ApiError::method_not_allowed(format!(
+            "pods/{sub} is not supported by this server: a pod's containers are reached \
+             through the host cluster that runs them"
+        ))),
         _ => None,
     }
 }
@@ -99,4 +102,94 @@ pub(super) async fn log(
     let mut response = Response::new(Body::from_stream(stream));
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     Ok(response)
+}
+
+/// The pod a stream request names, and which stream.
+pub(super) struct Connect<'a> {
+    pub(super) namespace: &'a str,
+    pub(super) name: &'a str,
+    pub(super) sub: &'a str,
+}
+
+/// `GET`/`POST pods/<name>/exec`, `attach` or `portforward`: checked as kube-apiserver checks
+/// them, connected through the cluster's [`PodStreams`] before the client's connection is
+/// upgraded (so that a refusal is an ordinary answer), then served over the upgraded
+/// connection by the protocol the client chose.
+pub(super) async fn connect(
+    server: &Server,
+    pod: Connect<'_>,
+    query: &Query,
+    headers: &HeaderMap,
+    upgrade: Upgrade,
+) -> ApiResult<Response> {
+    let action = match pod.sub {
+        "exec" => Some(Action::Exec),
+        "attach" => Some(Action::Attach),
+        _ => None,
+    };
+    let options = action.map(|a| streams::StreamOptions::parse(a, query.pairs())).transpose()?;
+    let ports = match action {
+        None => Some(streams::ports(query.pairs())?),
+        Some(_) => None,
+    };
+    let api = server.api.clone();
+    let rt = crate::resource::built_in("", "pods").cloned().ok_or_else(ApiError::no_route)?;
+    let (namespace, name) = (pod.namespace.to_owned(), pod.name.to_owned());
+    let found =
+        blocking(move || api.get(&Target { rt: &rt, namespace: Some(namespace) }, &name)).await?;
+    let container = options.as_ref().and_then(|o| o.container.as_deref());
+    let what = if pod.sub == "portforward" { "port-forward" } else { pod.sub };
+    streams::check_pod(&found, container, what)?;
+    match headers.get(header::UPGRADE).map(|v| v.to_str().unwrap_or_default()) {
+        None => return Err(ApiError::bad_request("Upgrade request required")),
+        Some(_) if websocket::is_upgrade(headers) => {}
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unable to upgrade connection: protocol {other:?} is not served; pod streams \
+                 are served over WebSocket ({})",
+                websocket::SESSION_PROTOCOLS[0]
+            )))
+        }
+    }
+    let Some(backend) = server.pod_streams.get() else {
+        return Err(ApiError::unavailable("no kubelet serves pod streams on this cluster"));
+    };
+    let Some(on_upgrade) = upgrade.on else {
+        return Err(ApiError::bad_request("this connection cannot be upgraded"));
+    };
+    let supported = match action {
+        Some(_) => websocket::SESSION_PROTOCOLS,
+        None => websocket::PORT_FORWARD_PROTOCOLS,
+    };
+    let accepted = websocket::accept(headers, supported)?;
+    let ended = async move {
+        match upgrade.held {
+            Some(held) => held.ended().await,
+            None => futures::future::pending().await,
+        }
+    };
+    match (action, options, ports) {
+        (Some(action), Some(options), _) => {
+            let session = backend.session(pod.namespace, &found, action, options).await?;
+            let version = accepted.version;
+            tokio::spawn(async move {
+                if let Some(ws) = websocket::upgraded(on_upgrade).await {
+                    websocket::serve_session(ws, version, session, ended).await;
+                }
+            });
+        }
+        (_, _, Some(ports)) => {
+            let mut forwarded = Vec::with_capacity(ports.len());
+            for port in ports {
+                forwarded.push((port, backend.forward(pod.namespace, &found, port).await?));
+            }
+            tokio::spawn(async move {
+                if let Some(ws) = websocket::upgraded(on_upgrade).await {
+                    websocket::serve_ports(ws, forwarded, ended).await;
+                }
+            });
+        }
+        _ => return Err(ApiError::internal("a pod stream request with no options")),
+    }
+    Ok(accepted.response)
 }

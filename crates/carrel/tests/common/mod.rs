@@ -187,12 +187,18 @@ pub fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
 /// Run `script` (under `tests/python/`) with the official Python client against `kubeconfig`;
 /// it must print `ok` and nothing else.
 pub fn python(script: &str, kubeconfig: &Path) {
+    python_args(script, kubeconfig, &[]);
+}
+
+/// [`python`], with `args` after the kubeconfig.
+pub fn python_args(script: &str, kubeconfig: &Path, args: &[&str]) {
     let python = std::env::var("CARREL_PYTHON").expect(
         "the Python tests need the `kubernetes` package: run scripts/test.sh, or set \
          CARREL_PYTHON to an interpreter that has it",
     );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(script);
-    let out = Command::new(python).arg(&path).arg(kubeconfig).output().expect("run python");
+    let out =
+        Command::new(python).arg(&path).arg(kubeconfig).args(args).output().expect("run python");
     assert!(
         out.status.success(),
         "python {script}: {}\n{}",

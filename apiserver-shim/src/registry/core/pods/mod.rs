@@ -26,8 +26,14 @@ pub const TYPE: ResourceType =
 pub struct Pods;
 
 /// The subresources a pod serves beside `status`, as kube-apiserver's discovery lists them
-/// (those that reach a container are not served).
+/// (`proxy` and `ephemeralcontainers` are not served).
 const ACTIONS: &[Action] = &[
+    Action {
+        name: "attach",
+        group_version: None,
+        kind: "PodAttachOptions",
+        verbs: &["create", "get"],
+    },
     Action { name: "binding", group_version: None, kind: "Binding", verbs: &["create"] },
     Action {
         name: "eviction",
@@ -35,7 +41,14 @@ const ACTIONS: &[Action] = &[
         kind: "Eviction",
         verbs: &["create"],
     },
+    Action { name: "exec", group_version: None, kind: "PodExecOptions", verbs: &["create", "get"] },
     Action { name: "log", group_version: None, kind: "Pod", verbs: &["get"] },
+    Action {
+        name: "portforward",
+        group_version: None,
+        kind: "PodPortForwardOptions",
+        verbs: &["create", "get"],
+    },
 ];
 
 impl Validate for Pods {

@@ -1,0 +1,150 @@
+//! A pod's streams through the tenant's own API, end to end: `carrel up` with a simulated GPU
+//! node, real kubectl (WebSocket, `v5.channel.k8s.io`) and the official Python client exec'ing
+//! into and forwarding ports of tenant pods, carried to the host pods and played by the
+//! simulated kubelet; and what is refused, in kube-apiserver's words.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use carrel_e2e::{fails, ok};
+use common::{create, eventually, kubectls, python_args, Up};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+const TRAIN: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: train\nspec:\n  containers:\n  - name: main\n    image: cuda\n    env:\n    - name: GREETING\n      value: hello from the pod\n    ports:\n    - containerPort: 8888\n    resources:\n      limits:\n        nvidia.com/mig-1g.18gb: 1\n";
+
+fn apply(up: &Up, kubeconfig: &Path, name: &str, manifest: &str) {
+    let file = up.home.path().join(format!("{name}.yaml"));
+    std::fs::write(&file, manifest).expect("write manifest");
+    ok(up.kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]));
+}
+
+fn wait_running(up: &Up, kubeconfig: &Path, pod: &str) {
+    eventually(&format!("pod {pod} Running"), WAIT, || {
+        let out = up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "jsonpath={.status.phase}"]);
+        let phase = String::from_utf8_lossy(&out.stdout).into_owned();
+        (phase == "Running", phase)
+    });
+}
+
+/// Run kubectl `binary` with `input` on its standard input.
+fn with_input(up: &Up, binary: &Path, kubeconfig: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("HOME", up.home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+    child.wait_with_output().expect("kubectl output")
+}
+
+/// The MIG devices `carrel gpu map` shows held, as (tenant, pod, uuid).
+fn held(up: &Up) -> Vec<(String, String, String)> {
+    let map: Value = serde_json::from_str(&ok(up.carrel(&["gpu", "map", "-o", "json"]))).unwrap();
+    let mut out = Vec::new();
+    for node in map["nodes"].as_array().expect("nodes") {
+        for gpu in node["gpus"].as_array().expect("gpus") {
+            for i in gpu["instances"].as_array().expect("instances") {
+                if let Some(tenant) = i["tenant"].as_str() {
+                    let pod = i["pod"].as_str().unwrap_or_default().to_owned();
+                    out.push((
+                        tenant.to_owned(),
+                        pod,
+                        i["uuid"].as_str().unwrap_or_default().to_owned(),
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let a = create(&up, "team-a", &["--gpu", "1g.18gb=1"]);
+    let b = create(&up, "team-b", &["--gpu", "1g.18gb=1"]);
+    apply(&up, &a, "train", TRAIN);
+    apply(&up, &b, "other", &TRAIN.replace("name: train", "name: other"));
+    wait_running(&up, &a, "train");
+    wait_running(&up, &b, "other");
+    let held = held(&up);
+    let mine: Vec<&str> =
+        held.iter().filter(|h| h.0 == "team-a" && h.1 == "train").map(|h| h.2.as_str()).collect();
+    let theirs: Vec<&str> = held.iter().filter(|h| h.0 == "team-b").map(|h| h.2.as_str()).collect();
+    assert_eq!((mine.len(), theirs.len()), (1, 1), "{held:?}");
+
+    for (version, kubectl) in kubectls() {
+        let run = |args: &[&str]| up.kubectl_at(&kubectl, &a, args);
+        assert_eq!(
+            ok(run(&["exec", "train", "--", "echo", "hello"])),
+            "hello\n",
+            "kubectl {version}"
+        );
+        // The exit code of the command is kubectl's.
+        let out = run(&["exec", "train", "--", "sh", "-c", "echo before; exit 3"]);
+        assert_eq!(out.status.code(), Some(3), "kubectl {version}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "before\n");
+        // Standard error apart from standard output, and the pod's environment.
+        let out = run(&["exec", "train", "--", "sh", "-c", "printenv GREETING; ls /nowhere"]);
+        assert_eq!(out.status.code(), Some(2), "kubectl {version}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from the pod\n");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("ls: cannot access '/nowhere'"));
+        // Standard input, to its end.
+        let out = with_input(
+            &up,
+            &kubectl,
+            &a,
+            &["exec", "-i", "train", "--", "cat"],
+            b"line one\nline two\n",
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "line one\nline two\n",
+            "kubectl {version}: {out:?}"
+        );
+        assert!(out.status.success());
+        // The pod's own MIG device, by the UUID `carrel gpu map` shows, and no other.
+        let smi = ok(run(&["exec", "train", "--", "nvidia-smi", "-L"]));
+        assert!(smi.starts_with("GPU 0: NVIDIA H200 (UUID: GPU-"), "{smi}");
+        assert!(smi.contains(&format!("MIG 1g.18gb     Device  0: (UUID: {})", mine[0])), "{smi}");
+        assert!(!smi.contains(theirs[0]), "{smi}");
+        assert_eq!(smi.matches("MIG-").count(), 1, "{smi}");
+    }
+
+    // The Python client: exec with every stream, the exit code, and port forwarding.
+    python_args("streams.py", &a, &["train"]);
+
+    // Refusals, as kube-apiserver words them.
+    let err = fails(up.kubectl(&a, &["exec", "other", "--", "ls"]));
+    assert!(err.contains("pods \"other\" not found"), "another tenant's pod: {err}");
+    let err = fails(up.kubectl(&a, &["exec", "train-x-default", "--", "ls"]));
+    assert!(err.contains("pods \"train-x-default\" not found"), "a host pod's name: {err}");
+    // A user who may read pods but not enter them.
+    ok(up.kubectl(&a, &["create", "role", "pod-reader", "--verb=get,list", "--resource=pods"]));
+    ok(up
+        .kubectl(&a, &["create", "rolebinding", "jane-reads", "--role=pod-reader", "--user=jane"]));
+    let err = fails(up.kubectl(&a, &["exec", "--as", "jane", "train", "--", "ls"]));
+    assert!(
+        err.contains("User \"jane\" cannot create resource \"pods/exec\" in API group \"\" in the namespace \"default\""),
+        "{err}"
+    );
+    // A pod no node can take waits, and cannot be entered.
+    let waiting = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: waiting\nspec:\n  nodeSelector:\n    nowhere: \"true\"\n  containers:\n  - name: main\n    image: x\n";
+    apply(&up, &a, "waiting", waiting);
+    let err = fails(up.kubectl(&a, &["exec", "waiting", "--", "ls"]));
+    assert!(err.contains("pod waiting does not have a host assigned"), "{err}");
+    let err = fails(up.kubectl(&a, &["exec", "train", "-c", "nope", "--", "ls"]));
+    assert!(err.contains("container nope is not valid for pod train"), "{err}");
+}
