@@ -3,9 +3,10 @@
 //! Two halves meet here. What a cluster connects a pod's streams to is its [`PodStreams`]: the
 //! (simulated) kubelets of a host, or, for a tenant, its host pods through the host's API. How a
 //! client's bytes reach them is the protocol the client upgraded its request to: the WebSocket
-//! channel protocols ([`websocket`]). A [`Session`] (an exec or attach) and a [`Forwarded`] port
+//! channel protocols ([`websocket`]) or SPDY/3.1 ([`spdy`]). A [`Session`] (an exec or attach) and a [`Forwarded`] port
 //! are what passes between the two, protocol-free.
 
+pub mod spdy;
 pub mod websocket;
 
 use std::fmt;
@@ -146,8 +147,17 @@ impl fmt::Debug for Session {
 pub struct Forwarded {
     /// The connection.
     pub data: Box<dyn Duplex>,
-    /// Resolves with the far side's error message, or `None` when it has none.
+    /// Resolves with the far side's error message, or `None` when it has none. A message the far
+    /// side has has arrived by the time `data` reads its end, but the future itself may stay
+    /// pending long after (until the whole session to the far side ends): read it then with
+    /// [`error_once_ended`].
     pub error: BoxFuture<'static, Option<String>>,
+}
+
+/// The error a forwarded connection's far side reported, read once its data has ended.
+pub fn error_once_ended(error: BoxFuture<'static, Option<String>>) -> Option<String> {
+    use futures::FutureExt;
+    error.now_or_never().flatten()
 }
 
 impl fmt::Debug for Forwarded {

@@ -9,10 +9,8 @@
 //! the server first writes the port, little-endian, on both.
 
 use futures::{SinkExt, StreamExt};
-use hyper::upgrade::{OnUpgrade, Upgraded};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -24,7 +22,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 
-use super::{exit_code, Forwarded, Reader, Session, TerminalSize};
+use super::{error_once_ended, exit_code, Forwarded, Reader, Session, TerminalSize};
 use crate::status::{ApiError, ApiResult};
 
 /// The exec and attach protocols served, newest first.
@@ -36,8 +34,10 @@ pub const SESSION_PROTOCOLS: &[&str] = &[
     "channel.k8s.io",
 ];
 
-/// The port-forwarding protocols served.
-pub const PORT_FORWARD_PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "channel.k8s.io"];
+/// The port-forwarding protocols served: the kubelet's channels, and SPDY tunnelled in
+/// WebSocket messages (kubectl from 1.31 on).
+pub const PORT_FORWARD_PROTOCOLS: &[&str] =
+    &["v4.channel.k8s.io", "channel.k8s.io", super::spdy::TUNNELLED_PORT_FORWARD];
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -76,6 +76,8 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 pub struct Accepted {
     /// The `101 Switching Protocols` answer.
     pub response: Response,
+    /// The protocol chosen (`None`: the client offered none).
+    pub protocol: Option<&'static str>,
     /// The version of the channel protocol chosen.
     pub version: Version,
 }
@@ -118,21 +120,65 @@ pub fn accept(headers: &HeaderMap, supported: &[&'static str]) -> ApiResult<Acce
     if let Some(protocol) = chosen {
         headers.insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(protocol));
     }
-    Ok(Accepted { response, version: Version::of(chosen.unwrap_or("channel.k8s.io")) })
+    Ok(Accepted {
+        response,
+        protocol: chosen,
+        version: Version::of(chosen.unwrap_or("channel.k8s.io")),
+    })
 }
 
-/// The client's connection once its upgrade has gone through.
-pub async fn upgraded(upgrade: OnUpgrade) -> Option<WebSocketStream<TokioIo<Upgraded>>> {
-    match upgrade.await {
-        Ok(io) => {
-            Some(WebSocketStream::from_raw_socket(TokioIo::new(io), Role::Server, None).await)
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "a pod stream's upgrade did not go through");
-            None
-        }
-    }
+/// The server's side of the WebSocket a client's upgraded connection `io` has become.
+pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(io: S) -> WebSocketStream<S> {
+    WebSocketStream::from_raw_socket(io, Role::Server, None).await
 }
+
+/// The bytes carried in `ws`'s binary messages, as one connection (what a message brings is
+/// read in order; what is written goes as one binary message a write).
+pub fn tunnel<S>(ws: WebSocketStream<S>) -> tokio::io::DuplexStream
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (near, far) = tokio::io::duplex(TUNNEL_BUFFER);
+    tokio::spawn(async move {
+        let (mut sink, mut incoming) = ws.split();
+        let (mut read, mut write) = tokio::io::split(far);
+        let inbound = async {
+            while let Some(Ok(message)) = incoming.next().await {
+                let data = match message {
+                    Message::Binary(data) => data,
+                    Message::Close(_) => break,
+                    _ => continue,
+                };
+                if write.write_all(&data).await.is_err() {
+                    break;
+                }
+            }
+            let _ = write.shutdown().await;
+        };
+        let outbound = async {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                match read.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if sink.send(Message::Binary(buf[..n].to_vec().into())).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            close(&mut sink).await;
+        };
+        tokio::select! {
+            _ = inbound => {}
+            _ = outbound => {}
+        }
+    });
+    near
+}
+
+/// Bytes buffered each way in a [`tunnel`].
+const TUNNEL_BUFFER: usize = 64 * 1024;
 
 fn framed(channel: u8, data: &[u8]) -> Message {
     let mut bytes = Vec::with_capacity(data.len() + 1);
@@ -286,13 +332,10 @@ pub async fn serve_ports<S>(
         writers.push(Some(write));
         let out = out.clone();
         readers.push(async move {
-            let reading = pump(Some(Box::new(read)), data, out.clone());
-            let erring = async {
-                if let Some(message) = forwarded.error.await {
-                    let _ = out.send(framed(data + 1, message.as_bytes())).await;
-                }
-            };
-            futures::join!(reading, erring);
+            pump(Some(Box::new(read)), data, out.clone()).await;
+            if let Some(message) = error_once_ended(forwarded.error) {
+                let _ = out.send(framed(data + 1, message.as_bytes())).await;
+            }
         });
     }
     drop(out);

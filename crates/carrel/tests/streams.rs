@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use carrel_e2e::{fails, ok};
+use carrel_e2e::{fails, kubectl_path, ok};
 use common::{create, eventually, kubectls, python_args, Up};
 use serde_json::Value;
 
@@ -46,6 +46,58 @@ fn with_input(up: &Up, binary: &Path, kubeconfig: &Path, args: &[&str], input: &
         .expect("run kubectl");
     child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
     child.wait_with_output().expect("kubectl output")
+}
+
+/// `kubectl port-forward pod/<pod> :<port>` running, and the local port it listens on.
+fn port_forward(
+    up: &Up,
+    kubectl: &Path,
+    kubeconfig: &Path,
+    pod: &str,
+    port: u16,
+) -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let mut child = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "port-forward",
+            &format!("pod/{pod}"),
+            &format!(":{port}"),
+            "--address",
+            "127.0.0.1",
+        ])
+        .env("HOME", up.home.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run kubectl port-forward");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    // "Forwarding from 127.0.0.1:41234 -> 8888"
+    let line = lines.next().expect("a line").expect("readable");
+    let local = line
+        .strip_prefix("Forwarding from 127.0.0.1:")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("port-forward said {line:?}"));
+    // The rest of what it says is read away, so that it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, local)
+}
+
+/// The body of `GET /` on a local port, or what went wrong.
+fn http_get(port: u16) -> Result<String, String> {
+    use std::io::Read;
+    let mut socket =
+        std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    socket.write_all(b"GET / HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    socket.read_to_string(&mut answer).map_err(|e| format!("{e}; read so far: {answer:?}"))?;
+    if !answer.starts_with("HTTP/1.1 200") {
+        return Err(answer);
+    }
+    Ok(answer.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default())
 }
 
 /// The MIG devices `carrel gpu map` shows held, as (tenant, pod, uuid).
@@ -85,7 +137,11 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
     let theirs: Vec<&str> = held.iter().filter(|h| h.0 == "team-b").map(|h| h.2.as_str()).collect();
     assert_eq!((mine.len(), theirs.len()), (1, 1), "{held:?}");
 
-    for (version, kubectl) in kubectls() {
+    // kubectl 1.27 speaks SPDY/3.1; from 1.30 on, exec goes over WebSocket (v5.channel.k8s.io),
+    // and port forwarding tunnels SPDY in WebSocket messages from 1.31 on.
+    let mut clients = vec![("1.27", kubectl_path("kubectl.1.27"))];
+    clients.extend(kubectls());
+    for (version, kubectl) in clients {
         let run = |args: &[&str]| up.kubectl_at(&kubectl, &a, args);
         assert_eq!(
             ok(run(&["exec", "train", "--", "echo", "hello"])),
@@ -121,6 +177,13 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
         assert!(smi.contains(&format!("MIG 1g.18gb     Device  0: (UUID: {})", mine[0])), "{smi}");
         assert!(!smi.contains(theirs[0]), "{smi}");
         assert_eq!(smi.matches("MIG-").count(), 1, "{smi}");
+        // A local port forwarded to the pod's 8888, twice over one forward.
+        let (mut forward, port) = port_forward(&up, &kubectl, &a, "train", 8888);
+        for _ in 0..2 {
+            assert_eq!(http_get(port).as_deref(), Ok("train\n"), "kubectl {version}");
+        }
+        let _ = forward.kill();
+        let _ = forward.wait();
     }
 
     // The Python client: exec with every stream, the exit code, and port forwarding.

@@ -14,7 +14,8 @@ use crate::http::{blocking, Server, Upgrade};
 use crate::registry::core::pods::{eviction as evictions, subresources as pods};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
-use crate::streams::{self, websocket, Action};
+use crate::streams::{self, spdy, websocket, Action};
+use hyper_util::rt::TokioIo;
 
 /// Whether `rt` is the core group's pods.
 pub(in crate::http) fn is_pod(rt: &ResourceType) -> bool {
@@ -114,7 +115,10 @@ pub(super) struct Connect<'a> {
 /// `GET`/`POST pods/<name>/exec`, `attach` or `portforward`: checked as kube-apiserver checks
 /// them, connected through the cluster's [`PodStreams`] before the client's connection is
 /// upgraded (so that a refusal is an ordinary answer), then served over the upgraded
-/// connection by the protocol the client chose.
+/// connection in the protocol the client chose: WebSocket, SPDY/3.1, or (port forwarding from
+/// kubectl 1.31 on) SPDY tunnelled in WebSocket.
+///
+/// [`PodStreams`]: streams::PodStreams
 pub(super) async fn connect(
     server: &Server,
     pod: Connect<'_>,
@@ -128,10 +132,6 @@ pub(super) async fn connect(
         _ => None,
     };
     let options = action.map(|a| streams::StreamOptions::parse(a, query.pairs())).transpose()?;
-    let ports = match action {
-        None => Some(streams::ports(query.pairs())?),
-        Some(_) => None,
-    };
     let api = server.api.clone();
     let rt = crate::resource::built_in("", "pods").cloned().ok_or_else(ApiError::no_route)?;
     let (namespace, name) = (pod.namespace.to_owned(), pod.name.to_owned());
@@ -140,56 +140,87 @@ pub(super) async fn connect(
     let container = options.as_ref().and_then(|o| o.container.as_deref());
     let what = if pod.sub == "portforward" { "port-forward" } else { pod.sub };
     streams::check_pod(&found, container, what)?;
-    match headers.get(header::UPGRADE).map(|v| v.to_str().unwrap_or_default()) {
+    let spdy = match headers.get(header::UPGRADE).map(|v| v.to_str().unwrap_or_default()) {
         None => return Err(ApiError::bad_request("Upgrade request required")),
-        Some(_) if websocket::is_upgrade(headers) => {}
+        Some(_) if websocket::is_upgrade(headers) => false,
+        Some(_) if spdy::is_upgrade(headers) => true,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "unable to upgrade connection: protocol {other:?} is not served; pod streams \
-                 are served over WebSocket ({})",
-                websocket::SESSION_PROTOCOLS[0]
+                 are served over WebSocket and {}",
+                spdy::UPGRADE
             )))
         }
-    }
-    let Some(backend) = server.pod_streams.get() else {
+    };
+    let Some(backend) = server.pod_streams.get().cloned() else {
         return Err(ApiError::unavailable("no kubelet serves pod streams on this cluster"));
     };
     let Some(on_upgrade) = upgrade.on else {
         return Err(ApiError::bad_request("this connection cannot be upgraded"));
     };
-    let supported = match action {
-        Some(_) => websocket::SESSION_PROTOCOLS,
-        None => websocket::PORT_FORWARD_PROTOCOLS,
-    };
-    let accepted = websocket::accept(headers, supported)?;
     let ended = async move {
         match upgrade.held {
             Some(held) => held.ended().await,
             None => futures::future::pending().await,
         }
     };
-    match (action, options, ports) {
-        (Some(action), Some(options), _) => {
-            let session = backend.session(pod.namespace, &found, action, options).await?;
-            let version = accepted.version;
-            tokio::spawn(async move {
-                if let Some(ws) = websocket::upgraded(on_upgrade).await {
+    let namespace = pod.namespace.to_owned();
+    if let (Some(action), Some(options)) = (action, options) {
+        let (response, protocol) = if spdy {
+            let (response, protocol) = spdy::accept(headers, spdy::SESSION_PROTOCOLS)?;
+            (response, Protocol::Spdy(protocol))
+        } else {
+            let accepted = websocket::accept(headers, websocket::SESSION_PROTOCOLS)?;
+            (accepted.response, Protocol::WebSocket(accepted.version))
+        };
+        let session = backend.session(&namespace, &found, action, options).await?;
+        tokio::spawn(async move {
+            let Ok(io) = on_upgrade.await else { return };
+            let io = TokioIo::new(io);
+            match protocol {
+                Protocol::Spdy(protocol) => spdy::serve_session(io, protocol, session, ended).await,
+                Protocol::WebSocket(version) => {
+                    let ws = websocket::server(io).await;
                     websocket::serve_session(ws, version, session, ended).await;
                 }
-            });
-        }
-        (_, _, Some(ports)) => {
-            let mut forwarded = Vec::with_capacity(ports.len());
-            for port in ports {
-                forwarded.push((port, backend.forward(pod.namespace, &found, port).await?));
             }
-            tokio::spawn(async move {
-                if let Some(ws) = websocket::upgraded(on_upgrade).await {
-                    websocket::serve_ports(ws, forwarded, ended).await;
-                }
-            });
-        }
-        _ => return Err(ApiError::internal("a pod stream request with no options")),
+        });
+        return Ok(response);
     }
+    // Port forwarding: SPDY opens a connection per pair of streams it names a port in; the
+    // WebSocket protocols name their ports in the query and connect them all now.
+    let forward = move |port: u16| backend.forward(&namespace, &found, port);
+    if spdy {
+        let (response, _) = spdy::accept(headers, &[spdy::PORT_FORWARD_PROTOCOL])?;
+        tokio::spawn(async move {
+            let Ok(io) = on_upgrade.await else { return };
+            spdy::serve_ports(TokioIo::new(io), forward, ended).await;
+        });
+        return Ok(response);
+    }
+    let accepted = websocket::accept(headers, websocket::PORT_FORWARD_PROTOCOLS)?;
+    if accepted.protocol == Some(spdy::TUNNELLED_PORT_FORWARD) {
+        tokio::spawn(async move {
+            let Ok(io) = on_upgrade.await else { return };
+            let ws = websocket::server(TokioIo::new(io)).await;
+            spdy::serve_ports(websocket::tunnel(ws), forward, ended).await;
+        });
+        return Ok(accepted.response);
+    }
+    let mut forwarded = Vec::new();
+    for port in streams::ports(query.pairs())? {
+        forwarded.push((port, forward(port).await?));
+    }
+    tokio::spawn(async move {
+        let Ok(io) = on_upgrade.await else { return };
+        let ws = websocket::server(TokioIo::new(io)).await;
+        websocket::serve_ports(ws, forwarded, ended).await;
+    });
     Ok(accepted.response)
+}
+
+/// The protocol a session is served in.
+enum Protocol {
+    Spdy(&'static str),
+    WebSocket(websocket::Version),
 }
