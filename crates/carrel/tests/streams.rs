@@ -177,6 +177,16 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
         assert!(smi.contains(&format!("MIG 1g.18gb     Device  0: (UUID: {})", mine[0])), "{smi}");
         assert!(!smi.contains(theirs[0]), "{smi}");
         assert_eq!(smi.matches("MIG-").count(), 1, "{smi}");
+        // `kubectl cp` there and back (tar over exec).
+        let local = up.home.path().join(format!("weights-{version}.txt"));
+        std::fs::write(&local, format!("weights for {version}\n")).unwrap();
+        let there = format!("train:/tmp/weights-{version}.txt");
+        ok(run(&["cp", &local.to_string_lossy(), &there]));
+        let read = ok(run(&["exec", "train", "--", "cat", &format!("/tmp/weights-{version}.txt")]));
+        assert_eq!(read, format!("weights for {version}\n"), "kubectl {version}");
+        let back = up.home.path().join(format!("back-{version}.txt"));
+        ok(run(&["cp", &there, &back.to_string_lossy()]));
+        assert_eq!(std::fs::read_to_string(&back).unwrap(), format!("weights for {version}\n"));
         // A local port forwarded to the pod's 8888, twice over one forward.
         let (mut forward, port) = port_forward(&up, &kubectl, &a, "train", 8888);
         for _ in 0..2 {

@@ -5,8 +5,8 @@
 //! lines, with single and double quotes and `$NAME`, `${NAME}` and `$?`; a bare `sh` reads such
 //! lines from standard input. The commands: `echo [-n]`, `cat` (standard input, or the files of
 //! the container's [`Files`]), `ls`, `env`, `printenv [NAME]`, `hostname`, `pwd`, `sleep N`,
-//! `true`, `false`, `exit [N]` and `nvidia-smi -L`, which lists the MIG devices pinned to the
-//! pod. Anything else fails as it would in a container without it.
+//! `true`, `false`, `exit [N]`, `test -d|-f|-e`, `tar` (`cf -` and `xf -`, for `kubectl cp`)
+//! and `nvidia-smi -L`, which lists the MIG devices pinned to the pod. Anything else fails as it would in a container without it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -310,6 +310,8 @@ where
                 }
             }
             "cat" => self.cat(args).await,
+            "tar" => self.tar(args).await,
+            "test" | "[" => self.test(args),
             "ls" => self.ls(args).await,
             "nvidia-smi" => self.nvidia_smi(args).await,
             _ => return Step::NotFound,
@@ -361,6 +363,85 @@ where
         code
     }
 
+    /// `test -d|-f|-e PATH` (also `[ … ]`).
+    fn test(&self, args: &[String]) -> i32 {
+        let args: Vec<&str> = args.iter().map(String::as_str).filter(|a| *a != "]").collect();
+        let (flag, path) = match args.as_slice() {
+            [flag, path] => (*flag, absolute(path)),
+            [path] => return i32::from(path.is_empty()),
+            _ => return 2,
+        };
+        let file = self.container.files.read(&path).is_some();
+        let dir = path == "/" || !self.container.files.list(&path).is_empty();
+        let holds = match flag {
+            "-d" => dir,
+            "-f" => file,
+            "-e" => file || dir,
+            _ => return 2,
+        };
+        i32::from(!holds)
+    }
+
+    /// `tar`, as `kubectl cp` runs it: `tar cf - PATH` writes an archive of a file or
+    /// directory to standard output, `tar xf - [-C DIR]` (with `-m`, `--no-same-owner`,
+    /// `--no-same-permissions`) reads one from standard input.
+    async fn tar(&mut self, args: &[String]) -> i32 {
+        let mut create = false;
+        let mut extract = false;
+        let mut into = "/".to_owned();
+        let mut paths = Vec::new();
+        let mut words = args.iter();
+        while let Some(word) = words.next() {
+            match word.as_str() {
+                "-C" | "--directory" => into = words.next().cloned().unwrap_or_default(),
+                w if w.starts_with("--") => {}
+                w if !w.starts_with('-') && paths.is_empty() && !create && !extract => {
+                    // Bundled letters without a dash: `cf`, `xmf`.
+                    create = w.contains('c');
+                    extract = w.contains('x');
+                    if w.contains('f') {
+                        words.next();
+                    }
+                }
+                w if w.starts_with('-') && w.len() > 1 => {
+                    create |= w.contains('c');
+                    extract |= w.contains('x');
+                    if w.contains('f') {
+                        words.next();
+                    }
+                }
+                w => paths.push(w.to_owned()),
+            }
+        }
+        if create == extract {
+            self.err(b"tar: You must specify one of the '-Acdtrux' options\n").await;
+            return 2;
+        }
+        if create {
+            return match archive(&self.container.files, &paths) {
+                Ok(bytes) => {
+                    let _ = self.io.stdout.write_all(&bytes).await;
+                    0
+                }
+                Err(message) => {
+                    self.err(format!("tar: {message}\n").as_bytes()).await;
+                    2
+                }
+            };
+        }
+        let mut input = Vec::new();
+        if let Some(stdin) = self.io.stdin.as_mut() {
+            let _ = stdin.read_to_end(&mut input).await;
+        }
+        match unpack(&self.container.files, &input, &into) {
+            Ok(()) => 0,
+            Err(message) => {
+                self.err(format!("tar: {message}\n").as_bytes()).await;
+                2
+            }
+        }
+    }
+
     async fn ls(&mut self, args: &[String]) -> i32 {
         let paths: Vec<&str> =
             args.iter().map(String::as_str).filter(|a| !a.starts_with('-')).collect();
@@ -402,6 +483,57 @@ where
         self.out(text.as_bytes()).await;
         0
     }
+}
+
+/// A tar archive of `paths` (files, or directories and all under them), named without their
+/// leading `/` as GNU tar names them.
+fn archive(files: &Files, paths: &[String]) -> Result<Vec<u8>, String> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for path in paths {
+        let full = absolute(path);
+        let prefix = format!("{}/", full.trim_end_matches('/'));
+        let found: Vec<(String, Vec<u8>)> = files
+            .0
+            .lock()
+            .iter()
+            .filter(|(p, _)| **p == full || p.starts_with(&prefix))
+            .map(|(p, c)| (p.clone(), c.clone()))
+            .collect();
+        if found.is_empty() {
+            return Err(format!("{path}: Cannot stat: No such file or directory"));
+        }
+        for (name, contents) in found {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(u64::try_from(contents.len()).unwrap_or(0));
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            builder
+                .append_data(&mut header, name.trim_start_matches('/'), contents.as_slice())
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    builder.into_inner().map_err(|e| e.to_string())
+}
+
+/// Write the files of tar archive `bytes` under directory `into`.
+fn unpack(files: &Files, bytes: &[u8], into: &str) -> Result<(), String> {
+    let mut archive = tar::Archive::new(bytes);
+    let entries = archive.entries().map_err(|e| e.to_string())?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| e.to_string())?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let name = entry.path().map_err(|e| e.to_string())?.to_string_lossy().into_owned();
+        if name.split('/').any(|part| part == "..") {
+            return Err(format!("{name}: a path outside the directory"));
+        }
+        let mut contents = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut contents).map_err(|e| e.to_string())?;
+        let path = format!("{}/{}", into.trim_end_matches('/'), name.trim_start_matches('/'));
+        files.write(&absolute(&path), contents);
+    }
+    Ok(())
 }
 
 /// `nvidia-smi -L` of `devices`: each physical GPU once, numbered from 0, with its MIG devices
@@ -700,6 +832,40 @@ mod tests {
         let argv = ["nvidia-smi".to_owned(), "-L".to_owned()];
         let io = Io { stdin: None::<&[u8]>, stdout: &mut out, stderr: &mut err, tty: false };
         assert_eq!(run(&none, &argv, io).await, Ok(9));
+    }
+
+    #[tokio::test]
+    async fn tar_packs_and_unpacks_what_kubectl_cp_sends_both_ways() {
+        let c = container();
+        let run_tar = |argv: &[&str], input: Vec<u8>| {
+            let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
+            let c = c.clone();
+            async move {
+                let (mut out, mut err) = (Vec::new(), Vec::new());
+                let io = Io {
+                    stdin: Some(input.as_slice()),
+                    stdout: &mut out,
+                    stderr: &mut err,
+                    tty: false,
+                };
+                (run(&c, &argv, io).await, out)
+            }
+        };
+        let (code, archive) = run_tar(&["tar", "cf", "-", "/data"], Vec::new()).await;
+        assert_eq!(code, Ok(0));
+        let (code, _) = run_tar(
+            &["tar", "--no-same-permissions", "--no-same-owner", "-xmf", "-", "-C", "/copy"],
+            archive,
+        )
+        .await;
+        assert_eq!(code, Ok(0));
+        assert_eq!(c.files.read("/copy/data/a.txt").as_deref(), Some(&b"A"[..]));
+        let (code, _) = run_tar(&["test", "-d", "/copy/data"], Vec::new()).await;
+        assert_eq!(code, Ok(0));
+        let (code, _) = run_tar(&["test", "-d", "/copy/data/a.txt"], Vec::new()).await;
+        assert_eq!(code, Ok(1));
+        let (code, _) = run_tar(&["tar", "cf", "-", "/missing"], Vec::new()).await;
+        assert_eq!(code, Ok(2));
     }
 
     #[tokio::test]
