@@ -203,7 +203,8 @@ impl PodStreams for TenantPodStreams {
 }
 
 /// The host's pod streams, played by the simulated kubelets: an exec runs the built-in
-/// commands of [`carrel_sim::exec`], an attach follows the container's simulated output, and a
+/// commands of [`carrel_sim::exec`], an attach shows the container's simulated output of its
+/// current run and follows it until the run ends, and a
 /// forwarded port declared by a container answers HTTP with the pod's name.
 pub struct SimPodStreams {
     /// The host, for the GPU devices pinned to a pod.
@@ -361,13 +362,16 @@ impl PodStreams for SimPodStreams {
                     tokio::spawn(async move {
                         let mut stdout = stdout_far;
                         let _keep = (stdin_far, stderr_far);
-                        if let Some((_, mut lines)) = followed {
-                            while let Ok(line) = lines.recv().await {
-                                let end = if tty { "\r\n" } else { "\n" };
+                        let end = if tty { "\r\n" } else { "\n" };
+                        if let Some((so_far, mut lines)) = followed {
+                            // What this run has printed, then what it prints, until it ends.
+                            let text: String =
+                                so_far.iter().map(|l| format!("{}{end}", l.text)).collect();
+                            let mut open = stdout.write_all(text.as_bytes()).await.is_ok();
+                            while open {
+                                let Ok(line) = lines.recv().await else { break };
                                 let text = format!("{}{end}", line.text);
-                                if stdout.write_all(text.as_bytes()).await.is_err() {
-                                    break;
-                                }
+                                open = stdout.write_all(text.as_bytes()).await.is_ok();
                             }
                         }
                         drop(stdout);

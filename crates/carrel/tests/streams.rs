@@ -199,6 +199,15 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
     // The Python client: exec with every stream, the exit code, and port forwarding.
     python_args("streams.py", &a, &["train"]);
 
+    // Attach: the container's output, until it ends.
+    let short = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: short\n  annotations:\n    sim.carrel.dev/run-seconds: \"6\"\n    sim.carrel.dev/log: \"epoch 1\\nepoch 2\"\nspec:\n  restartPolicy: Never\n  containers:\n  - name: main\n    image: x\n";
+    apply(&up, &a, "short", short);
+    wait_running(&up, &a, "short");
+    let attached = ok(up.kubectl(&a, &["attach", "short"]));
+    assert!(attached.ends_with("epoch 1\nepoch 2\n"), "{attached}");
+    let err = fails(up.kubectl(&a, &["attach", "short"]));
+    assert!(err.contains("completed pod; current phase is Succeeded"), "{err}");
+
     // Refusals, as kube-apiserver words them.
     let err = fails(up.kubectl(&a, &["exec", "other", "--", "ls"]));
     assert!(err.contains("pods \"other\" not found"), "another tenant's pod: {err}");
