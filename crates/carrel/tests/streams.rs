@@ -230,3 +230,61 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
     let err = fails(up.kubectl(&a, &["exec", "train", "-c", "nope", "--", "ls"]));
     assert!(err.contains("container nope is not valid for pod train"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kube_rs_program_execs_with_attach_params_and_forwards_a_port() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, AttachParams, PostParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let kubeconfig = create(&up, "team-rs", &[]);
+    let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(kube::Client::try_from(config).unwrap());
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "notebook"},
+        "spec": {"containers": [{"name": "lab", "image": "jupyter", "ports": [{"containerPort": 8888}]}]},
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let running =
+        kube::runtime::wait::await_condition(pods.clone(), "notebook", |p: Option<&Pod>| {
+            p.and_then(|p| p.status.as_ref()?.phase.as_deref()) == Some("Running")
+        });
+    tokio::time::timeout(WAIT, running).await.expect("Running in time").unwrap();
+
+    // Standard input in, standard output and the exit status out.
+    let params = AttachParams::default().stdin(true).stderr(false);
+    let mut process = pods.exec("notebook", ["sh", "-c", "cat; exit 7"], &params).await.unwrap();
+    let mut stdin = process.stdin().expect("stdin");
+    stdin.write_all(b"from kube-rs\n").await.unwrap();
+    stdin.shutdown().await.unwrap();
+    let mut out = String::new();
+    let mut stdout = process.stdout().expect("stdout");
+    let reading = stdout.read_to_string(&mut out);
+    tokio::time::timeout(WAIT, reading).await.expect("the output ends in time").unwrap();
+    assert_eq!(out, "from kube-rs\n");
+    let status = process.take_status().expect("status").await.expect("a status");
+    assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"), "{status:?}");
+    let code = status.details.and_then(|d| d.causes?.into_iter().next()?.message);
+    assert_eq!(code.as_deref(), Some("7"));
+
+    // A port, through Portforwarder.
+    let mut forwarder = pods.portforward("notebook", &[8888]).await.unwrap();
+    let mut stream = forwarder.take_stream(8888).expect("a stream");
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: pod\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    let reading = stream.read_to_string(&mut answer);
+    tokio::time::timeout(WAIT, reading).await.expect("the answer ends in time").unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("\r\n\r\nnotebook\n"),
+        "{answer}"
+    );
+    drop(stream);
+    forwarder.abort();
+}
