@@ -24,6 +24,8 @@ use carrel_sim::exec::{self, Container, Device, Files, Io};
 use carrel_sim::LogStore;
 use carrel_syncer::host_names;
 
+use crate::syncers::AbortOnDrop;
+
 /// Bytes buffered on each in-memory stream of a session.
 const PIPE: usize = 64 * 1024;
 
@@ -99,6 +101,24 @@ impl TenantPodStreams {
     }
 }
 
+/// An exec or attach on the host, ended when dropped.
+struct Aborting(kube::api::AttachedProcess);
+
+impl Drop for Aborting {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A port forward on the host, ended when dropped.
+struct AbortingForward(kube::api::Portforwarder);
+
+impl Drop for AbortingForward {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A host API refusal, in the tenant's words.
 fn host_error(e: kube::Error) -> ApiError {
     match e {
@@ -153,6 +173,8 @@ impl PodStreams for TenantPodStreams {
                 near
             });
             let status = process.take_status();
+            // A session dropped before its end (its client gone) ends the host's.
+            let process = Aborting(process);
             let status = async move {
                 let ended = match status {
                     Some(status) => status.await,
@@ -189,6 +211,8 @@ impl PodStreams for TenantPodStreams {
                 ApiError::internal(format!("the host forwarded no stream for port {port}"))
             })?;
             let error = forwarder.take_error(port);
+            // A forward dropped (its client gone) ends the host's.
+            let forwarder = AbortingForward(forwarder);
             let error = async move {
                 let said = match error {
                     Some(error) => error.await,
@@ -337,7 +361,7 @@ impl PodStreams for SimPodStreams {
             let (stderr_far, stderr_near) = pipe();
             let (done, ended) = tokio::sync::oneshot::channel::<Value>();
             let tty = options.tty;
-            match action {
+            let task = match action {
                 Action::Exec => {
                     let devices = devices(&host, &namespace, meta(&pod, "name")).await;
                     let view = container_view(&pod, &container, devices, files);
@@ -354,7 +378,7 @@ impl PodStreams for SimPodStreams {
                             Err(message) => not_started(&message),
                         };
                         let _ = done.send(status);
-                    });
+                    })
                 }
                 Action::Attach => {
                     let name = meta(&pod, "name").to_owned();
@@ -376,11 +400,15 @@ impl PodStreams for SimPodStreams {
                         }
                         drop(stdout);
                         let _ = done.send(json!({"metadata": {}, "status": "Success"}));
-                    });
+                    })
                 }
-            }
+            };
+            // A session dropped before its end (its client gone) ends what it ran.
+            let running = AbortOnDrop(task);
             let status = async move {
-                ended.await.unwrap_or_else(|_| not_started("the simulated container went away"))
+                let status = ended.await;
+                drop(running);
+                status.unwrap_or_else(|_| not_started("the simulated container went away"))
             };
             let (resize, sizes) = mpsc::channel(4);
             drop(sizes);
