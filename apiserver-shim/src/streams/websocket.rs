@@ -143,12 +143,7 @@ where
         let (mut sink, mut incoming) = ws.split();
         let (mut read, mut write) = tokio::io::split(far);
         let inbound = async {
-            while let Some(Ok(message)) = incoming.next().await {
-                let data = match message {
-                    Message::Binary(data) => data,
-                    Message::Close(_) => break,
-                    _ => continue,
-                };
+            while let Some(data) = next_message(&mut incoming).await {
                 if write.write_all(&data).await.is_err() {
                     break;
                 }
@@ -196,6 +191,36 @@ where
     let frame = CloseFrame { code: CloseCode::Normal, reason: "".into() };
     let _ = sink.send(Message::Close(Some(frame))).await;
     let _ = sink.close().await;
+}
+
+/// The bytes of the client's next message, `None` once it has closed the connection.
+async fn next_message<S>(incoming: &mut S) -> Option<bytes::Bytes>
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    while let Some(Ok(message)) = incoming.next().await {
+        match message {
+            Message::Binary(data) => return Some(data),
+            // Some clients (the Python client, for a `str`) send a stream's bytes as text.
+            Message::Text(text) => return Some(text.into()),
+            Message::Close(_) => return None,
+            _ => continue,
+        }
+    }
+    None
+}
+
+/// Send every message `queued` brings until its senders are gone, then close the connection.
+async fn send_all<S>(sink: &mut S, queued: &mut mpsc::Receiver<Message>)
+where
+    S: futures::Sink<Message> + Unpin,
+{
+    while let Some(message) = queued.recv().await {
+        if sink.send(message).await.is_err() {
+            return;
+        }
+    }
+    close(sink).await;
 }
 
 /// Send what `reader` reads to `out` on `channel`, until its end.
@@ -252,24 +277,10 @@ pub async fn serve_session<S>(
         }
     };
     drop(out);
-    let writer = async {
-        while let Some(message) = queued.recv().await {
-            if sink.send(message).await.is_err() {
-                return;
-            }
-        }
-        close(&mut sink).await;
-    };
+    let writer = send_all(&mut sink, &mut queued);
     let input = async move {
         let mut stdin = stdin;
-        while let Some(Ok(message)) = incoming.next().await {
-            let data = match message {
-                Message::Binary(data) => data,
-                // Some clients (the Python client, for a `str`) send a stream's bytes as text.
-                Message::Text(text) => text.into(),
-                Message::Close(_) => break,
-                _ => continue,
-            };
+        while let Some(data) = next_message(&mut incoming).await {
             if data.first() == Some(&STDIN) {
                 let written = match stdin.as_mut() {
                     Some(writer) => writer.write_all(&data[1..]).await.is_ok(),
@@ -340,23 +351,9 @@ pub async fn serve_ports<S>(
     }
     drop(out);
     let output = futures::future::join_all(readers);
-    let writer = async {
-        while let Some(message) = queued.recv().await {
-            if sink.send(message).await.is_err() {
-                return;
-            }
-        }
-        close(&mut sink).await;
-    };
+    let writer = send_all(&mut sink, &mut queued);
     let input = async {
-        while let Some(Ok(message)) = incoming.next().await {
-            let data = match message {
-                Message::Binary(data) => data,
-                // Some clients (the Python client, for a `str`) send a stream's bytes as text.
-                Message::Text(text) => text.into(),
-                Message::Close(_) => break,
-                _ => continue,
-            };
+        while let Some(data) = next_message(&mut incoming).await {
             let Some(&channel) = data.first() else { continue };
             if channel % 2 != 0 {
                 continue;

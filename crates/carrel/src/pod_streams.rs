@@ -83,7 +83,10 @@ impl TenantPodStreams {
             Ok(found) => found,
             Err(e) => return Err(ApiError::unavailable(format!("reading the host pod: {e}"))),
         };
-        let found = found.and_then(|p| serde_json::to_value(p).ok());
+        // Only the host pod of this very pod: not one left from an earlier pod of its name.
+        let found = found.and_then(|p| serde_json::to_value(p).ok()).filter(|p| {
+            p["metadata"]["annotations"][host_names::ANNOTATION_UID] == pod["metadata"]["uid"]
+        });
         let running = found.as_ref().is_some_and(|p| match container {
             Some(c) => runs(p, c),
             None => p["status"]["phase"] == "Running",
@@ -469,21 +472,30 @@ impl PodStreams for SimPodStreams {
     }
 }
 
-/// Answer every HTTP request on `io` with `name` and a new line: the simulated server behind a
-/// forwarded port.
+/// Answer every HTTP request on `io` with `name` and a new line, once its body is read: the
+/// simulated server behind a forwarded port.
 async fn serve_name(io: DuplexStream, name: String) {
+    use http_body_util::BodyExt;
     let body = bytes::Bytes::from(format!("{name}\n"));
-    let service = hyper::service::service_fn(move |_request| {
-        let body = body.clone();
-        async move {
-            let mut response = hyper::Response::new(http_body_util::Full::new(body));
-            response.headers_mut().insert(
-                hyper::header::CONTENT_TYPE,
-                hyper::header::HeaderValue::from_static("text/plain"),
-            );
-            Ok::<_, std::convert::Infallible>(response)
-        }
-    });
+    let service =
+        hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let body = body.clone();
+            async move {
+                // What is sent is read (and dropped), as a server reads an upload.
+                let mut sent = request.into_body();
+                while let Some(frame) = sent.frame().await {
+                    if frame.is_err() {
+                        break;
+                    }
+                }
+                let mut response = hyper::Response::new(http_body_util::Full::new(body));
+                response.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("text/plain"),
+                );
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
     let connection = hyper::server::conn::http1::Builder::new()
         .serve_connection(hyper_util::rt::TokioIo::new(io), service);
     if let Err(e) = connection.await {

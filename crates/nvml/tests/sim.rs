@@ -295,6 +295,18 @@ fn recognises_driver_names() {
     ] {
         assert_eq!(recognise_model(name, mem), model, "{name}");
     }
+    // The product name a simulated container's `nvidia-smi -L` shows is one the driver gives and
+    // these names are recognised from.
+    for (model, mem) in [
+        (GpuModel::A100_40GB, 40 * GIB),
+        (GpuModel::A100_80GB, 80 * GIB),
+        (GpuModel::H100_80GB, 80 * GIB - GIB / 2),
+        (GpuModel::H100_94GB, 94 * GIB),
+        (GpuModel::H200_141GB, 140 * GIB),
+        (GpuModel::B200_180GB, 179 * GIB),
+    ] {
+        assert_eq!(recognise_model(model.product_name(), mem), Some(model), "{model:?}");
+    }
 }
 
 #[derive(Clone, Debug)]
