@@ -107,6 +107,30 @@ pub struct TerminalSize {
     pub height: u16,
 }
 
+/// Bytes read from a local stream at a time, for one message or frame.
+const CHUNK: usize = 32 * 1024;
+
+/// The protocols a client offers in header `name` (repeated, or comma-separated), in its order.
+fn offered(
+    headers: &axum::http::HeaderMap,
+    name: impl axum::http::header::AsHeaderName,
+) -> Vec<&str> {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The first of the `offered` protocols that is `supported`, as kube-apiserver and the kubelet
+/// choose.
+fn negotiate(offered: &[&str], supported: &[&'static str]) -> Option<&'static str> {
+    offered.iter().find_map(|p| supported.iter().find(|s| *s == p).copied())
+}
+
 /// Bytes read from a process.
 pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
 /// Bytes written to a process.

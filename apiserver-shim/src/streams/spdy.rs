@@ -25,7 +25,10 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 
-use super::{error_once_ended, exit_code, Forwarded, Reader, Session, TerminalSize};
+use super::{
+    error_once_ended, exit_code, negotiate, offered, Forwarded, Reader, Session, TerminalSize,
+    CHUNK,
+};
 use crate::status::{ApiError, ApiResult};
 
 /// The `Upgrade` token of SPDY/3.1.
@@ -54,8 +57,6 @@ const FLAG_FIN: u8 = 1;
 /// RST_STREAM status: the stream is refused.
 const REFUSED_STREAM: u32 = 3;
 
-/// Bytes read from a local stream for one DATA frame.
-const CHUNK: usize = 32 * 1024;
 /// The largest frame read (SPDY allows 2^24 - 1 bytes).
 const MAX_FRAME: usize = (1 << 24) - 1;
 
@@ -176,16 +177,8 @@ pub fn accept(
     headers: &HeaderMap,
     supported: &[&'static str],
 ) -> ApiResult<(Response, &'static str)> {
-    let offered: Vec<&str> = headers
-        .get_all(PROTOCOL_HEADER)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
-    let chosen = offered.iter().find_map(|p| supported.iter().find(|s| *s == p).copied());
-    let Some(chosen) = chosen else {
+    let offered = offered(headers, PROTOCOL_HEADER);
+    let Some(chosen) = negotiate(&offered, supported) else {
         return Err(ApiError::Forbidden {
             message: format!(
                 "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, \

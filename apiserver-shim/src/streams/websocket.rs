@@ -22,7 +22,10 @@ use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 
-use super::{error_once_ended, exit_code, Forwarded, Reader, Session, TerminalSize};
+use super::{
+    error_once_ended, exit_code, negotiate, offered, Forwarded, Reader, Session, TerminalSize,
+    CHUNK,
+};
 use crate::status::{ApiError, ApiResult};
 
 /// The exec and attach protocols served, newest first.
@@ -45,9 +48,6 @@ const STDERR: u8 = 2;
 const ERROR: u8 = 3;
 const RESIZE: u8 = 4;
 const CLOSE: u8 = 255;
-
-/// Bytes read from a stream at a time.
-const CHUNK: usize = 32 * 1024;
 
 /// A channel protocol's version: what its error stream carries, and whether it has terminal
 /// sizes and close messages.
@@ -89,25 +89,14 @@ pub fn accept(headers: &HeaderMap, supported: &[&'static str]) -> ApiResult<Acce
     let key = headers
         .get(header::SEC_WEBSOCKET_KEY)
         .ok_or_else(|| ApiError::bad_request("a WebSocket upgrade without Sec-WebSocket-Key"))?;
-    let offered: Vec<&str> = headers
-        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
+    let offered = offered(headers, header::SEC_WEBSOCKET_PROTOCOL);
     let chosen = match offered.as_slice() {
         [] => None,
-        offered => Some(
-            offered.iter().find_map(|p| supported.iter().find(|s| *s == p).copied()).ok_or_else(
-                || {
-                    ApiError::bad_request(format!(
-                        "requested protocol(s) are not supported: {offered:?}; supports {supported:?}"
-                    ))
-                },
-            )?,
-        ),
+        offered => Some(negotiate(offered, supported).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "requested protocol(s) are not supported: {offered:?}; supports {supported:?}"
+            ))
+        })?),
     };
     let mut response = Response::new(Body::empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;

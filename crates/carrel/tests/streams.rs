@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use carrel_e2e::{fails, kubectl_path, ok};
-use common::{create, eventually, kubectls, python_args, Up};
+use common::{create, eventually, kube_client, kubectls, python_args, Up};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -235,17 +235,12 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
 async fn a_kube_rs_program_execs_with_attach_params_and_forwards_a_port() {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Api, AttachParams, PostParams};
-    use kube::config::{KubeConfigOptions, Kubeconfig};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
     let kubeconfig = create(&up, "team-rs", &[]);
-    let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let pods: Api<Pod> = Api::default_namespaced(kube::Client::try_from(config).unwrap());
+    let pods: Api<Pod> = Api::default_namespaced(kube_client(&kubeconfig).await);
     let pod: Pod = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "notebook"},
         "spec": {"containers": [{"name": "lab", "image": "jupyter", "ports": [{"containerPort": 8888}]}]},

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 
-use common::{create, python, Up};
+use common::{create, kube_client, python, Up};
 
 #[test]
 fn the_python_client_runs_a_job_and_a_deployment_to_the_end() {
@@ -27,11 +26,7 @@ async fn a_kube_rs_program_waits_for_a_job_to_complete() {
     let data = tempfile::tempdir().unwrap();
     let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
     let kubeconfig = create(&up, "team-rs", &[]);
-    let kubeconfig = Kubeconfig::read_from(&kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(config).unwrap();
+    let client = kube_client(&kubeconfig).await;
     let jobs: Api<Job> = Api::default_namespaced(client);
     let job: Job = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "rs-job"},

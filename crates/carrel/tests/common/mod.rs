@@ -173,6 +173,16 @@ pub fn eventually<T: std::fmt::Debug>(
     }
 }
 
+/// A kube-rs client of the cluster a kubeconfig file names.
+pub async fn kube_client(kubeconfig: &Path) -> kube::Client {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let kubeconfig = Kubeconfig::read_from(kubeconfig).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("a client configuration");
+    kube::Client::try_from(config).expect("a client")
+}
+
 /// Create a tenant and write its kubeconfig into the test's home.
 pub fn create(up: &Up, name: &str, extra: &[&str]) -> PathBuf {
     let kubeconfig = up.home.path().join(format!("{name}.kubeconfig"));
