@@ -42,7 +42,7 @@ pub(crate) fn default_pod_spec(spec: &mut Map<String, Value>) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    for list in ["containers", "initContainers"] {
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for container in containers.iter_mut().filter_map(Value::as_object_mut) {
                 set_default(container, "terminationMessagePath", json!("/dev/termination-log"));
@@ -50,6 +50,10 @@ pub(crate) fn default_pod_spec(spec: &mut Map<String, Value>) {
                 let image = container.get("image").and_then(Value::as_str).unwrap_or_default();
                 let policy = if image_tag_is_latest(image) { "Always" } else { "IfNotPresent" };
                 set_default(container, "imagePullPolicy", json!(policy));
+                if list == "ephemeralContainers" {
+                    // An ephemeral container may not have resources at all.
+                    continue;
+                }
                 set_default(container, "resources", json!({}));
                 if let Some(ports) = container.get_mut("ports").and_then(Value::as_array_mut) {
                     for port in ports.iter_mut().filter_map(Value::as_object_mut) {

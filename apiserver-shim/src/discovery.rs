@@ -101,7 +101,9 @@ fn sorted_subresources(t: &ResourceType) -> Vec<Sub> {
         .iter()
         .map(|&sub| {
             let (group, version, kind) = match sub {
-                Subresource::Status => (t.group, t.version, t.kind),
+                Subresource::Status | Subresource::EphemeralContainers => {
+                    (t.group, t.version, t.kind)
+                }
                 Subresource::Scale => ("autoscaling", "v1", "Scale"),
             };
             Sub {
@@ -384,10 +386,11 @@ mod tests {
         assert_eq!(all, sorted);
         let pods = all.iter().position(|n| n == "pods").expect("pods");
         assert_eq!(
-            all[pods + 1..pods + 8],
+            all[pods + 1..pods + 9],
             [
                 "pods/attach",
                 "pods/binding",
+                "pods/ephemeralcontainers",
                 "pods/eviction",
                 "pods/exec",
                 "pods/log",
@@ -497,6 +500,11 @@ mod tests {
                         "subresource": "binding",
                         "responseKind": {"group": "", "version": "v1", "kind": "Binding"},
                         "verbs": ["create"]
+                    },
+                    {
+                        "subresource": "ephemeralcontainers",
+                        "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "verbs": ["get", "patch", "update"]
                     },
                     {
                         "subresource": "eviction",

@@ -18,6 +18,9 @@ pub enum Subresource {
     Status,
     /// `/scale`: an `autoscaling/v1` Scale view of `spec.replicas`.
     Scale,
+    /// `/ephemeralcontainers`: a pod whose only writable part is `spec.ephemeralContainers`
+    /// (`kubectl debug` adds one there).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -26,6 +29,7 @@ impl Subresource {
         match self {
             Subresource::Status => "status",
             Subresource::Scale => "scale",
+            Subresource::EphemeralContainers => "ephemeralcontainers",
         }
     }
 }

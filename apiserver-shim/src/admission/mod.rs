@@ -133,6 +133,24 @@ impl TenantAdmission {
     }
 }
 
+impl TenantAdmission {
+    /// Refuse `pod` unless its every container meets the tenant's Pod Security Standard and
+    /// Carrel's own rules ([`podsecurity`]).
+    fn admit_pod_security(&self, api: &Api, pod: &Value) -> ApiResult<()> {
+        let level = self.policy.read().level;
+        let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+        let mut violations = podsecurity::check(level, pod);
+        violations.extend(podsecurity::env_source_violations(pod, &|source| {
+            env_source_keys(api, pod, source)
+        }));
+        if violations.is_empty() {
+            return Ok(());
+        }
+        let why = podsecurity::forbidden_message(level, &violations);
+        Err(ApiError::forbidden("", "pods", name, &why))
+    }
+}
+
 fn is_pods(rt: &ResourceType) -> bool {
     rt.strategy.is_pod()
 }
@@ -142,14 +160,20 @@ impl Admission for TenantAdmission {
         is_pods(rt)
     }
 
-    /// An update that makes an object serve hosts it did not serve is checked as a create is.
+    /// An update that makes an object serve hosts it did not serve is checked as a create is;
+    /// so is a pod given an ephemeral container, whose pod security is that of the whole pod
+    /// with it (as the PodSecurity plugin checks `pods/ephemeralcontainers`).
     fn admit_update(
         &self,
-        _api: &Api,
+        api: &Api,
         rt: &ResourceType,
         old: &Value,
         new: &Value,
     ) -> ApiResult<()> {
+        let ephemeral = |pod: &Value| pod.pointer("/spec/ephemeralContainers").cloned();
+        if is_pods(rt) && ephemeral(old) != ephemeral(new) {
+            return self.admit_pod_security(api, new);
+        }
         let Some(hosts) = rt.strategy.served_hosts(new) else { return Ok(()) };
         let before = rt.strategy.served_hosts(old).unwrap_or_default();
         let added = hosts.into_iter().filter(|h| !before.contains(h)).collect();
@@ -163,16 +187,9 @@ impl Admission for TenantAdmission {
         if !is_pods(rt) {
             return Ok(());
         }
+        self.admit_pod_security(api, pod)?;
         let policy = self.policy();
         let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
-        let mut violations = podsecurity::check(policy.level, pod);
-        violations.extend(podsecurity::env_source_violations(pod, &|source| {
-            env_source_keys(api, pod, source)
-        }));
-        if !violations.is_empty() {
-            let why = podsecurity::forbidden_message(policy.level, &violations);
-            return Err(ApiError::forbidden("", "pods", name, &why));
-        }
         let wanted = gpu_requests(pod)
             .map_err(|why| ApiError::forbidden("", "pods", name, &why.to_string()))?;
         if wanted.is_empty() {

@@ -152,6 +152,8 @@ enum Part {
     Spec,
     /// Only the status (`/status`).
     Status,
+    /// Only a pod's ephemeral containers (`/ephemeralcontainers`).
+    EphemeralContainers,
     /// Both.
     Whole,
 }

@@ -25,6 +25,7 @@ impl Api {
     ) -> ApiResult<Value> {
         let part = match subresource {
             Some(Subresource::Status) => Part::Status,
+            Some(Subresource::EphemeralContainers) => Part::EphemeralContainers,
             _ => Part::Spec,
         };
         self.update_part(target, name, object, part, write)
@@ -86,6 +87,7 @@ impl Api {
         let mut new = match part {
             Part::Whole => object,
             Part::Status => rt.strategy.prepare_status_update(&old, object),
+            Part::EphemeralContainers => ephemeral_containers_view(&old, object),
             Part::Spec => {
                 rt.strategy.prepare_main_update(rt, &old, &mut object);
                 object
@@ -99,6 +101,24 @@ impl Api {
         preserve_system_metadata(&old, &mut new);
         object::normalize_metadata(&mut new);
         self.admit(rt, Some(&old), &mut new)?;
+        if rt.has(Subresource::EphemeralContainers) {
+            let list = |pod: &Value| -> Vec<k8s_openapi::api::core::v1::EphemeralContainer> {
+                let found = pod.pointer("/spec/ephemeralContainers").cloned();
+                // Both are valid pods by now: their lists decode.
+                found.and_then(|l| serde_json::from_value(l).ok()).unwrap_or_default()
+            };
+            let mut e = crate::validation::Errors::default();
+            let through_subresource = part == Part::EphemeralContainers;
+            crate::validation::ephemeral_containers_update(
+                &list(&old),
+                &list(&new),
+                through_subresource,
+                &mut e,
+            );
+            if !e.0.is_empty() {
+                return Err(ApiError::invalid(rt.group, rt.kind, name, e.0));
+            }
+        }
         if let Some(admission) = self.admission.get() {
             admission.admit_update(self, rt, &old, &new)?;
         }
@@ -143,6 +163,24 @@ impl Api {
         self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         Ok(written(new, &stored))
     }
+}
+
+/// An update through `/ephemeralcontainers`: the stored pod with the ephemeral containers sent,
+/// and the managed fields sent (as kube-apiserver's `dropNonEphemeralContainerUpdates`).
+fn ephemeral_containers_view(old: &Value, sent: Value) -> Value {
+    let mut merged = old.clone();
+    let containers = sent.pointer("/spec/ephemeralContainers").filter(|v| !v.is_null()).cloned();
+    if let Some(spec) = merged.get_mut("spec").and_then(Value::as_object_mut) {
+        match containers {
+            Some(list) => spec.insert("ephemeralContainers".into(), list),
+            None => spec.remove("ephemeralContainers"),
+        };
+    }
+    match sent.pointer("/metadata/managedFields") {
+        Some(managed) => metadata_mut(&mut merged).insert("managedFields".into(), managed.clone()),
+        None => metadata_mut(&mut merged).remove("managedFields"),
+    };
+    merged
 }
 
 /// Keep what clients may not change: uid, creation time, deletion marks, generation.

@@ -328,6 +328,9 @@ pub(super) fn resource_paths(rt: &ResourceType, names: &KindNames, paths: &mut M
     for sub in rt.subresources {
         let (schema, sub_gvk, word) = match sub {
             Subresource::Status => (names.kind.clone(), gvk.clone(), "Status"),
+            Subresource::EphemeralContainers => {
+                (names.kind.clone(), gvk.clone(), "Ephemeralcontainers")
+            }
             Subresource::Scale => (
                 autoscaling::Scale::schema_name().into_owned(),
                 super::schemas::gvk("autoscaling", "v1", "Scale"),

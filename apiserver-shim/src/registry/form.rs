@@ -162,6 +162,9 @@ pub trait Validate {
     /// The kind's own create checks (object metadata is checked for every kind).
     fn validate(&self, _object: &Self::Object, _e: &mut Errors) {}
 
+    /// The kind's checks of a new object only, beyond [`Validate::validate`].
+    fn validate_create(&self, _object: &Self::Object, _e: &mut Errors) {}
+
     /// The kind's own update checks: fields an update may not change. `old` and `new` both carry
     /// their defaults.
     fn validate_update(&self, _old: &Self::Object, _new: &Self::Object, _e: &mut Errors) {}
@@ -252,6 +255,8 @@ impl<S: Validate> Decode for S {
             })?;
             validation::object_meta_update(old.meta(), new.meta(), &mut e);
             self.validate_update(&old, &new, &mut e);
+        } else {
+            self.validate_create(&new, &mut e);
         }
         Ok(e.0)
     }

@@ -33,7 +33,10 @@ pub(crate) use int_or_percent::{
     at_most_100_percent, int_or_percent, int_or_percent_value, int_or_string,
 };
 pub(crate) use meta::{annotations, labels, object_meta, object_meta_update, STANDARD_FINALIZERS};
-pub(crate) use pod::{always_restarts, pod_spec, pod_template, protocol, PORT_RANGE};
+pub(crate) use pod::{
+    always_restarts, ephemeral_containers_update, no_ephemeral_containers, pod_spec, pod_template,
+    protocol, POD_UPDATE_FORBIDDEN, PORT_RANGE,
+};
 pub(crate) use read::same;
 pub use resources::parse_quantity;
 pub(crate) use resources::{

@@ -2,7 +2,9 @@
 
 use std::collections::HashSet;
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EphemeralContainer, PodSpec, PodTemplateSpec,
+};
 
 use crate::object::go_quote as quote;
 use crate::object_names as names;
@@ -16,7 +18,128 @@ pub(crate) fn pod_template(template: Option<&PodTemplateSpec>, path: &str, e: &m
     let meta = template.and_then(|t| t.metadata.as_ref());
     labels(meta.and_then(|m| m.labels.as_ref()), &format!("{path}.labels"), e);
     annotations(meta.and_then(|m| m.annotations.as_ref()), &format!("{path}.annotations"), e);
-    pod_spec(template.and_then(|t| t.spec.as_ref()), &format!("{path}.spec"), e);
+    let spec = template.and_then(|t| t.spec.as_ref());
+    pod_spec(spec, &format!("{path}.spec"), e);
+    if spec.is_some_and(|s| s.ephemeral_containers.as_ref().is_some_and(|l| !l.is_empty())) {
+        e.forbidden(
+            &format!("{path}.spec.ephemeralContainers"),
+            "ephemeral containers not allowed in pod template",
+        );
+    }
+}
+
+/// What kube-apiserver says of a pod update that changes more than it may.
+pub(crate) const POD_UPDATE_FORBIDDEN: &str =
+    "pod updates may not change fields other than `spec.containers[*].image`, \
+     `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, \
+     `spec.tolerations` (only additions to existing tolerations), \
+     `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was \
+     previously negative)";
+
+/// A new pod may not come with ephemeral containers: they are added to a running pod, through
+/// its `ephemeralcontainers` subresource.
+pub(crate) fn no_ephemeral_containers(spec: Option<&PodSpec>, e: &mut Errors) {
+    if spec.is_some_and(|s| s.ephemeral_containers.as_ref().is_some_and(|l| !l.is_empty())) {
+        e.forbidden("spec.ephemeralContainers", "cannot be set on create");
+    }
+}
+
+/// The rule on a pod update's ephemeral containers (`old` and `new`, from the stored and the
+/// updated pod): through the `ephemeralcontainers` subresource (`through_subresource`) they may
+/// only be added to, never removed or changed; through the pod itself they may not change at all.
+pub(crate) fn ephemeral_containers_update(
+    old: &[EphemeralContainer],
+    new: &[EphemeralContainer],
+    through_subresource: bool,
+    e: &mut Errors,
+) {
+    if old == new {
+        return;
+    }
+    if !through_subresource {
+        e.forbidden("spec", POD_UPDATE_FORBIDDEN);
+        return;
+    }
+    for container in old {
+        let name = quote(&container.name);
+        match new.iter().find(|c| c.name == container.name) {
+            None => e.forbidden(
+                "spec.ephemeralContainers",
+                &format!("existing ephemeral containers {name} may not be removed"),
+            ),
+            Some(now) if now != container => e.forbidden(
+                "spec.ephemeralContainers",
+                &format!("existing ephemeral containers {name} may not be changed"),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+/// `validateEphemeralContainers`: each one a valid container, named uniquely among all the pod's
+/// containers (`taken`), setting none of [`EPHEMERAL_FORBIDDEN`] nor a `subPath`, and targeting
+/// (when it names one) a container of the pod.
+fn ephemeral_containers(
+    list: &[EphemeralContainer],
+    spec: &PodSpec,
+    taken: &HashSet<&str>,
+    volumes: &HashSet<&str>,
+    path: &str,
+    e: &mut Errors,
+) {
+    let mut seen = HashSet::new();
+    for (i, ec) in list.iter().enumerate() {
+        let cpath = format!("{path}.ephemeralContainers[{i}]");
+        let nonempty = |l: Option<usize>| l.is_some_and(|n| n > 0);
+        let resources = ec.resources.as_ref().is_some_and(|r| {
+            nonempty(r.limits.as_ref().map(|m| m.len()))
+                || nonempty(r.requests.as_ref().map(|m| m.len()))
+                || nonempty(r.claims.as_ref().map(Vec::len))
+        });
+        let set = [
+            ("ports", nonempty(ec.ports.as_ref().map(Vec::len))),
+            ("livenessProbe", ec.liveness_probe.is_some()),
+            ("readinessProbe", ec.readiness_probe.is_some()),
+            ("startupProbe", ec.startup_probe.is_some()),
+            ("lifecycle", ec.lifecycle.is_some()),
+            ("resources", resources),
+            ("resizePolicy", nonempty(ec.resize_policy.as_ref().map(Vec::len))),
+            ("restartPolicy", ec.restart_policy.is_some()),
+        ];
+        for (field, _) in set.iter().filter(|(_, set)| *set) {
+            e.forbidden(&format!("{cpath}.{field}"), "cannot be set for an Ephemeral Container");
+        }
+        for (j, mount) in ec.volume_mounts.iter().flatten().enumerate() {
+            if mount.sub_path.as_deref().is_some_and(|p| !p.is_empty()) {
+                e.forbidden(
+                    &format!("{cpath}.volumeMounts[{j}].subPath"),
+                    "cannot be set for an Ephemeral Container",
+                );
+            }
+        }
+        // Its common fields are a container's.
+        let common = Container {
+            name: ec.name.clone(),
+            image: ec.image.clone(),
+            termination_message_policy: ec.termination_message_policy.clone(),
+            env: ec.env.clone(),
+            env_from: ec.env_from.clone(),
+            volume_mounts: ec.volume_mounts.clone(),
+            image_pull_policy: ec.image_pull_policy.clone(),
+            ..Container::default()
+        };
+        container(&common, &cpath, volumes, e);
+        let name = ec.name.as_str();
+        if taken.contains(name) || !seen.insert(name) {
+            e.duplicate(&format!("{cpath}.name"), &quote(name));
+        }
+        if let Some(target) = ec.target_container_name.as_deref().filter(|t| !t.is_empty()) {
+            let in_pod = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+            if !in_pod.clone().any(|c| c.name == target) {
+                e.not_found(&format!("{cpath}.targetContainerName"), &quote(target));
+            }
+        }
+    }
 }
 
 /// The parts of `ValidatePodSpec` users meet most.
@@ -64,6 +187,10 @@ pub(crate) fn pod_spec(spec: Option<&PodSpec>, path: &str, e: &mut Errors) {
         } else if !name.is_empty() {
             taken.insert(name);
         }
+    }
+
+    if let Some(list) = spec.ephemeral_containers.as_deref().filter(|l| !l.is_empty()) {
+        ephemeral_containers(list, spec, &taken, &volumes, path, e);
     }
 
     match spec.restart_policy.as_deref().unwrap_or_default() {

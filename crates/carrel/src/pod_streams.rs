@@ -281,11 +281,14 @@ impl SimPodStreams {
     }
 }
 
-/// What a container of `pod` sees: its host name, its literal environment, its files and the
-/// devices in `devices`.
+/// What a container of `pod` (regular, init or ephemeral) sees: its host name, its literal
+/// environment, its files and the devices in `devices`.
 fn container_view(pod: &Value, container: &str, devices: Vec<Device>, files: Files) -> Container {
-    let spec =
-        pod["spec"]["containers"].as_array().into_iter().flatten().find(|c| c["name"] == container);
+    let spec = ["containers", "initContainers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|list| pod["spec"][*list].as_array())
+        .flatten()
+        .find(|c| c["name"] == container);
     let env = spec
         .and_then(|c| c["env"].as_array())
         .into_iter()
@@ -322,6 +325,19 @@ async fn devices(host: &kube::Client, namespace: &str, name: &str) -> Vec<Device
         .collect()
 }
 
+/// Copy what an attach's client types into the container's standard input, until either ends.
+async fn feed(mut typed: DuplexStream, input: carrel_sim::logs::Stdin) {
+    use tokio::io::AsyncReadExt;
+    let mut chunk = vec![0u8; PIPE];
+    loop {
+        match typed.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) if !input.write(&chunk[..n]).await => return,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// A pipe's two ends, boxed for a session.
 fn pipe() -> (DuplexStream, DuplexStream) {
     tokio::io::duplex(PIPE)
@@ -339,6 +355,21 @@ fn not_started(message: &str) -> Value {
         "details": {"causes": [{"message": message}]},
         "code": 500,
     })
+}
+
+/// What the simulated kubelet's ephemeral containers see when it runs their commands: what an
+/// exec into them sees.
+impl carrel_sim::kubelet::Views for SimPodStreams {
+    fn view(&self, pod: &Pod, container: &str) -> BoxFuture<'static, Container> {
+        let pod = serde_json::to_value(pod).unwrap_or_default();
+        let namespace = meta(&pod, "namespace").to_owned();
+        let files = self.files(&namespace, &pod);
+        let (host, container) = (self.host.clone(), container.to_owned());
+        Box::pin(async move {
+            let devices = devices(&host, &namespace, meta(&pod, "name")).await;
+            container_view(&pod, &container, devices, files)
+        })
+    }
 }
 
 impl PodStreams for SimPodStreams {
@@ -364,17 +395,28 @@ impl PodStreams for SimPodStreams {
             let (stderr_far, stderr_near) = pipe();
             let (done, ended) = tokio::sync::oneshot::channel::<Value>();
             let tty = options.tty;
+            let (resize, mut sizes) = mpsc::channel::<TerminalSize>(4);
             let task = match action {
                 Action::Exec => {
                     let devices = devices(&host, &namespace, meta(&pod, "name")).await;
                     let view = container_view(&pod, &container, devices, files);
                     let command = options.command.clone();
+                    // The terminal's sizes, as the command sees them.
+                    let (sized, seen) = mpsc::channel(4);
+                    tokio::spawn(async move {
+                        while let Some(size) = sizes.recv().await {
+                            if sized.send((size.width, size.height)).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
                     tokio::spawn(async move {
                         let io = Io {
                             stdin: Some(stdin_far),
                             stdout: stdout_far,
                             stderr: stderr_far,
                             tty,
+                            sizes: tty.then_some(seen),
                         };
                         let status = match exec::run(&view, &command, io).await {
                             Ok(code) => streams::exited(&command, code),
@@ -386,9 +428,13 @@ impl PodStreams for SimPodStreams {
                 Action::Attach => {
                     let name = meta(&pod, "name").to_owned();
                     let followed = store.follow(&namespace, &name, Some(&container));
+                    let input = store.stdin(&namespace, &name, &container);
                     tokio::spawn(async move {
                         let mut stdout = stdout_far;
-                        let _keep = (stdin_far, stderr_far);
+                        let _keep = stderr_far;
+                        // What the client types reaches a container that keeps its input open.
+                        let typed =
+                            input.map(|input| AbortOnDrop(tokio::spawn(feed(stdin_far, input))));
                         let end = if tty { "\r\n" } else { "\n" };
                         if let Some((so_far, mut lines)) = followed {
                             // What this run has printed, then what it prints, until it ends.
@@ -401,7 +447,7 @@ impl PodStreams for SimPodStreams {
                                 open = stdout.write_all(text.as_bytes()).await.is_ok();
                             }
                         }
-                        drop(stdout);
+                        drop((stdout, typed));
                         let _ = done.send(json!({"metadata": {}, "status": "Success"}));
                     })
                 }
@@ -413,8 +459,6 @@ impl PodStreams for SimPodStreams {
                 drop(running);
                 status.unwrap_or_else(|_| not_started("the simulated container went away"))
             };
-            let (resize, sizes) = mpsc::channel(4);
-            drop(sizes);
             Ok(Session {
                 stdin: options.stdin.then(|| Box::new(stdin_near) as Writer),
                 stdout: options.stdout.then(|| Box::new(stdout_near) as Reader),

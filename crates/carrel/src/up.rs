@@ -207,10 +207,13 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         manager.close_idle_tenants(args.tenant_idle_after);
         syncers.open_idle_tenants_when_due(clusters.clone());
     }
-    let mut logs = BTreeMap::new();
+    // Each node's containers: its kubelet plays them, the host's pod streams reach them.
+    let logs: BTreeMap<String, LogStore> =
+        (0..args.sim_nodes).map(|i| (sim_node_name(i), LogStore::new())).collect();
+    let streams = Arc::new(SimPodStreams::new(client.clone(), logs.clone()));
     let mut tasks = Vec::new();
-    for i in 0..args.sim_nodes {
-        let name = sim_node_name(i);
+    for (name, node_logs) in &logs {
+        let name = name.clone();
         let backend = carrel_nvml::Simulator::from_spec(&args.sim_gpus, &name)
             .with_context(|| format!("--sim-gpus {}", args.sim_gpus))?;
         let mut config = AgentConfig::new(&name);
@@ -218,10 +221,9 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         config.cdi_dir = Some(data.join("cdi"));
         let agent = Agent::new(client.clone(), Arc::new(backend), Arc::new(PodMap::new()), config);
         // The node's kubelet, played beside its agent.
-        let node_logs = LogStore::new();
-        let kubelet = Kubelet::new(client.clone(), &name, args.sim_max_pods, node_logs.clone());
+        let kubelet = Kubelet::new(client.clone(), &name, args.sim_max_pods, node_logs.clone())
+            .with_views(streams.clone());
         tasks.push(tokio::spawn(kubelet.run(stop_rx.clone())));
-        logs.insert(name, node_logs);
         let stop = stop_rx.clone();
         tasks.push(tokio::spawn(async move {
             if let Err(e) = agent.run(stop).await {
@@ -229,7 +231,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
             }
         }));
     }
-    host_server.set_pod_streams(Arc::new(SimPodStreams::new(client.clone(), logs.clone())));
+    host_server.set_pod_streams(streams);
     host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
     tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
     // The host's storage: a default StorageClass, and volumes provisioned and bound for its claims.

@@ -231,6 +231,123 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
     assert!(err.contains("container nope is not valid for pod train"), "{err}");
 }
 
+/// The state of ephemeral container `container` of tenant pod `pod`.
+fn ephemeral_state(up: &Up, kubeconfig: &Path, pod: &str, container: &str) -> Value {
+    let out = up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "json"]);
+    let pod: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let statuses = pod.pointer("/status/ephemeralContainerStatuses").and_then(Value::as_array);
+    let found = statuses.into_iter().flatten().find(|s| s["name"] == container);
+    found.map(|s| s["state"].clone()).unwrap_or(Value::Null)
+}
+
+#[test]
+fn kubectl_debug_runs_an_ephemeral_container_in_the_pod_under_the_tenants_pod_security() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1", "--sim-gpus", "h200x1"]);
+    let a = create(&up, "team-debug", &["--gpu", "1g.18gb=1"]);
+    apply(&up, &a, "train", TRAIN);
+    wait_running(&up, &a, "train");
+
+    let mut clients = vec![("1.27", kubectl_path("kubectl.1.27"))];
+    clients.extend(kubectls());
+    for (version, kubectl) in clients {
+        let run = |args: &[&str]| up.kubectl_at(&kubectl, &a, args);
+        let name = format!("dbg-{}", version.replace('.', "-"));
+        // A command: it runs beside the pod's containers, and what it prints is its log.
+        let script = "echo debugging $HOSTNAME; ls /nowhere; exit 4";
+        // (`--profile=baseline`: the default profile of newer kubectls adds SYS_PTRACE, which
+        // the tenant's baseline refuses, as kube-apiserver's would.)
+        let args = [
+            "debug",
+            "train",
+            "--image=busybox",
+            "--profile=baseline",
+            "-c",
+            &name,
+            "--target=main",
+            "--",
+        ];
+        ok(run(&[&args[..], &["sh", "-c", script]].concat()));
+        let ended = eventually(&format!("{name} terminated"), WAIT, || {
+            let state = ephemeral_state(&up, &a, "train", &name);
+            (state["terminated"].is_object(), state)
+        });
+        assert_eq!(ended["terminated"]["exitCode"], 4, "kubectl {version}: {ended}");
+        let log = ok(run(&["logs", "train", "-c", &name]));
+        assert_eq!(
+            log, "debugging train\nls: cannot access '/nowhere': No such file or directory\n",
+            "kubectl {version}"
+        );
+        // Interactive: what is typed reaches its shell, and its answers come back, until it
+        // exits.
+        let interactive = format!("{name}-i");
+        let out = with_input(
+            &up,
+            &kubectl,
+            &a,
+            &[
+                "debug",
+                "-i",
+                "train",
+                "--image=busybox",
+                "--profile=baseline",
+                "-c",
+                &interactive,
+                "--",
+                "sh",
+            ],
+            b"echo typed into $HOSTNAME\nexit 0\n",
+        );
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(shown.contains("typed into train"), "kubectl {version}: {out:?}");
+        let state = ephemeral_state(&up, &a, "train", &interactive);
+        assert_eq!(state["terminated"]["exitCode"], 0, "kubectl {version}: {state}");
+    }
+    // The pod's own container ran on throughout.
+    let statuses = ok(up.kubectl(
+        &a,
+        &["get", "pod", "train", "-o", "jsonpath={.status.containerStatuses[0].state.running}"],
+    ));
+    assert!(statuses.contains("startedAt"), "{statuses}");
+
+    // On the host, the host pod has them too, with Carrel's last word on the GPU runtime.
+    let host = up.host_kubeconfig();
+    let out = ok(up.kubectl(
+        &host,
+        &["get", "pod", "train-x-default", "-n", "carrel-team-debug", "-o", "json"],
+    ));
+    let host_pod: Value = serde_json::from_str(&out).unwrap();
+    let added = host_pod["spec"]["ephemeralContainers"].as_array().expect("on the host pod");
+    assert_eq!(added.len(), 8, "two for each kubectl");
+    for container in added {
+        let env = container["env"].as_array().expect("env");
+        assert_eq!(
+            env.last(),
+            Some(&serde_json::json!({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})),
+            "{container}"
+        );
+    }
+
+    // The tenant's pod security applies to the debugger: baseline refuses a privileged one.
+    let err = fails(
+        up.kubectl(&a, &["debug", "train", "--image=busybox", "--profile=sysadmin", "--", "true"]),
+    );
+    assert!(err.contains("violates PodSecurity \"baseline:latest\": privileged"), "{err}");
+    // And RBAC: reading pods is not debugging them.
+    ok(up.kubectl(
+        &a,
+        &["create", "role", "pod-reader", "--verb=get,list,watch", "--resource=pods"],
+    ));
+    ok(up
+        .kubectl(&a, &["create", "rolebinding", "jane-reads", "--role=pod-reader", "--user=jane"]));
+    let err =
+        fails(up.kubectl(&a, &["debug", "--as", "jane", "train", "--image=busybox", "--", "true"]));
+    assert!(
+        err.contains("User \"jane\" cannot patch resource \"pods/ephemeralcontainers\""),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kube_rs_program_execs_with_attach_params_and_forwards_a_port() {
     use k8s_openapi::api::core::v1::Pod;
@@ -268,6 +385,35 @@ async fn a_kube_rs_program_execs_with_attach_params_and_forwards_a_port() {
     assert_eq!(status.reason.as_deref(), Some("NonZeroExitCode"), "{status:?}");
     let code = status.details.and_then(|d| d.causes?.into_iter().next()?.message);
     assert_eq!(code.as_deref(), Some("7"));
+
+    // A terminal: the shell sees the size the client gives it, and each resize.
+    let params = AttachParams::interactive_tty();
+    let mut process = pods.exec("notebook", ["sh"], &params).await.unwrap();
+    let mut sizes = process.terminal_size().expect("a terminal");
+    let mut stdin = process.stdin().expect("stdin");
+    let mut stdout = process.stdout().expect("stdout");
+    let mut shown = String::new();
+    for (width, height) in [(100u16, 40u16), (132, 43)] {
+        use futures::SinkExt;
+        sizes.send(kube::api::TerminalSize { width, height }).await.unwrap();
+        let wanted = format!("{height} {width}\r\n");
+        // The resize and the typing travel apart: ask until the new size shows.
+        let seen = async {
+            while !shown.contains(&wanted) {
+                stdin.write_all(b"stty size\n").await.unwrap();
+                let mut chunk = [0u8; 1024];
+                let n = stdout.read(&mut chunk).await.unwrap();
+                shown.push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        };
+        tokio::time::timeout(WAIT, seen)
+            .await
+            .unwrap_or_else(|_| panic!("{wanted:?} in {shown:?}"));
+    }
+    stdin.write_all(b"exit\n").await.unwrap();
+    drop(stdin);
+    let status = process.take_status().expect("status").await.expect("a status");
+    assert_eq!(status.status.as_deref(), Some("Success"), "{status:?}");
 
     // A port, through Portforwarder.
     let mut forwarder = pods.portforward("notebook", &[8888]).await.unwrap();

@@ -89,6 +89,8 @@ pub struct Io<R, O, E> {
     pub stderr: E,
     /// Whether there is a terminal (output lines end in `\r\n`, input is echoed).
     pub tty: bool,
+    /// The terminal's sizes as the client resizes it, (width, height) in characters.
+    pub sizes: Option<tokio::sync::mpsc::Receiver<(u16, u16)>>,
 }
 
 /// Run `argv` in `container`.
@@ -98,7 +100,7 @@ where
     O: AsyncWrite + Unpin,
     E: AsyncWrite + Unpin,
 {
-    let mut shell = Shell { container, io, status: 0 };
+    let mut shell = Shell { container, io, status: 0, size: None };
     let Some(program) = argv.first() else { return Err("no command".to_owned()) };
     let code = match (base_name(program), argv.get(1).map(String::as_str)) {
         ("sh" | "bash" | "ash", Some("-c")) => {
@@ -140,6 +142,8 @@ struct Shell<'a, R, O, E> {
     io: Io<R, O, E>,
     /// `$?`.
     status: i32,
+    /// The terminal's last size, (width, height).
+    size: Option<(u16, u16)>,
 }
 
 /// How one command of a script joins the next.
@@ -261,6 +265,7 @@ where
                 self.out(text.as_bytes()).await;
                 0
             }
+            "stty" => self.stty(args).await,
             "hostname" => {
                 let text = format!("{}\n", self.container.hostname);
                 self.out(text.as_bytes()).await;
@@ -317,6 +322,31 @@ where
             _ => return Step::NotFound,
         };
         Step::Code(code)
+    }
+
+    /// `stty size`: the terminal's rows and columns, as the client last sized it (`0 0` before
+    /// it has).
+    async fn stty(&mut self, args: &[String]) -> i32 {
+        if !self.io.tty {
+            self.err(b"stty: 'standard input': Inappropriate ioctl for device\n").await;
+            return 1;
+        }
+        if let Some(sizes) = self.io.sizes.as_mut() {
+            while let Ok(size) = sizes.try_recv() {
+                self.size = Some(size);
+            }
+        }
+        match args.first().map(String::as_str) {
+            Some("size") => {
+                let (width, height) = self.size.unwrap_or((0, 0));
+                self.out(format!("{height} {width}\n").as_bytes()).await;
+                0
+            }
+            _ => {
+                self.err(b"stty: only 'stty size' is simulated\n").await;
+                1
+            }
+        }
     }
 
     /// The environment a command sees: the container's, then `HOSTNAME`.
@@ -783,7 +813,7 @@ mod tests {
     async fn exec(argv: &[&str], stdin: &[u8], tty: bool) -> (Outcome, String, String) {
         let argv: Vec<String> = argv.iter().map(|s| (*s).to_owned()).collect();
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let io = Io { stdin: Some(stdin), stdout: &mut out, stderr: &mut err, tty };
+        let io = Io { stdin: Some(stdin), stdout: &mut out, stderr: &mut err, tty, sizes: None };
         let outcome = run(&container(), &argv, io).await;
         (outcome, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
     }
@@ -830,8 +860,46 @@ mod tests {
         none.devices.clear();
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let argv = ["nvidia-smi".to_owned(), "-L".to_owned()];
-        let io = Io { stdin: None::<&[u8]>, stdout: &mut out, stderr: &mut err, tty: false };
+        let io = Io {
+            stdin: None::<&[u8]>,
+            stdout: &mut out,
+            stderr: &mut err,
+            tty: false,
+            sizes: None,
+        };
         assert_eq!(run(&none, &argv, io).await, Ok(9));
+    }
+
+    #[tokio::test]
+    async fn stty_size_tells_the_terminals_last_size() {
+        let c = container();
+        let (resize, sizes) = tokio::sync::mpsc::channel(4);
+        resize.send((80, 24)).await.unwrap();
+        resize.send((132, 43)).await.unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let stdin: &[u8] = b"stty size\n";
+        let io = Io {
+            stdin: Some(stdin),
+            stdout: &mut out,
+            stderr: &mut err,
+            tty: true,
+            sizes: Some(sizes),
+        };
+        assert_eq!(run(&c, &["sh".to_owned()], io).await, Ok(0));
+        let shown = String::from_utf8_lossy(&out);
+        assert!(shown.contains("43 132\r\n"), "{shown:?}");
+        // Without a terminal there is no size to tell.
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let argv = ["stty".to_owned(), "size".to_owned()];
+        let io = Io {
+            stdin: None::<&[u8]>,
+            stdout: &mut out,
+            stderr: &mut err,
+            tty: false,
+            sizes: None,
+        };
+        assert_eq!(run(&c, &argv, io).await, Ok(1));
+        assert!(String::from_utf8_lossy(&err).contains("Inappropriate ioctl"));
     }
 
     #[tokio::test]
@@ -847,6 +915,7 @@ mod tests {
                     stdout: &mut out,
                     stderr: &mut err,
                     tty: false,
+                    sizes: None,
                 };
                 (run(&c, &argv, io).await, out)
             }

@@ -1,12 +1,19 @@
 //! The simulated containers' logs: lines per (namespace, pod, container), readable whole or
-//! followed while the container runs.
+//! followed while the container runs; and the standard input of a container that keeps one open
+//! (an ephemeral container of `kubectl debug -i`), which an attach writes to.
 
 use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use parking_lot::Mutex;
+use tokio::io::{AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::sync::broadcast;
+
+/// Bytes of standard input a container has not read yet before a writer waits.
+const STDIN_BUFFER: usize = 64 * 1024;
 
 /// Lines a follower may fall behind by before it misses some.
 const FOLLOW_BUFFER: usize = 1024;
@@ -37,6 +44,21 @@ struct ContainerLog {
     lines: Vec<LogLine>,
     /// Present while the container runs.
     live: Option<broadcast::Sender<LogLine>>,
+    /// Its standard input, while it runs with one open.
+    stdin: Option<Stdin>,
+}
+
+/// The writing end of a running container's standard input. Cheap to clone: every attach of the
+/// container writes to the same input, a chunk at a time.
+#[derive(Clone, Debug)]
+pub struct Stdin(Arc<tokio::sync::Mutex<DuplexStream>>);
+
+impl Stdin {
+    /// Give the container `bytes`; `false` once it no longer reads.
+    pub async fn write(&self, bytes: &[u8]) -> bool {
+        let mut input = self.0.lock().await;
+        input.write_all(bytes).await.is_ok() && input.flush().await.is_ok()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -118,8 +140,45 @@ impl LogStore {
         let mut pods = self.pods.lock();
         let logs = pods.entry((namespace.to_owned(), pod.to_owned())).or_default();
         let (sender, _) = broadcast::channel(FOLLOW_BUFFER);
-        logs.containers
-            .insert(container.to_owned(), ContainerLog { lines: Vec::new(), live: Some(sender) });
+        let log = ContainerLog { lines: Vec::new(), live: Some(sender), stdin: None };
+        logs.containers.insert(container.to_owned(), log);
+    }
+
+    /// A container starts with its standard input open: its log begins anew, and what an attach
+    /// writes to [`LogStore::stdin`] is read from the stream returned.
+    pub(crate) fn start_with_stdin(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+    ) -> DuplexStream {
+        self.start(namespace, pod, container);
+        let (writer, reader) = tokio::io::duplex(STDIN_BUFFER);
+        let mut pods = self.pods.lock();
+        let log = pods
+            .get_mut(&(namespace.to_owned(), pod.to_owned()))
+            .and_then(|p| p.containers.get_mut(container));
+        if let Some(log) = log {
+            log.stdin = Some(Stdin(Arc::new(tokio::sync::Mutex::new(writer))));
+        }
+        reader
+    }
+
+    /// The standard input of a running container that keeps one open.
+    pub fn stdin(&self, namespace: &str, pod: &str, container: &str) -> Option<Stdin> {
+        let pods = self.pods.lock();
+        let log = pods.get(&(namespace.to_owned(), pod.to_owned()))?.containers.get(container)?;
+        log.stdin.clone()
+    }
+
+    /// What a container writes, as lines of its log (a line ends at `\n`; a terminal's `\r`
+    /// before it is dropped; what is left unended is a line when the writer shuts down).
+    pub(crate) fn writer(&self, namespace: &str, pod: &str, container: &str) -> LogWriter {
+        LogWriter {
+            logs: self.clone(),
+            key: (namespace.to_owned(), pod.to_owned(), container.to_owned()),
+            partial: Vec::new(),
+        }
     }
 
     /// A container prints a line.
@@ -147,12 +206,58 @@ impl LogStore {
             .and_then(|p| p.containers.get_mut(container))
         {
             log.live = None;
+            log.stdin = None;
         }
     }
 
     /// A pod is gone: its logs are dropped.
     pub(crate) fn remove(&self, namespace: &str, pod: &str) {
         self.pods.lock().remove(&(namespace.to_owned(), pod.to_owned()));
+    }
+}
+
+/// A container's output, written into its log ([`LogStore::writer`]).
+#[derive(Debug)]
+pub(crate) struct LogWriter {
+    logs: LogStore,
+    key: (String, String, String),
+    partial: Vec<u8>,
+}
+
+impl LogWriter {
+    fn push(&self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let (namespace, pod, container) = &self.key;
+        self.logs.push(namespace, pod, container, &String::from_utf8_lossy(line));
+    }
+}
+
+impl AsyncWrite for LogWriter {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.partial.extend_from_slice(bytes);
+        while let Some(end) = this.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = this.partial.drain(..=end).collect();
+            this.push(&line[..end]);
+        }
+        Poll::Ready(Ok(bytes.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.partial.is_empty() {
+            let rest = std::mem::take(&mut this.partial);
+            this.push(&rest);
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -187,5 +292,33 @@ mod tests {
         assert_eq!(logs.containers("ns", "p").unwrap(), ["main", "side"]);
         logs.remove("ns", "p");
         assert!(logs.lines("ns", "p", Some("main")).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_container_writes_lines_and_reads_what_an_attach_gives() {
+        use tokio::io::AsyncReadExt;
+        let logs = LogStore::new();
+        assert!(logs.stdin("ns", "p", "debug").is_none());
+        let mut input = logs.start_with_stdin("ns", "p", "debug");
+        let stdin = logs.stdin("ns", "p", "debug").expect("open while it runs");
+        assert!(stdin.write(b"ls\n").await);
+        let mut read = [0u8; 3];
+        input.read_exact(&mut read).await.expect("read");
+        assert_eq!(&read, b"ls\n");
+
+        let mut out = logs.writer("ns", "p", "debug");
+        out.write_all(b"one\r\ntw").await.expect("write");
+        out.write_all(b"o\nthr").await.expect("write");
+        let texts = |logs: &LogStore| -> Vec<String> {
+            logs.lines("ns", "p", Some("debug")).unwrap().into_iter().map(|l| l.text).collect()
+        };
+        assert_eq!(texts(&logs), ["one", "two"]);
+        out.shutdown().await.expect("shutdown");
+        assert_eq!(texts(&logs), ["one", "two", "thr"]);
+
+        drop(input);
+        logs.finish("ns", "p", "debug");
+        assert!(logs.stdin("ns", "p", "debug").is_none());
+        assert!(!stdin.write(b"more").await, "nobody reads a finished container's input");
     }
 }

@@ -55,6 +55,9 @@ pub(crate) enum Step {
         /// Whether the host pod's labels differ from those the tenant pod's call for
         /// ([`host_names::host_pod_labels`]): the tenant's NetworkPolicies select by them.
         relabel: bool,
+        /// Whether the tenant pod has ephemeral containers (`kubectl debug`) that the host pod
+        /// has not been given yet.
+        debug: bool,
     },
 }
 
@@ -101,9 +104,20 @@ pub(crate) fn decide(facts: &Facts<'_>) -> Step {
                 tenant.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
             );
             let relabel = host.metadata.labels.as_ref() != Some(&wanted);
-            Step::CopyStatusUp { release: finished(host), relabel }
+            Step::CopyStatusUp { release: finished(host), relabel, debug: debugged(tenant, host) }
         }
     }
+}
+
+/// Whether tenant pod `tenant` has an ephemeral container that host pod `host` lacks (by name;
+/// once given, an ephemeral container cannot change).
+fn debugged(tenant: &Pod, host: &Pod) -> bool {
+    let names = |pod: &Pod| -> Vec<String> {
+        let list = pod.spec.as_ref().and_then(|s| s.ephemeral_containers.as_ref());
+        list.into_iter().flatten().map(|c| c.name.clone()).collect()
+    };
+    let present = names(host);
+    names(tenant).iter().any(|n| !present.contains(n))
 }
 
 /// Whether the host pod can be made with the devices `held` for it: each has its MIG device

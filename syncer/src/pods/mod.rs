@@ -127,9 +127,12 @@ impl Syncer {
                 release().await?;
                 Ok(Some(Duration::from_millis(50)))
             }
-            (Step::CopyStatusUp { release: done, relabel }, Some(tenant), Some(host)) => {
+            (Step::CopyStatusUp { release: done, relabel, debug }, Some(tenant), Some(host)) => {
                 if relabel {
                     self.relabel_host_pod(&tenant, &host).await?;
+                }
+                if debug {
+                    self.add_ephemeral_containers(&tenant, &host).await?;
                 }
                 self.status_up(&tenant, &host).await?;
                 if done {
@@ -200,6 +203,48 @@ impl Syncer {
             Ok(_) => Ok(()),
             // Gone meanwhile: the host watch brings the pod back to its reconcile.
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Give host pod `host` the ephemeral containers `kubectl debug` added to tenant pod
+    /// `tenant`, through the host pod's `ephemeralcontainers` subresource (so the host's own
+    /// admission, pod security included, judges them too). A refusal is told on the tenant pod
+    /// as a Warning event and not retried: the tenant's ephemeral container cannot change.
+    async fn add_ephemeral_containers(
+        &self,
+        tenant: &Value,
+        host: &Value,
+    ) -> Result<(), SyncError> {
+        let env_sources = match self.copy_references(tenant).await {
+            Ok(sources) => sources,
+            Err(e) => return self.host_name_taken(tenant, e).await.map(drop),
+        };
+        let added = translate::new_host_ephemeral_containers(tenant, host, &env_sources);
+        if added.is_empty() {
+            return Ok(());
+        }
+        let name = host.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+        let api: Api<Pod> =
+            Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
+        let patch = json!({"spec": {"ephemeralContainers": added}});
+        let params = kube::api::PatchParams::default();
+        let patched = api
+            .patch_subresource::<_>(
+                "ephemeralcontainers",
+                name,
+                &params,
+                &kube::api::Patch::Strategic(&patch),
+            )
+            .await;
+        match patched {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(kube::Error::Api(e)) if matches!(e.code, 400 | 403 | 422) => {
+                let why =
+                    format!("the host cluster refused the ephemeral container: {}", e.message);
+                self.tenant_event(tenant, "Warning", "Failed", &why).await
+            }
             Err(e) => Err(e.into()),
         }
     }

@@ -73,6 +73,13 @@ fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
     let mut labelled = running.clone();
     labelled.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
     let pvc = json!({"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]});
+    let debugger = json!({"ephemeralContainers": [{"name": "debugger", "image": "busybox"}]});
+    let debugged = tenant_pod("u1", json!({"phase": "Running"}), debugger.clone());
+    let mut debugged_host = ours("u1", "Running");
+    if let Some(spec) = debugged_host.spec.as_mut() {
+        spec.ephemeral_containers = serde_json::from_value(debugger["ephemeralContainers"].clone())
+            .expect("ephemeral containers");
+    }
     let endpoints =
         json!({"volumes": [{"name": "g", "glusterfs": {"endpoints": "gl", "path": "p"}}]});
     let rows: Vec<(&str, Option<Pod>, Option<Pod>, Want)> = vec![
@@ -152,37 +159,49 @@ fn each_pairing_of_tenant_pod_and_host_pod_has_its_step() {
             "running on the host",
             Some(running.clone()),
             Some(ours("u1", "Running")),
-            Want::Step(Step::CopyStatusUp { release: false, relabel: false }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false, debug: false }),
         ),
         (
             "pending on the host",
             Some(new.clone()),
             Some(ours("u1", "Pending")),
-            Want::Step(Step::CopyStatusUp { release: false, relabel: false }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false, debug: false }),
         ),
         (
             "succeeded on the host",
             Some(running.clone()),
             Some(ours("u1", "Succeeded")),
-            Want::Step(Step::CopyStatusUp { release: true, relabel: false }),
+            Want::Step(Step::CopyStatusUp { release: true, relabel: false, debug: false }),
         ),
         (
             "failed on the host",
             Some(running.clone()),
             Some(ours("u1", "Failed")),
-            Want::Step(Step::CopyStatusUp { release: true, relabel: false }),
+            Want::Step(Step::CopyStatusUp { release: true, relabel: false, debug: false }),
         ),
         (
             "tenant pod finished first, host pod still running",
             Some(tenant_pod("u1", json!({"phase": "Failed"}), json!({}))),
             Some(ours("u1", "Running")),
-            Want::Step(Step::CopyStatusUp { release: false, relabel: false }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false, debug: false }),
         ),
         (
             "labels changed in the tenant",
             Some(labelled.clone()),
             Some(ours("u1", "Running")),
-            Want::Step(Step::CopyStatusUp { release: false, relabel: true }),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: true, debug: false }),
+        ),
+        (
+            "an ephemeral container added in the tenant",
+            Some(debugged.clone()),
+            Some(ours("u1", "Running")),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false, debug: true }),
+        ),
+        (
+            "an ephemeral container the host pod has already",
+            Some(debugged.clone()),
+            Some(debugged_host.clone()),
+            Want::Step(Step::CopyStatusUp { release: false, relabel: false, debug: false }),
         ),
         (
             "host pod of an earlier pod of the same name",

@@ -180,53 +180,7 @@ pub fn host_pod(
         token_secret.is_some() && spec["automountServiceAccountToken"] != json!(false);
     for list in ["containers", "initContainers"] {
         for c in host_spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
-            for field in ["limits", "requests"] {
-                if let Some(map) =
-                    c.pointer_mut(&format!("/resources/{field}")).and_then(Value::as_object_mut)
-                {
-                    map.retain(|k, _| !is_gpu_resource(k));
-                }
-            }
-            for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
-                rename(e, "/valueFrom/configMapKeyRef/name", namespace);
-                rename(e, "/valueFrom/secretKeyRef/name", namespace);
-                if let Some(path) = e.pointer_mut("/valueFrom/fieldRef/fieldPath") {
-                    if let Some(label) = path.as_str().and_then(host_label_path) {
-                        *path = json!(label);
-                    }
-                }
-                // The workload sees its tenant names, not the host's.
-                let literal =
-                    match e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
-                        Some("metadata.name") => Some(name),
-                        Some("metadata.namespace") => Some(namespace),
-                        Some("metadata.uid") => Some(uid),
-                        _ => None,
-                    };
-                if let Some(value) = literal {
-                    let env_name = e["name"].clone();
-                    *e = json!({"name": env_name, "value": value});
-                }
-            }
-            expand_env_from(c, namespace, env_sources);
-            // Last, so that it is what the container gets; the claimed devices come by CDI.
-            let env = c.as_object_mut().map(|o| o.entry("env").or_insert_with(|| json!([])));
-            if let Some(Value::Array(env)) = env {
-                env.push(json!({"name": VISIBLE_DEVICES.0, "value": VISIBLE_DEVICES.1}));
-            }
-            if mount_token {
-                let mounts =
-                    c.as_object_mut().map(|o| o.entry("volumeMounts").or_insert_with(|| json!([])));
-                if let Some(Value::Array(mounts)) = mounts {
-                    if !mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT) {
-                        mounts.push(json!({
-                            "name": host_names::TOKEN_VOLUME,
-                            "mountPath": TOKEN_MOUNT,
-                            "readOnly": true,
-                        }));
-                    }
-                }
-            }
+            host_container(c, (namespace, name, uid), env_sources, mount_token);
         }
     }
     if let (true, Some(secret)) = (mount_token, token_secret) {
@@ -264,6 +218,96 @@ pub fn host_pod(
         },
         "spec": host_spec,
     })
+}
+
+/// Container `c` of tenant pod `(namespace, name, uid)` as its host pod runs it: no GPU
+/// resources, its references renamed to the host copies, the downward API reading the tenant's
+/// names, `envFrom` made explicit ([`host_pod`]), [`VISIBLE_DEVICES`] last, and the tenant's
+/// token mounted when the host pod carries it (`mount_token`).
+fn host_container(
+    c: &mut Value,
+    (namespace, name, uid): (&str, &str, &str),
+    env_sources: &EnvSources,
+    mount_token: bool,
+) {
+    for field in ["limits", "requests"] {
+        if let Some(map) =
+            c.pointer_mut(&format!("/resources/{field}")).and_then(Value::as_object_mut)
+        {
+            map.retain(|k, _| !is_gpu_resource(k));
+        }
+    }
+    for e in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+        rename(e, "/valueFrom/configMapKeyRef/name", namespace);
+        rename(e, "/valueFrom/secretKeyRef/name", namespace);
+        if let Some(path) = e.pointer_mut("/valueFrom/fieldRef/fieldPath") {
+            if let Some(label) = path.as_str().and_then(host_label_path) {
+                *path = json!(label);
+            }
+        }
+        // The workload sees its tenant names, not the host's.
+        let literal = match e.pointer("/valueFrom/fieldRef/fieldPath").and_then(Value::as_str) {
+            Some("metadata.name") => Some(name),
+            Some("metadata.namespace") => Some(namespace),
+            Some("metadata.uid") => Some(uid),
+            _ => None,
+        };
+        if let Some(value) = literal {
+            let env_name = e["name"].clone();
+            *e = json!({"name": env_name, "value": value});
+        }
+    }
+    expand_env_from(c, namespace, env_sources);
+    // Last, so that it is what the container gets; the claimed devices come by CDI.
+    let env = c.as_object_mut().map(|o| o.entry("env").or_insert_with(|| json!([])));
+    if let Some(Value::Array(env)) = env {
+        env.push(json!({"name": VISIBLE_DEVICES.0, "value": VISIBLE_DEVICES.1}));
+    }
+    if mount_token {
+        let mounts =
+            c.as_object_mut().map(|o| o.entry("volumeMounts").or_insert_with(|| json!([])));
+        if let Some(Value::Array(mounts)) = mounts {
+            if !mounts.iter().any(|m| m["mountPath"] == TOKEN_MOUNT) {
+                mounts.push(json!({
+                    "name": host_names::TOKEN_VOLUME,
+                    "mountPath": TOKEN_MOUNT,
+                    "readOnly": true,
+                }));
+            }
+        }
+    }
+}
+
+/// The ephemeral containers tenant pod `pod` has and host pod `host` lacks, as the host pod
+/// gets them (each as [`host_container`] makes a container, the tenant's token mounted when the
+/// host pod mounts it in its own containers): what the syncer adds through the host pod's
+/// `ephemeralcontainers` subresource after `kubectl debug` added them to the tenant pod.
+pub fn new_host_ephemeral_containers(
+    pod: &Value,
+    host: &Value,
+    env_sources: &EnvSources,
+) -> Vec<Value> {
+    let namespace = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let uid = pod.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("");
+    let list =
+        |p: &Value| p.pointer("/spec/ephemeralContainers").and_then(Value::as_array).cloned();
+    let present: Vec<Value> = list(host).unwrap_or_default();
+    let mount_token = host
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|v| v["name"] == host_names::TOKEN_VOLUME);
+    list(pod)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| !present.iter().any(|p| p["name"] == c["name"]))
+        .map(|mut c| {
+            host_container(&mut c, (namespace, name, uid), env_sources, mount_token);
+            c
+        })
+        .collect()
 }
 
 /// The labels the host pod of tenant pod `pod` of `tenant` carries

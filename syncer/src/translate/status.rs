@@ -43,6 +43,7 @@ pub fn tenant_status(host: &Value) -> Value {
         "startTime",
         "containerStatuses",
         "initContainerStatuses",
+        "ephemeralContainerStatuses",
         "qosClass",
     ] {
         if let Some(v) = host.pointer(&format!("/status/{field}")) {

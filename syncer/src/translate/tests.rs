@@ -552,3 +552,38 @@ fn host_pods_resolve_through_their_tenants_dns_and_never_the_hosts() {
         assert_eq!(dns(spec.clone(), Some("10.96.0.10")), spec, "{policy}");
     }
 }
+
+#[test]
+fn an_ephemeral_container_reaches_the_host_as_its_pods_containers_do() {
+    let mut pod = tenant_pod();
+    let host =
+        host_pod("t", "carrel-t", &pod, &[claim()], Some("tok"), &EnvSources::default(), &[]);
+    pod["spec"]["ephemeralContainers"] = json!([{
+        "name": "debugger", "image": "busybox", "targetContainerName": "main",
+        "env": [
+            {"name": "CFG", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}},
+            {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+        ],
+    }]);
+    let added = new_host_ephemeral_containers(&pod, &host, &EnvSources::default());
+    assert_eq!(added.len(), 1);
+    let c = &added[0];
+    assert_eq!(c["targetContainerName"], "main");
+    assert_eq!(c["env"][0]["valueFrom"]["configMapKeyRef"]["name"], "cfg-x-ml");
+    assert_eq!(c["env"][1], json!({"name": "POD", "value": "train"}));
+    // Whatever it sets, the last word on the GPU runtime's devices is Carrel's.
+    let env = c["env"].as_array().expect("env");
+    assert_eq!(env.last(), Some(&json!({"name": VISIBLE_DEVICES.0, "value": VISIBLE_DEVICES.1})));
+    // The host pod mounts the tenant's token in its containers: the debugger gets it too.
+    assert_eq!(c["volumeMounts"][0]["mountPath"], TOKEN_MOUNT);
+
+    // One the host pod has already is not added again.
+    let mut debugged = host.clone();
+    debugged["spec"]["ephemeralContainers"] = json!(added);
+    assert!(new_host_ephemeral_containers(&pod, &debugged, &EnvSources::default()).is_empty());
+    // Without the token on the host pod, none is mounted.
+    let untokened = host_pod("t", "carrel-t", &pod, &[], None, &EnvSources::default(), &[]);
+    let added = new_host_ephemeral_containers(&pod, &untokened, &EnvSources::default());
+    assert!(added[0].get("volumeMounts").is_none(), "{}", added[0]);
+}

@@ -74,7 +74,7 @@ pub(super) fn refused(sub: &str, method: &Method) -> Option<ApiError> {
         "exec" | "attach" | "portforward" => {
             Some(ApiError::method_not_allowed(format!("pods/{sub} does not accept {method}")))
         }
-        "proxy" | "ephemeralcontainers" => Some(ApiError::method_not_allowed(format!(
+        "proxy" => Some(ApiError::method_not_allowed(format!(
             "pods/{sub} is not supported by this server: a pod's containers are reached \
              through the host cluster that runs them"
         ))),

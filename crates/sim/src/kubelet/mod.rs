@@ -17,10 +17,14 @@
 //! events are written as a kubelet writes them (`Pulled`, `Created`, `Started`, `BackOff`,
 //! `Killing`, `OutOfpods`), by a task of their own so that they never hold up a pod.
 //!
+//! Ephemeral containers added to a running pod (`kubectl debug`) run their commands with the
+//! built-in commands of [`crate::exec`], seeing what [`Views`] says they see (`ephemeral`).
+//!
 //! The pod addresses and annotations are read in `behaviour`, a pod's run and the status it shows
 //! in `pod_run`; the Node and its Lease are kept in `node`, the pods' lives are played in `pods`.
 
 mod behaviour;
+mod ephemeral;
 mod node;
 mod pod_run;
 mod pods;
@@ -45,6 +49,8 @@ pub use behaviour::{
     after_exit, node_number, restart_delay, AfterExit, Behaviour, Phase, PodAddresses,
     RestartPolicy,
 };
+use ephemeral::Exit;
+pub use ephemeral::Views;
 use pod_run::{PodRun, RunState};
 
 /// An event the kubelet has to say about a pod.
@@ -93,6 +99,13 @@ pub struct Kubelet {
     /// Events to write; the writer task holds the other end.
     say: tokio::sync::mpsc::UnboundedSender<Said>,
     said: Option<tokio::sync::mpsc::UnboundedReceiver<Said>>,
+    /// What containers see when the kubelet runs their commands.
+    views: Option<Arc<dyn Views>>,
+    /// The commands of ephemeral containers running, by (pod UID, container).
+    debugging: HashMap<(String, String), tokio::task::JoinHandle<()>>,
+    /// Where those commands say that they ended, and where the kubelet hears it.
+    exits: tokio::sync::mpsc::UnboundedSender<Exit>,
+    exited: Option<tokio::sync::mpsc::UnboundedReceiver<Exit>>,
 }
 
 impl std::fmt::Debug for Kubelet {
@@ -112,9 +125,14 @@ impl Kubelet {
         let number = node_number(node_name);
         let max_pods = max_pods.clamp(1, MAX_PODS_LIMIT);
         let (say, said) = tokio::sync::mpsc::unbounded_channel();
+        let (exits, exited) = tokio::sync::mpsc::unbounded_channel();
         Kubelet {
             say,
             said: Some(said),
+            views: None,
+            debugging: HashMap::new(),
+            exits,
+            exited: Some(exited),
             client,
             node: node_name.to_owned(),
             number,
@@ -129,6 +147,12 @@ impl Kubelet {
 }
 
 impl Kubelet {
+    /// The kubelet, its containers seeing what `views` says when it runs their commands.
+    pub fn with_views(mut self, views: Arc<dyn Views>) -> Kubelet {
+        self.views = Some(views);
+        self
+    }
+
     /// Register, then play the node's pods until `stop` turns true.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut backoff = Duration::from_millis(200);
@@ -163,6 +187,8 @@ impl Kubelet {
         if let Err(e) = self.renew_lease().await {
             tracing::warn!(node = %self.node, error = %e, "making the node's Lease failed");
         }
+        let mut exited =
+            self.exited.take().unwrap_or_else(|| tokio::sync::mpsc::unbounded_channel().1);
         let mut heartbeat = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
         let mut last_status = Instant::now();
         let mut ready = false;
@@ -219,6 +245,7 @@ impl Kubelet {
                         }
                     }
                 }
+                Some(exit) = exited.recv() => self.ephemeral_ended(exit),
                 _ = timer => {}
             }
             if !ready {
@@ -295,6 +322,7 @@ impl Kubelet {
         if run.deadline.is_some_and(|d| d <= Instant::now()) {
             self.advance(&mut run);
         }
+        self.start_ephemeral(pod, &mut run);
         if !run.status_written {
             run.status_written = self.write_status(&run, &host_ip).await;
         }
@@ -307,6 +335,7 @@ impl Kubelet {
         if matches!(run.state, RunState::Running { .. }) {
             self.say_stopped(run);
         }
+        self.stop_ephemeral(&run.uid);
         self.logs.remove(&run.namespace, &run.name);
         if let Some(slot) = run.ip_slot {
             self.ips.release(slot);

@@ -51,6 +51,37 @@ pub(super) enum RunState {
     Finished { phase: Phase, terminated: Terminated },
 }
 
+/// An ephemeral container (`kubectl debug`) of a pod this kubelet plays: started once, never
+/// restarted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct EphemeralRun {
+    pub(super) name: String,
+    pub(super) image: String,
+    pub(super) started_at: DateTime<Utc>,
+    /// How its command ended, once it has.
+    pub(super) terminated: Option<Terminated>,
+}
+
+impl EphemeralRun {
+    /// Its entry in the pod's `ephemeralContainerStatuses`.
+    fn status(&self, uid: &str) -> Value {
+        let state = match &self.terminated {
+            None => json!({"running": {"startedAt": rfc3339(&self.started_at)}}),
+            Some(t) => json!({"terminated": t.json(uid, &self.name)}),
+        };
+        json!({
+            "name": self.name,
+            "image": self.image,
+            "imageID": format!("sim://{}", self.image),
+            "containerID": container_id(uid, &self.name, 0),
+            "ready": false,
+            "restartCount": 0,
+            "state": state,
+            "lastState": {},
+        })
+    }
+}
+
 /// One pod as this kubelet plays it.
 #[derive(Clone, Debug)]
 pub(super) struct PodRun {
@@ -73,6 +104,8 @@ pub(super) struct PodRun {
     pub(super) last_terminated: Option<Terminated>,
     pub(super) deadline: Option<Instant>,
     pub(super) status_written: bool,
+    /// Its ephemeral containers, in the order they were added.
+    pub(super) ephemeral: Vec<EphemeralRun>,
 }
 
 impl PodRun {
@@ -166,6 +199,10 @@ impl PodRun {
             status["podIP"] = json!(ip);
             status["podIPs"] = json!([{"ip": ip}]);
         }
+        if !self.ephemeral.is_empty() {
+            let statuses: Vec<Value> = self.ephemeral.iter().map(|e| e.status(&self.uid)).collect();
+            status["ephemeralContainerStatuses"] = json!(statuses);
+        }
         if !self.init_containers.is_empty() {
             let done = Terminated {
                 exit_code: 0,
@@ -220,6 +257,7 @@ mod tests {
             last_terminated: None,
             deadline: None,
             status_written: false,
+            ephemeral: Vec::new(),
         }
     }
 
@@ -278,5 +316,37 @@ mod tests {
         assert_eq!(c["state"]["waiting"]["reason"], "CrashLoopBackOff");
         assert_eq!(c["lastState"]["terminated"]["reason"], "Completed");
         assert!(c.get("containerID").is_none());
+    }
+
+    #[test]
+    fn ephemeral_containers_show_running_then_terminated() {
+        let t = DateTime::parse_from_rfc3339("2025-01-02T03:04:06Z").unwrap().with_timezone(&Utc);
+        let mut pod = run(RunState::Running { since: t });
+        assert!(pod.status("h").get("ephemeralContainerStatuses").is_none());
+        let debugger = EphemeralRun {
+            name: "dbg".into(),
+            image: "busybox".into(),
+            started_at: t,
+            terminated: None,
+        };
+        pod.ephemeral.push(debugger);
+        let status = pod.status("h");
+        let e = &status["ephemeralContainerStatuses"][0];
+        assert_eq!(e["name"], "dbg");
+        assert_eq!(e["state"]["running"]["startedAt"], "2025-01-02T03:04:06Z");
+        assert_eq!(e["containerID"], "sim://u-1/dbg/0");
+        pod.ephemeral[0].terminated =
+            Some(Terminated { exit_code: 2, started_at: t, finished_at: t, run: 0 });
+        let status = pod.status("h");
+        let state = &status["ephemeralContainerStatuses"][0]["state"]["terminated"];
+        assert_eq!(
+            (state["exitCode"].as_i64(), state["reason"].as_str()),
+            (Some(2), Some("Error"))
+        );
+        // The pod's own containers are untouched by it.
+        assert_eq!(
+            status["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "2025-01-02T03:04:06Z"
+        );
     }
 }

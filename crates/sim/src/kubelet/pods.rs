@@ -41,6 +41,7 @@ impl Kubelet {
             last_terminated: None,
             deadline: None,
             status_written: false,
+            ephemeral: Vec::new(),
         };
         match status.phase.as_deref() {
             Some(phase @ ("Succeeded" | "Failed")) => {
@@ -141,6 +142,7 @@ impl Kubelet {
                 match after_exit(run.policy, code) {
                     AfterExit::Finish(phase) => {
                         run.state = RunState::Finished { phase, terminated };
+                        self.kill_ephemeral(run);
                         if let Some(slot) = run.ip_slot.take() {
                             self.ips.release(slot);
                         }
@@ -251,6 +253,7 @@ impl Kubelet {
             for (container, _) in &run.containers {
                 self.logs.finish(&run.namespace, &run.name, container);
             }
+            self.kill_ephemeral(&mut run);
             run.transition = Utc::now();
             self.write_status(&run, &host_ip).await;
             self.runs.insert(uid.to_owned(), run);

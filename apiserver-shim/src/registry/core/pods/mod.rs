@@ -1,6 +1,8 @@
 //! Pods (`pods` in `v1`): how the API server serves them. The subresources that are not views
 //! of the stored object are [`subresources`] (`binding`, `log`) and [`eviction`].
 
+#[cfg(test)]
+mod ephemeral_tests;
 pub mod eviction;
 #[cfg(test)]
 mod eviction_tests;
@@ -11,22 +13,27 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{json, Value};
 
 use crate::defaults::{default_pod_spec, object_at, requests_from_limits, set_default};
-use crate::registry::{served, Strategy, Validate, ALL, STATUS};
-use crate::resource::{Action, ResourceType};
+use crate::registry::{served, Strategy, Validate, ALL};
+use crate::resource::{Action, ResourceType, Subresource};
 use crate::selector::FieldLabels;
 use crate::table::{age_cell, col, definitions, name_cell, or_none, str_at, wide, AGE, NAME};
-use crate::validation::{pod_quantities, pod_spec, same, Errors};
+use crate::validation::{
+    no_ephemeral_containers, pod_quantities, pod_spec, same, Errors, POD_UPDATE_FORBIDDEN,
+};
 
 /// The `pods` resource type.
 pub const TYPE: ResourceType =
-    served("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, STATUS, &Pods);
+    served("", "v1", "Pod", "pods", "pod", true, &["po"], ALL, VIEWS, &Pods);
+
+/// The views of a pod: its status, and its ephemeral containers.
+const VIEWS: &[Subresource] = &[Subresource::EphemeralContainers, Subresource::Status];
 
 /// The strategy for Pods.
 #[derive(Debug)]
 pub struct Pods;
 
-/// The subresources a pod serves beside `status`, as kube-apiserver's discovery lists them
-/// (`proxy` and `ephemeralcontainers` are not served).
+/// The subresources a pod serves beside its views, as kube-apiserver's discovery lists them
+/// (`proxy` is not served).
 const ACTIONS: &[Action] = &[
     Action {
         name: "attach",
@@ -56,6 +63,10 @@ impl Validate for Pods {
 
     fn validate(&self, object: &Pod, e: &mut Errors) {
         pod_spec(object.spec.as_ref(), "spec", e);
+    }
+
+    fn validate_create(&self, object: &Pod, e: &mut Errors) {
+        no_ephemeral_containers(object.spec.as_ref(), e);
     }
 
     fn validate_update(&self, old: &Pod, new: &Pod, e: &mut Errors) {
@@ -171,14 +182,7 @@ fn pod_update(old: Option<&PodSpec>, new: Option<&PodSpec>, e: &mut Errors) {
         || !same(old.volumes.as_ref(), new.volumes.as_ref())
         || !same(old.restart_policy.as_ref(), new.restart_policy.as_ref());
     if changed {
-        e.forbidden(
-            "spec",
-            "pod updates may not change fields other than `spec.containers[*].image`, \
-             `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, \
-             `spec.tolerations` (only additions to existing tolerations), \
-             `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was \
-             previously negative)",
-        );
+        e.forbidden("spec", POD_UPDATE_FORBIDDEN);
     }
 }
 
