@@ -267,7 +267,7 @@ pub async fn serve_session<S>(
     };
     drop(out);
     let writer = send_all(&mut sink, &mut queued);
-    let input = async move {
+    let input = async {
         let mut stdin = stdin;
         while let Some(data) = next_message(&mut incoming).await {
             if data.first() == Some(&STDIN) {
@@ -297,11 +297,28 @@ pub async fn serve_session<S>(
             }
         }
     };
-    tokio::select! {
-        _ = async { futures::join!(output, writer) } => {}
-        _ = input => {}
-        _ = ended => {}
+    let closed = tokio::select! {
+        _ = async { futures::join!(output, writer) } => true,
+        _ = input => false,
+        _ = ended => false,
+    };
+    if closed {
+        linger(&mut incoming).await;
     }
+}
+
+/// How long a connection this server has closed waits for the client's close.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// After this server's close frame, read (and drop) what the client still sends until its own
+/// close, as RFC 6455 asks: a connection dropped with unread input is reset, and the client's
+/// last writes (the end of its input, a resize) fail with `connection reset by peer`.
+async fn linger<S>(incoming: &mut S)
+where
+    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    let drained = async { while next_message(incoming).await.is_some() {} };
+    let _ = tokio::time::timeout(CLOSE_WAIT, drained).await;
 }
 
 /// Serve the forwarded `ports` over `ws`: each one's data and error streams, until every
@@ -357,10 +374,13 @@ pub async fn serve_ports<S>(
             }
         }
     };
-    tokio::select! {
-        _ = async { futures::join!(output, writer) } => {}
-        _ = input => {}
-        _ = ended => {}
+    let closed = tokio::select! {
+        _ = async { futures::join!(output, writer) } => true,
+        _ = input => false,
+        _ = ended => false,
+    };
+    if closed {
+        linger(&mut incoming).await;
     }
 }
 

@@ -48,6 +48,33 @@ fn with_input(up: &Up, binary: &Path, kubeconfig: &Path, args: &[&str], input: &
     child.wait_with_output().expect("kubectl output")
 }
 
+/// Run kubectl `binary` on a pseudo-terminal of 40 rows and 100 columns (util-linux `script`),
+/// as a user at a terminal runs it: what the terminal shows, and kubectl's exit code.
+fn on_terminal(up: &Up, binary: &Path, kubeconfig: &Path, args: &[&str]) -> (String, Option<i32>) {
+    let quoted: Vec<String> = [binary.to_string_lossy().as_ref(), "--kubeconfig"]
+        .into_iter()
+        .chain([kubeconfig.to_string_lossy().as_ref()])
+        .chain(args.iter().copied())
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let line = format!("stty rows 40 cols 100; {}", quoted.join(" "));
+    let mut child = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("HOME", up.home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run script");
+    // Nobody types, and nobody ends the input either (`script` would send the terminal's EOF).
+    let typing = child.stdin.take();
+    let mut shown = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut shown)
+        .expect("the terminal's output");
+    let status = child.wait().expect("script ends");
+    drop(typing);
+    (shown, status.code())
+}
+
 /// `kubectl port-forward pod/<pod> :<port>` running, and the local port it listens on.
 fn port_forward(
     up: &Up,
@@ -171,6 +198,21 @@ fn kubectl_and_the_python_client_exec_and_forward_ports_into_their_own_pods_only
             "kubectl {version}: {out:?}"
         );
         assert!(out.status.success());
+        // On a terminal: the command gets one of the terminal's size, and its exit code is
+        // still kubectl's; nothing else is said (no write to a connection already reset).
+        let (shown, code) =
+            on_terminal(&up, &kubectl, &a, &["exec", "-it", "train", "--", "stty", "size"]);
+        assert_eq!((shown.as_str(), code), ("40 100\r\n", Some(0)), "kubectl {version}");
+        // (It lasts a moment: one that ends at once can end before kubectl 1.27 has sent the
+        // terminal's first size, a write that then fails and that kubectl logs.)
+        let (shown, code) = on_terminal(
+            &up,
+            &kubectl,
+            &a,
+            &["exec", "-it", "train", "--", "sh", "-c", "sleep 0.2; echo in a tty; exit 5"],
+        );
+        let said = "in a tty\r\ncommand terminated with exit code 5\r\n";
+        assert_eq!((shown.as_str(), code), (said, Some(5)), "kubectl {version}");
         // The pod's own MIG device, by the UUID `carrel gpu map` shows, and no other.
         let smi = ok(run(&["exec", "train", "--", "nvidia-smi", "-L"]));
         assert!(smi.starts_with("GPU 0: NVIDIA H200 (UUID: GPU-"), "{smi}");

@@ -74,6 +74,9 @@ pub struct Container {
     pub files: Files,
 }
 
+/// How long `stty size` waits for a terminal's first size.
+const FIRST_SIZE: Duration = Duration::from_secs(1);
+
 /// How a command ended: its exit code, or a failure to start it at all (the container runtime's
 /// words).
 pub type Outcome = Result<i32, String>;
@@ -324,14 +327,20 @@ where
         Step::Code(code)
     }
 
-    /// `stty size`: the terminal's rows and columns, as the client last sized it (`0 0` before
-    /// it has).
+    /// `stty size`: the terminal's rows and columns, as the client last sized it. A client sizes
+    /// its terminal as it connects, on a stream of its own, so a terminal not sized yet is waited
+    /// for a moment ([`FIRST_SIZE`]; `0 0` if it never is).
     async fn stty(&mut self, args: &[String]) -> i32 {
         if !self.io.tty {
             self.err(b"stty: 'standard input': Inappropriate ioctl for device\n").await;
             return 1;
         }
         if let Some(sizes) = self.io.sizes.as_mut() {
+            if self.size.is_none() {
+                if let Ok(Some(size)) = tokio::time::timeout(FIRST_SIZE, sizes.recv()).await {
+                    self.size = Some(size);
+                }
+            }
             while let Ok(size) = sizes.try_recv() {
                 self.size = Some(size);
             }
