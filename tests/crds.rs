@@ -461,3 +461,27 @@ fn watches_show_objects_in_the_version_watched() {
     assert_eq!(first["object"]["apiVersion"], "ml.carrel.dev/v1alpha1");
     assert_eq!(first["object"]["metadata"]["name"], "llama");
 }
+
+#[test]
+fn selectable_fields_select_with_kubectl_get_field_selector() {
+    let server = TestServer::start("");
+    let crd = manifest("shirts.yaml");
+    let (definition, shirts) = crd.split_once("\n---\n").expect("a definition, then shirts");
+    apply(&server, definition);
+    apply(&server, shirts);
+    let names = |selector: &str| {
+        let out =
+            ok(server
+                .kubectl(KUBECTL, &["get", "shirts", "--field-selector", selector, "-o", "name"]));
+        out.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names("spec.color=blue"),
+        ["shirt.stable.example.com/example1", "shirt.stable.example.com/example2"]
+    );
+    assert_eq!(names("spec.color=blue,spec.size=M"), ["shirt.stable.example.com/example2"]);
+    assert_eq!(names("spec.size!=M"), ["shirt.stable.example.com/example1"]);
+    let err =
+        fails(server.kubectl(KUBECTL, &["get", "shirts", "--field-selector", "spec.price=1"]));
+    assert!(err.contains("field label not supported: spec.price"), "{err}");
+}

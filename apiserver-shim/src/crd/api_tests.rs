@@ -361,3 +361,121 @@ async fn custom_resources_take_no_protobuf_and_no_strategic_merge() {
     .expect("answer");
     assert_eq!(merged.status().as_u16(), 200);
 }
+
+/// A definition of `shirts` with `selectableFields` in its one version.
+fn shirts(fields: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "shirts.stable.example.com"},
+        "spec": {
+            "group": "stable.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "shirts", "kind": "Shirt"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "selectableFields": fields,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {
+                        "color": {"type": "string"},
+                        "size": {"type": "string", "enum": ["S", "M", "L"]},
+                        "quantity": {"type": "integer"},
+                        "branded": {"type": "boolean"},
+                        "tags": {"type": "array", "items": {"type": "string"}},
+                    }}}}}}],
+        },
+    })
+}
+
+async fn get(router: &axum::Router, uri: &str) -> (u16, Value) {
+    let request = Request::builder().uri(uri).body(Body::empty()).expect("request");
+    let answer = router.clone().oneshot(request).await.expect("answer");
+    let code = answer.status().as_u16();
+    let bytes = axum::body::to_bytes(answer.into_body(), 1 << 24).await.expect("body");
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn selectable_fields_filter_lists_and_are_published() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = Arc::new(open(dir.path()));
+    let fields = json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"},
+        {"jsonPath": ".spec.quantity"}, {"jsonPath": ".spec.branded"}]);
+    create_definition(&api, shirts(fields)).expect("definition");
+    let rt = served(&api, "stable.example.com", "v1", "shirts").expect("served");
+    let target = Target { rt: &rt, namespace: Some("default".into()) };
+    for (name, color, size, quantity, branded) in
+        [("a", "blue", "S", 1, true), ("b", "blue", "L", 2, false), ("c", "red", "S", 2, true)]
+    {
+        let shirt = json!({"apiVersion": "stable.example.com/v1", "kind": "Shirt",
+            "metadata": {"name": name},
+            "spec": {"color": color, "size": size, "quantity": quantity, "branded": branded}});
+        api.create(&target, shirt, &Write::by("test", false)).expect("shirt");
+    }
+    let router = crate::http::router(Arc::new(crate::Server::new(api.clone(), "")));
+    let names = |list: &Value| -> Vec<String> {
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        items.iter().map(|i| i["metadata"]["name"].as_str().unwrap_or("").to_owned()).collect()
+    };
+    let base = "/apis/stable.example.com/v1/namespaces/default/shirts";
+    for (selector, wanted) in [
+        ("spec.color=blue", vec!["a", "b"]),
+        ("spec.color!=blue", vec!["c"]),
+        ("spec.color=blue,spec.size=S", vec!["a"]),
+        ("spec.quantity=2", vec!["b", "c"]),
+        ("spec.branded=false", vec!["b"]),
+        ("metadata.name=c", vec!["c"]),
+    ] {
+        let (code, list) = get(&router, &format!("{base}?fieldSelector={selector}")).await;
+        assert_eq!(code, 200, "{selector}: {list}");
+        assert_eq!(names(&list), wanted, "{selector}");
+    }
+    // A field the version does not declare is refused as apiextensions-apiserver refuses it.
+    let (code, status) = get(&router, &format!("{base}?fieldSelector=spec.tags=x")).await;
+    assert_eq!(code, 400);
+    assert_eq!(status["message"], "field label not supported: spec.tags");
+
+    // The OpenAPI v3 document names them on the kind.
+    let (code, doc) = get(&router, "/openapi/v3/apis/stable.example.com/v1").await;
+    assert_eq!(code, 200);
+    let schema = &doc["components"]["schemas"]["com.example.stable.v1.Shirt"];
+    assert_eq!(
+        schema["x-kubernetes-selectable-fields"],
+        json!([{"fieldPath": "spec.color"}, {"fieldPath": "spec.size"},
+               {"fieldPath": "spec.quantity"}, {"fieldPath": "spec.branded"}])
+    );
+}
+
+#[test]
+fn selectable_fields_are_checked_as_apiextensions_apiserver_checks_them() {
+    let dir = tempfile::tempdir().expect("dir");
+    let api = open(dir.path());
+    let fields = json!([
+        {"jsonPath": ""},
+        {"jsonPath": "spec.color"},
+        {"jsonPath": ".spec.tags[0]"},
+        {"jsonPath": ".metadata.name"},
+        {"jsonPath": ".spec.color"},
+        {"jsonPath": ".spec.color"},
+        {"jsonPath": ".spec.nothing"},
+        {"jsonPath": ".spec.tags"},
+        {"jsonPath": ".spec.size"},
+    ]);
+    let refused = create_definition(&api, shirts(fields)).expect_err("refused");
+    assert_eq!(refused.code(), 422);
+    let message = refused.message();
+    let at = "spec.versions[0].selectableFields";
+    for wanted in [
+        format!("{at}[0].jsonPath: Required value"),
+        format!("{at}[1].jsonPath: Invalid value: \"spec.color\": must be a simple json path starting with ."),
+        format!("{at}[2].jsonPath: Invalid value: \".spec.tags[0]\": must be a simple JSON path without array notation"),
+        format!("{at}[3].jsonPath: Invalid value: \".metadata.name\": must not point to fields in metadata"),
+        format!("{at}[5].jsonPath: Duplicate value: \".spec.color\""),
+        format!("{at}[6].jsonPath: Invalid value: \".spec.nothing\": is an invalid path"),
+        format!("{at}[7].jsonPath: Invalid value: \".spec.tags\": must point to a field of type string, boolean or integer"),
+        format!("{at}: Too many: 9: must have at most 8 items"),
+    ] {
+        assert!(message.contains(&wanted), "{wanted}\nnot in\n{message}");
+    }
+    assert!(!message.contains(&format!("{at}[4]")), "{message}");
+    assert!(!message.contains(&format!("{at}[8]")), "{message}");
+}

@@ -54,6 +54,9 @@ pub struct Custom {
     pub openapi: Arc<Value>,
     /// `additionalPrinterColumns`, or the default Age column.
     pub columns: Vec<Column>,
+    /// `selectableFields`: the paths field selectors may name beside `metadata.name` and
+    /// `metadata.namespace`, without their leading dot (`spec.color`).
+    pub selectable_fields: &'static [&'static str],
     /// The `scale` subresource's paths, when it is served.
     pub scale: Option<ScalePaths>,
     /// The warning sent with every request for a deprecated version.
@@ -363,10 +366,12 @@ impl Compiled {
             vec![&spec.group, &names.kind, &names.plural, &singular, &list_kind];
         plain.extend(spec.versions.iter().map(|v| v.name.as_str()));
         let empty = Vec::new();
-        let lists: [&[String]; 2] = [
+        let selectable: Vec<Vec<String>> = spec.versions.iter().map(selectable_fields).collect();
+        let mut lists: Vec<&[String]> = vec![
             names.short_names.as_ref().unwrap_or(&empty),
             names.categories.as_ref().unwrap_or(&empty),
         ];
+        lists.extend(selectable.iter().map(Vec::as_slice));
         let cost = intern_cost(&plain, &lists);
         let charged = self.interned.load(AtomicOrdering::Acquire);
         if charged + cost > limits::MAX_INTERNED_BYTES {
@@ -390,6 +395,12 @@ impl Compiled {
         self.interned.fetch_add(cost, AtomicOrdering::AcqRel);
         Ok(())
     }
+}
+
+/// The field paths `version` lets field selectors name (`.spec.color` as `spec.color`).
+fn selectable_fields(version: &ext::CustomResourceDefinitionVersion) -> Vec<String> {
+    let declared = version.selectable_fields.iter().flatten();
+    declared.map(|f| f.json_path.trim_start_matches('.').to_owned()).collect()
 }
 
 /// The resource types a stored definition serves: one per served version, once established.
@@ -450,6 +461,7 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             schema: Arc::new(schema),
             openapi: Arc::new(openapi),
             columns: columns::of(version.additional_printer_columns.as_deref()),
+            selectable_fields: intern_list(&selectable_fields(version)),
             scale,
             deprecation_warning: deprecation_warning(spec, version),
             terminating,

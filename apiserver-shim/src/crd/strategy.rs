@@ -20,8 +20,9 @@ impl crate::registry::form::Validate for CustomResources {
 impl Strategy for CustomResources {
     /// `metadata.name` and `metadata.namespace`, the latter read from the object whatever the
     /// scope (a cluster-scoped custom resource is stored without one, so it reads `""`).
-    fn field_labels(&self, _rt: &ResourceType) -> FieldLabels {
-        FieldLabels::Default { cluster_scoped: false }
+    fn field_labels(&self, rt: &ResourceType) -> FieldLabels {
+        let fields = rt.custom.as_ref().map_or(&[][..], |c| c.selectable_fields);
+        FieldLabels::Custom { cluster_scoped: !rt.namespaced, fields }
     }
 
     /// Once their definition is terminating, a write may be what lets it go.

@@ -55,6 +55,13 @@ impl Problems {
             format!("Duplicate value: \"{value}\""),
         ));
     }
+    fn too_many(&mut self, field: impl Into<String>, count: usize, most: usize) {
+        self.0.push(Cause::new(
+            "FieldValueTooMany",
+            field,
+            format!("Too many: {count}: must have at most {most} items"),
+        ));
+    }
     fn immutable(&mut self, field: impl Into<String>, value: &str) {
         self.0.push(Cause::new(
             "FieldValueInvalid",
@@ -386,11 +393,69 @@ fn versions(
                 }
             }
         }
-        if version.selectable_fields.as_ref().is_some_and(|f| !f.is_empty()) {
-            p.forbidden(
-                format!("{at}.selectableFields"),
-                "selectable fields are not supported by this server",
-            );
+        if let Some(fields) = version.selectable_fields.as_deref() {
+            let schema = version.schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref());
+            selectable_fields(fields, schema, &format!("{at}.selectableFields"), p);
         }
+    }
+}
+
+/// The most selectable fields a version may declare.
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// `validateSelectableFields`: each a simple JSON path (dot notation, no arrays), not into
+/// `metadata`, declared once, naming a string, boolean or integer field of the version's schema;
+/// at most [`MAX_SELECTABLE_FIELDS`].
+fn selectable_fields(
+    fields: &[ext::SelectableField],
+    schema: Option<&ext::JSONSchemaProps>,
+    at: &str,
+    p: &mut Problems,
+) {
+    let mut seen = std::collections::HashSet::new();
+    for (i, field) in fields.iter().enumerate() {
+        let at = format!("{at}[{i}].jsonPath");
+        let path = field.json_path.as_str();
+        if path.is_empty() {
+            p.required(at, "");
+            continue;
+        }
+        let Some(rest) = path.strip_prefix('.') else {
+            p.invalid(at, path, "must be a simple json path starting with .");
+            continue;
+        };
+        let simple = |segment: &str| {
+            !segment.is_empty()
+                && segment.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if !rest.split('.').all(simple) {
+            p.invalid(at, path, "must be a simple JSON path without array notation");
+            continue;
+        }
+        if rest == "metadata" || rest.starts_with("metadata.") {
+            p.invalid(at, path, "must not point to fields in metadata");
+            continue;
+        }
+        if !seen.insert(path) {
+            p.duplicate(at, path);
+            continue;
+        }
+        let Some(schema) = schema else { continue };
+        let found = rest.split('.').try_fold(schema, |props, segment| {
+            props.properties.as_ref().and_then(|m| m.get(segment))
+        });
+        match found.and_then(|f| f.type_.as_deref()) {
+            None => p.invalid(at, path, "is an invalid path"),
+            Some("string" | "boolean" | "integer") => {}
+            Some(_) => p.invalid(
+                at,
+                path,
+                "must point to a field of type string, boolean or integer. Enum string fields \
+                 and strings with formats are allowed",
+            ),
+        }
+    }
+    if fields.len() > MAX_SELECTABLE_FIELDS {
+        p.too_many(at, fields.len(), MAX_SELECTABLE_FIELDS);
     }
 }

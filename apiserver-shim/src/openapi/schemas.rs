@@ -71,6 +71,11 @@ fn custom_schema(rt: &ResourceType, custom: &crate::crd::Custom) -> Value {
         "x-kubernetes-group-version-kind".into(),
         json!([gvk(rt.group, rt.version, rt.kind)]),
     );
+    if !custom.selectable_fields.is_empty() {
+        let fields: Vec<Value> =
+            custom.selectable_fields.iter().map(|f| json!({"fieldPath": f})).collect();
+        schema.insert("x-kubernetes-selectable-fields".into(), Value::Array(fields));
+    }
     Value::Object(schema)
 }
 

@@ -265,6 +265,15 @@ pub enum FieldLabels {
     Job,
     /// events.k8s.io/v1 Events.
     EventsV1Event,
+    /// Custom resources: `metadata.name`, `metadata.namespace` when namespaced, and the fields
+    /// their definition's version declares selectable (as apiextensions-apiserver converts
+    /// them).
+    Custom {
+        /// Whether the kind is cluster-scoped.
+        cluster_scoped: bool,
+        /// The declared paths (`spec.color`).
+        fields: &'static [&'static str],
+    },
 }
 
 impl FieldLabels {
@@ -279,6 +288,11 @@ impl FieldLabels {
                 } else {
                     Err(FieldSelectorError::NotKnown(label.to_owned()))
                 };
+            }
+            FieldLabels::Custom { cluster_scoped, fields } => {
+                label == "metadata.name"
+                    || (!cluster_scoped && label == "metadata.namespace")
+                    || fields.contains(&label)
             }
             FieldLabels::Job => {
                 return if meta || label == "status.successful" {
@@ -355,6 +369,8 @@ impl FieldLabels {
         let text = |pointer: &str| str_at(object, pointer).to_owned();
         match (self, field) {
             (_, "metadata.name") => text("/metadata/name"),
+            (FieldLabels::Custom { .. }, "metadata.namespace") => text("/metadata/namespace"),
+            (FieldLabels::Custom { .. }, path) => selectable_value(object, path),
             (FieldLabels::Default { cluster_scoped: true }, "metadata.namespace") => String::new(),
             (_, "metadata.namespace") => text("/metadata/namespace"),
 
@@ -411,6 +427,19 @@ impl FieldLabels {
             // Accepted by the conversion but absent from the field set (e.g. status.podIPs).
             _ => String::new(),
         }
+    }
+}
+
+/// A custom resource's selectable field at `path` (`spec.color`): a string as it is, a number or
+/// a boolean as printed, anything else (or nothing) as `""`, as apiextensions-apiserver reads
+/// the path.
+fn selectable_value(object: &Value, path: &str) -> String {
+    let pointer: String = path.split('.').map(|s| format!("/{s}")).collect();
+    match object.pointer(&pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => String::new(),
     }
 }
 
