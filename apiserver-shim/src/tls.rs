@@ -47,6 +47,17 @@ fn write_private(path: &std::path::Path, content: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
+/// The domain tenants are served under by TLS server name: tenant `team-a` answers requests
+/// whose server name is `team-a.tenants.carrel.local`, whatever their path (see
+/// [`crate::http::clusters`]). The serving certificate [`Certificates::generate`] makes names
+/// `*.` this domain; a kubeconfig sets it as `tls-server-name`, which needs no DNS.
+pub const TENANT_DOMAIN: &str = "tenants.carrel.local";
+
+/// The TLS server name of tenant `name` ([`TENANT_DOMAIN`]).
+pub fn tenant_server_name(name: &str) -> String {
+    format!("{name}.{TENANT_DOMAIN}")
+}
+
 /// The user name of the admin certificate [`Certificates::generate`] makes.
 pub const ADMIN_USER: &str = "carrel-admin";
 /// Its group: every permission.
@@ -69,7 +80,8 @@ pub struct Certificates {
 }
 
 impl Certificates {
-    /// A fresh CA, and a serving certificate for `hosts` (DNS names or IP addresses) signed by it.
+    /// A fresh CA, and a serving certificate for `hosts` (DNS names or IP addresses) and every
+    /// tenant's server name (`*.`[`TENANT_DOMAIN`]) signed by it.
     pub fn generate(hosts: &[String]) -> Result<Certificates, TlsError> {
         let ca_key = rcgen::KeyPair::generate()?;
         let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
@@ -80,7 +92,9 @@ impl Certificates {
         let issuer = rcgen::Issuer::new(ca, ca_key);
 
         let key = rcgen::KeyPair::generate()?;
-        let mut leaf = rcgen::CertificateParams::new(hosts.to_vec())?;
+        let mut names = hosts.to_vec();
+        names.push(format!("*.{TENANT_DOMAIN}"));
+        let mut leaf = rcgen::CertificateParams::new(names)?;
         leaf.distinguished_name.push(rcgen::DnType::CommonName, "carrel-apiserver");
         leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let cert = leaf.signed_by(&key, &issuer)?;
@@ -135,6 +149,17 @@ impl Certificates {
         Ok(certs)
     }
 
+    /// Whether the serving certificate is valid for server name `name` (certificates saved
+    /// before tenants were served by name do not cover their names).
+    pub fn covers(&self, name: &str) -> bool {
+        let Some(Ok(der)) = CertificateDer::pem_slice_iter(self.cert_pem.as_bytes()).next() else {
+            return false;
+        };
+        let Ok(cert) = webpki::EndEntityCert::try_from(&der) else { return false };
+        let Ok(name) = rustls::pki_types::ServerName::try_from(name) else { return false };
+        cert.verify_is_valid_for_subject_name(&name).is_ok()
+    }
+
     /// The CA certificate, DER-encoded: what the host's client certificates chain to.
     pub fn ca_der(&self) -> Result<CertificateDer<'static>, TlsError> {
         Ok(CertificateDer::from_pem_slice(self.ca_pem.as_bytes())?)
@@ -180,6 +205,16 @@ mod tests {
         assert!(certs.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         let config = certs.server_config().unwrap();
         assert_eq!(config.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+    }
+
+    #[test]
+    fn the_serving_certificate_covers_every_tenants_server_name() {
+        let certs = Certificates::generate(&["127.0.0.1".into(), "localhost".into()]).unwrap();
+        assert!(certs.covers("localhost"));
+        assert!(certs.covers(&tenant_server_name("team-a")));
+        // One label under the domain only, and nothing else.
+        assert!(!certs.covers(&format!("a.b.{TENANT_DOMAIN}")));
+        assert!(!certs.covers("team-a.example.com"));
     }
 
     #[test]

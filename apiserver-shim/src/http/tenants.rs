@@ -8,11 +8,13 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 
-use super::clusters::Route;
+use super::clusters::{Route, TENANTS_PREFIX};
 use super::{Clusters, Server};
 use crate::access::{self, PeerCertificates};
+use crate::listener::TlsServerName;
 use crate::rbac::Attributes;
 use crate::status::ApiError;
+use crate::tls::TENANT_DOMAIN;
 
 use super::gate::{run, Gate, Next, Step};
 use super::identity::{identify, Credentials};
@@ -22,8 +24,31 @@ use super::Cluster;
 #[derive(Clone, Debug)]
 pub(super) struct SelectCluster(pub(super) Arc<Clusters>);
 
+/// A request whose TLS server name names a tenant (`<tenant>.`[`TENANT_DOMAIN`]) and whose path
+/// is not under `/tenants/`: its path as the tenant's (`/api` becomes `/tenants/<tenant>/api`).
+/// Clients that drop a kubeconfig's path (`kubectl get --raw` before 1.34) and in-cluster
+/// clients reach their tenant so; credentials are the tenant's to check, as on its path.
+fn by_server_name(request: &mut Request) {
+    let Some(TlsServerName(name)) = request.extensions().get::<TlsServerName>() else { return };
+    let Some(tenant) = name.strip_suffix(TENANT_DOMAIN).and_then(|t| t.strip_suffix('.')) else {
+        return;
+    };
+    let path = request.uri().path();
+    if tenant.is_empty() || tenant.contains('.') || path.starts_with(TENANTS_PREFIX) {
+        return;
+    }
+    let target = match request.uri().query() {
+        Some(query) => format!("{TENANTS_PREFIX}{tenant}{path}?{query}"),
+        None => format!("{TENANTS_PREFIX}{tenant}{path}"),
+    };
+    if let Ok(uri) = target.parse() {
+        *request.uri_mut() = uri;
+    }
+}
+
 impl Gate for SelectCluster {
     fn check(&self, mut request: Request) -> Step {
+        by_server_name(&mut request);
         match self.0.route(request.uri().path()) {
             Route::Open(server) => {
                 request.extensions_mut().insert(Cluster(server));

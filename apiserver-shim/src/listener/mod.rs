@@ -42,6 +42,11 @@ pub use gate::{Backoff, Gate, LogLimiter, Refused, Slot};
 pub use limits::{parse_duration, DurationError, Limits, ListenerFlags};
 pub use serve::serve;
 
+/// The server name a client asked for in its TLS handshake (SNI), in the extensions of every
+/// request of its connection: it selects a tenant ([`crate::http::clusters`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsServerName(pub std::sync::Arc<str>);
+
 /// How long a repeated log line stays quiet after it was written.
 pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 

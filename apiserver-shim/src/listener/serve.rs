@@ -105,7 +105,16 @@ pub async fn serve(
             let _slot = slot;
             let Some(acceptor) = acceptor else {
                 let peer_certificates = PeerCertificates::new(Vec::new());
-                return connection(tcp, peer, peer_certificates, router, &limits, &builder).await;
+                let named = None;
+                return connection(
+                    tcp,
+                    peer,
+                    (peer_certificates, named),
+                    router,
+                    &limits,
+                    &builder,
+                )
+                .await;
             };
             let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(tcp))
                 .await
@@ -128,7 +137,8 @@ pub async fn serve(
                 .map(|c| c.iter().map(|d| d.clone().into_owned()).collect())
                 .unwrap_or_default();
             let peer_certificates = PeerCertificates::new(chain);
-            connection(tls, peer, peer_certificates, router, &limits, &builder).await;
+            let named = tls.get_ref().1.server_name().map(|n| super::TlsServerName(n.into()));
+            connection(tls, peer, (peer_certificates, named), router, &limits, &builder).await;
         });
     }
 }
@@ -156,7 +166,7 @@ pub(super) fn builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
 async fn connection<I>(
     io: I,
     peer: SocketAddr,
-    peer_certificates: PeerCertificates,
+    (peer_certificates, server_name): (PeerCertificates, Option<super::TlsServerName>),
     router: Router,
     limits: &Limits,
     builder: &auto::Builder<TokioExecutor>,
@@ -172,6 +182,9 @@ async fn connection<I>(
             let in_flight = activity.begin();
             let (mut parts, body) = request.into_parts();
             parts.extensions.insert(peer_certificates.clone());
+            if let Some(name) = &server_name {
+                parts.extensions.insert(name.clone());
+            }
             let body = Arc::new(Mutex::new(BodyState::new(body, body_timeout)));
             let request =
                 hyper::Request::from_parts(parts, axum::body::Body::new(RequestBody(body.clone())));

@@ -163,6 +163,17 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         Some(certs.ca_pem.clone()),
     ));
     manager.set_service_network(args.service_cidr.clone());
+    // Tenants are reached by TLS server name too (whatever path a client sends), where the
+    // serving certificate names them; one saved before it did keeps kubeconfigs to paths.
+    if certs.covers(&carrel_apiserver::tls::tenant_server_name("tenant")) {
+        manager.name_tenants_in_kubeconfigs();
+    } else {
+        tracing::warn!(
+            "the saved serving certificate does not name tenants (*.{}): tenant kubeconfigs \
+             reach their tenant by path only",
+            carrel_apiserver::tls::TENANT_DOMAIN
+        );
+    }
     let kubeconfig_path = data.join(KUBECONFIG_FILE);
     std::fs::write(&kubeconfig_path, kubeconfig::admin(&endpoint, Some(&certs)))
         .with_context(|| format!("writing {}", kubeconfig_path.display()))?;

@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use carrel_apiserver::auth::ca::TenantCa;
-use carrel_e2e::{fails, ok};
+use carrel_e2e::{fails, kubectl_path, ok};
 use common::{create, Up};
 
 /// A kubeconfig for `user` in `groups`, with a certificate from the tenant's own CA.
@@ -60,6 +60,41 @@ fn endpoint(up: &Up, tenant: &str) -> String {
     let json: serde_json::Value =
         serde_json::from_str(&ok(up.carrel(&["tenant", "get", tenant, "-o", "json"]))).unwrap();
     json["status"]["endpoint"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_tenant_is_reached_by_its_tls_server_name_whatever_path_a_client_sends() {
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start(data.path());
+    let a = create(&up, "team-a", &[]);
+    let b = create(&up, "team-b", &[]);
+    let text = std::fs::read_to_string(&a).unwrap();
+    assert!(text.contains("\n    tls-server-name: team-a.tenants.carrel.local\n"), "{text}");
+    ok(up.kubectl(&a, &["create", "configmap", "only-in-a"]));
+    let mut clients = vec![("1.27", kubectl_path("kubectl.1.27"))];
+    clients.extend(common::kubectls());
+    let raw = ["get", "--raw", "/api/v1/namespaces/default/configmaps"];
+    for (version, kubectl) in clients {
+        // Before 1.34, `--raw` drops the kubeconfig's path: the server name still finds the
+        // tenant, and only it.
+        let list = ok(up.kubectl_at(&kubectl, &a, &raw));
+        assert!(list.contains("\"name\":\"only-in-a\""), "kubectl {version}: {list}");
+        let list = ok(up.kubectl_at(&kubectl, &b, &raw));
+        assert!(list.contains("ConfigMapList") && !list.contains("only-in-a"), "kubectl {version}");
+    }
+    // A server name selects a tenant, never credentials: team-a's certificate asking for
+    // team-b's name is refused, and a name no tenant has tells nothing more.
+    for (name, what) in [("team-b", "another tenant"), ("nobody", "no tenant")] {
+        let renamed = up.home.path().join(format!("a-named-{name}.kubeconfig"));
+        let config = text.replace("tls-server-name: team-a.", &format!("tls-server-name: {name}."));
+        std::fs::write(&renamed, config).unwrap();
+        let err = fails(up.kubectl(&renamed, &["get", "--raw", "/api/v1/namespaces"]));
+        assert!(
+            err.contains("Unauthorized") || err.contains("provide credentials"),
+            "{what}: {err}"
+        );
+    }
+    up.stop();
 }
 
 #[test]

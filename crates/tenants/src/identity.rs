@@ -36,21 +36,40 @@ pub fn issuer(tenant: &str) -> String {
     format!("https://kubernetes.default.svc/tenants/{tenant}")
 }
 
-/// The admin kubeconfig of tenant `name` served at `url`: with the listener's CA
-/// (`server_ca_pem`), a client certificate from the tenant's CA kept in `pki`; without (plain
-/// HTTP, in tests), no credential.
+/// How a tenant's kubeconfig reaches the listener: its URL, the listener's CA (none: plain
+/// HTTP, in tests), and whether the listener's certificate names the tenant's TLS server name.
+#[derive(Clone, Debug)]
+pub struct Endpoint<'a> {
+    /// The tenant's URL (`https://host:port/tenants/<name>`).
+    pub url: &'a str,
+    /// The listener's CA.
+    pub server_ca_pem: Option<&'a str>,
+    /// Whether to ask for the tenant's server name (`tls-server-name`), which reaches the tenant
+    /// whatever path a client sends.
+    pub by_name: bool,
+}
+
+/// The admin kubeconfig of tenant `name` served at `endpoint`: with the listener's CA, a client
+/// certificate from the tenant's CA kept in `pki`; without (plain HTTP, in tests), no
+/// credential.
 pub fn admin_kubeconfig(
     name: &str,
-    url: &str,
-    server_ca_pem: Option<&str>,
+    endpoint: &Endpoint<'_>,
     pki: &Path,
 ) -> Result<String, CredentialError> {
-    let Some(server_ca) = server_ca_pem else {
-        return Ok(kubeconfig::admin(url, None));
+    let Some(server_ca) = endpoint.server_ca_pem else {
+        return Ok(kubeconfig::admin(endpoint.url, None));
     };
     let ca = TenantCa::load_or_generate(pki, name)?;
     let (cert, key) = admin_credential(&ca, pki)?;
-    Ok(kubeconfig::with_client_certificate(url, server_ca, &cert, &key))
+    let server_name = endpoint.by_name.then(|| carrel_apiserver::tls::tenant_server_name(name));
+    Ok(kubeconfig::with_client_certificate(
+        endpoint.url,
+        server_name.as_deref(),
+        server_ca,
+        &cert,
+        &key,
+    ))
 }
 
 /// The admin client certificate and key (PEM) from the tenant's CA `ca`, kept in `pki` as

@@ -150,6 +150,8 @@ pub struct Manager {
     data_dir: PathBuf,
     endpoint: String,
     server_ca_pem: Option<String>,
+    /// Set when kubeconfigs name their tenant's TLS server name.
+    by_name: OnceLock<()>,
     admissions: Mutex<HashMap<String, Arc<TenantAdmission>>>,
     hooks: OnceLock<Arc<dyn TenantHooks>>,
     /// Room for new tenants in the open-file limit; unchecked until set.
@@ -215,6 +217,7 @@ impl Manager {
             data_dir: data_dir.join("tenants"),
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             server_ca_pem,
+            by_name: OnceLock::new(),
             admissions: Mutex::default(),
             hooks: OnceLock::new(),
             descriptors: OnceLock::new(),
@@ -272,17 +275,31 @@ impl Manager {
     /// data directory so that it is the same after a restart. Reads (and, the first time, makes)
     /// keys and files: blocks, so the manager itself runs it on the blocking pool.
     pub fn tenant_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
-        let pki = self.dir(name).pki();
-        identity::admin_kubeconfig(name, &self.url(name), self.server_ca_pem.as_deref(), &pki)
+        let (url, pki) = (self.url(name), self.dir(name).pki());
+        let endpoint = identity::Endpoint {
+            url: &url,
+            server_ca_pem: self.server_ca_pem.as_deref(),
+            by_name: self.by_name.get().is_some(),
+        };
+        identity::admin_kubeconfig(name, &endpoint, &pki)
             .map_err(|source| ManagerError::Credentials { tenant: name.to_owned(), source })
+    }
+
+    /// Write tenants' kubeconfigs with their TLS server name (`tls-server-name`), for a listener
+    /// whose certificate names them. Only the first call has an effect.
+    pub fn name_tenants_in_kubeconfigs(&self) {
+        let _ = self.by_name.set(());
     }
 
     /// [`Manager::tenant_kubeconfig`] on the blocking pool.
     async fn admin_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
         let (tenant, url, pki) = (name.to_owned(), self.url(name), self.dir(name).pki());
         let server_ca = self.server_ca_pem.clone();
+        let by_name = self.by_name.get().is_some();
         let made = tokio::task::spawn_blocking(move || {
-            identity::admin_kubeconfig(&tenant, &url, server_ca.as_deref(), &pki)
+            let endpoint =
+                identity::Endpoint { url: &url, server_ca_pem: server_ca.as_deref(), by_name };
+            identity::admin_kubeconfig(&tenant, &endpoint, &pki)
         })
         .await?;
         made.map_err(|source| ManagerError::Credentials { tenant: name.to_owned(), source })

@@ -604,9 +604,12 @@ async fn the_in_process_admin_client_is_the_admin_certificates_user_and_creates_
     let client = crate::admin_client(opened.server.clone());
 
     // The user the admin kubeconfig's certificate authenticates as.
-    let kubeconfig =
-        crate::identity::admin_kubeconfig("team-a", "https://x", Some("ca"), &tenant.pki())
-            .unwrap();
+    let kubeconfig = crate::identity::admin_kubeconfig(
+        "team-a",
+        &crate::identity::Endpoint { url: "https://x", server_ca_pem: Some("ca"), by_name: false },
+        &tenant.pki(),
+    )
+    .unwrap();
     assert!(kubeconfig.contains("client-certificate-data"), "{kubeconfig}");
     let ca = TenantCa::load_or_generate(&tenant.pki(), "team-a").unwrap();
     let (cert, _) = ca
