@@ -561,7 +561,7 @@ impl IntoResponse for ApiError {
     /// kube-apiserver's `ErrorNegotiated`).
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        let body = encode_status(&self.to_status());
         let mut response = (code, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -575,9 +575,91 @@ impl IntoResponse for ApiError {
 /// The API's result type.
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// A `Status` as kube-apiserver writes it: its fields in the order of Go's `metav1.Status`
+/// (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`, `details`, `code`; details
+/// and causes likewise), compact, with the newline Go's JSON encoder ends a value with. Fields
+/// beyond those come after them, by name.
+pub fn encode_status(status: &Value) -> Vec<u8> {
+    const STATUS: &[&str] =
+        &["kind", "apiVersion", "metadata", "status", "message", "reason", "details", "code"];
+    const DETAILS: &[&str] = &["name", "group", "kind", "uid", "causes", "retryAfterSeconds"];
+    const CAUSE: &[&str] = &["reason", "message", "field"];
+    fn ordered(
+        value: &Value,
+        order: &[&str],
+        out: &mut String,
+        inner: &dyn Fn(&str, &Value, &mut String),
+    ) {
+        let Some(map) = value.as_object() else {
+            out.push_str(&value.to_string());
+            return;
+        };
+        let rest = map.keys().filter(|k| !order.contains(&k.as_str())).map(String::as_str);
+        let keys: Vec<&str> =
+            order.iter().copied().filter(|k| map.contains_key(*k)).chain(rest).collect();
+        out.push('{');
+        for (i, key) in keys.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&Value::from(*key).to_string());
+            out.push(':');
+            inner(key, &map[*key], out);
+        }
+        out.push('}');
+    }
+    let cause = |_: &str, v: &Value, out: &mut String| out.push_str(&v.to_string());
+    let details = |key: &str, v: &Value, out: &mut String| match (key, v.as_array()) {
+        ("causes", Some(causes)) => {
+            out.push('[');
+            for (i, c) in causes.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                ordered(c, CAUSE, out, &cause);
+            }
+            out.push(']');
+        }
+        _ => out.push_str(&v.to_string()),
+    };
+    let top = |key: &str, v: &Value, out: &mut String| match key {
+        "details" => ordered(v, DETAILS, out, &details),
+        _ => out.push_str(&v.to_string()),
+    };
+    let mut out = String::new();
+    ordered(status, STATUS, &mut out, &top);
+    out.push('\n');
+    out.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_is_written_byte_for_byte_as_kube_apiserver_writes_it() {
+        let e = ApiError::invalid(
+            "apps",
+            "Deployment",
+            "web",
+            vec![Cause::new("FieldValueRequired", "spec.selector", "Required value")],
+        );
+        let body = String::from_utf8(encode_status(&e.to_status())).unwrap();
+        assert_eq!(
+            body,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\
+             \"message\":\"Deployment.apps \\\"web\\\" is invalid: spec.selector: Required value\",\
+             \"reason\":\"Invalid\",\"details\":{\"name\":\"web\",\"group\":\"apps\",\
+             \"kind\":\"Deployment\",\"causes\":[{\"reason\":\"FieldValueRequired\",\
+             \"message\":\"Required value\",\"field\":\"spec.selector\"}]},\"code\":422}\n"
+        );
+        let gone = String::from_utf8(encode_status(&ApiError::unauthorized().to_status())).unwrap();
+        assert_eq!(
+            gone,
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\
+             \"message\":\"Unauthorized\",\"reason\":\"Unauthorized\",\"code\":401}\n"
+        );
+    }
 
     #[test]
     fn not_found_reads_like_kube_apiserver() {

@@ -11,8 +11,11 @@ use crate::resource::ResourceType;
 
 use super::request::{accept, include_object, wants_partial_metadata, Query};
 
+/// `value` as JSON, ended with a newline as Go's JSON encoder ends what kube-apiserver writes.
 pub(super) fn json_response(code: StatusCode, value: &Value) -> Response {
-    json_bytes_response(code, serde_json::to_vec(value).unwrap_or_default())
+    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    body.push(b'\n');
+    json_bytes_response(code, body)
 }
 
 pub(super) fn json_bytes_response(code: StatusCode, body: Vec<u8>) -> Response {

@@ -49,7 +49,7 @@ pub(super) fn status_answer(code: u16, max_header_bytes: usize) -> Vec<u8> {
         )),
         _ => crate::ApiError::bad_request("the request could not be parsed as HTTP"),
     };
-    let body = serde_json::to_vec(&error.to_status()).unwrap_or_default();
+    let body = crate::status::encode_status(&error.to_status());
     let reason = axum::http::StatusCode::from_u16(code)
         .ok()
         .and_then(|c| c.canonical_reason())
