@@ -23,6 +23,7 @@ pub mod kubeconfig;
 pub mod listener;
 pub mod local_client;
 pub mod managed;
+pub mod metrics;
 pub mod object;
 pub mod object_names;
 pub mod openapi;

@@ -1,7 +1,7 @@
 //! Who is asking, and whether they may: the authentication layer (credentials, the anonymous
 //! user's public paths, impersonation) and the authorization layer (RBAC on the request info:
 //! an access review's create, a resource request's verb, group, resource, namespace, name and
-//! subresource, or a non-resource path). Both act only on a cluster served with security.
+//! subresource — the resource metrics API's as any other's —, or a non-resource path). Both act only on a cluster served with security.
 
 use std::sync::Arc;
 
@@ -104,7 +104,10 @@ fn authorize_request(request: &Request) -> ApiResult<()> {
     };
     match &info.kind {
         Kind::Review(Ok(review)) => caller.authorize(review.attributes(caller.user.clone())),
-        Kind::Review(Err(e)) | Kind::Resource(Err(e)) => Err(e.clone()),
+        Kind::Metrics(Ok(metrics)) => {
+            caller.authorize(metrics.attributes(caller.user.clone(), request.method()))
+        }
+        Kind::Review(Err(e)) | Kind::Metrics(Err(e)) | Kind::Resource(Err(e)) => Err(e.clone()),
         Kind::Resource(Ok(path)) => authorize_resource(caller, request.method(), path, &info.query),
         Kind::NonResource => {
             let verb = request.method().as_str().to_ascii_lowercase();

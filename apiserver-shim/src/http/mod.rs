@@ -4,9 +4,9 @@
 //!
 //! [`routing`] maps a path to what serves it; [`request`] reads queries, bodies and options and
 //! [`response`] writes answers; [`handlers`] holds one module per verb, [`watch`] the watch
-//! stream, [`documents`] discovery and OpenAPI, [`reviews`] the access endpoints; [`identity`]
-//! authenticates and authorizes; [`tenants`] answers for a tenant that is not served;
-//! [`pod_room`] is the pod intake window.
+//! stream, [`documents`] discovery and OpenAPI, [`reviews`] the access endpoints, [`metrics`] the
+//! resource metrics API; [`identity`] authenticates and authorizes; [`tenants`] answers for a
+//! tenant that is not served; [`pod_room`] is the pod intake window.
 
 mod audit;
 pub mod clusters;
@@ -14,6 +14,7 @@ mod documents;
 mod gate;
 mod handlers;
 mod identity;
+mod metrics;
 mod pod_room;
 mod request;
 mod request_info;
@@ -39,6 +40,7 @@ use crate::api::Api;
 use crate::auth::UserInfo;
 use crate::flowcontrol::{FlowConfig, FlowControlLayer};
 use crate::intake::PodIntake;
+use crate::metrics::Metrics;
 use crate::openapi;
 use crate::rbac::{Attributes, Policy};
 use crate::registry::core::pods::subresources::PodLogs;
@@ -64,6 +66,9 @@ pub struct Server {
     pod_logs: std::sync::OnceLock<Arc<dyn PodLogs>>,
     /// Where `pods/<name>/exec`, `attach` and `portforward` connect to.
     pod_streams: std::sync::OnceLock<Arc<dyn PodStreams>>,
+    /// Where the resource metrics API (`metrics.k8s.io`) reads usage from; without one it is
+    /// not served.
+    metrics: std::sync::OnceLock<Arc<dyn Metrics>>,
     /// The OpenAPI v3 documents of the custom resources, for the registry they were built from.
     custom_openapi: parking_lot::Mutex<Option<CustomOpenApi>>,
     /// The window new pods wait for before they are stored, and the tenant this server serves.
@@ -85,6 +90,7 @@ impl Server {
             discovered_extra: &[],
             pod_logs: Default::default(),
             pod_streams: Default::default(),
+            metrics: Default::default(),
             custom_openapi: Default::default(),
             pod_intake: Default::default(),
         }
@@ -99,10 +105,14 @@ impl Server {
         }
     }
 
-    /// What discovery lists now: the API's types, and the access reviews on a secured cluster.
-    /// Built for discovery requests only.
+    /// What discovery lists now: the API's types, the access reviews on a secured cluster, and
+    /// the resource metrics API on a cluster given a source. Built for discovery requests only.
     fn discovered(&self) -> Registry {
-        self.api.registry().with_extra(self.discovered_extra)
+        let registry = self.api.registry().with_extra(self.discovered_extra);
+        match self.metrics.get() {
+            Some(_) => registry.with_extra(crate::metrics::TYPES),
+            None => registry,
+        }
     }
 
     /// The v3 documents of the custom resources served now, built once per registry.
@@ -134,6 +144,13 @@ impl Server {
     /// call has an effect; without one, such a request is 503.
     pub fn set_pod_streams(&self, streams: Arc<dyn PodStreams>) {
         let _ = self.pod_streams.set(streams);
+    }
+
+    /// Serve the resource metrics API (`metrics.k8s.io/v1beta1`: `kubectl top`) from `metrics`.
+    /// Only the first call has an effect; without one, the API is not served (discovery does
+    /// not list it and its paths are 404), as on a cluster without metrics-server.
+    pub fn set_metrics(&self, metrics: Arc<dyn Metrics>) {
+        let _ = self.metrics.set(metrics);
     }
 
     /// Make new pods of tenant `tenant` wait for room in `intake` before they are stored. Only

@@ -1,7 +1,7 @@
 //! Request info: what a request asks for, found once, before authorization, as
 //! kube-apiserver's `RequestInfoResolver` does — the path within the cluster, the query, and
-//! whether it is an access review, a resource request (with its type, namespace, name and
-//! subresource) or a non-resource request.
+//! whether it is an access review, a request for the resource metrics API, a resource request
+//! (with its type, namespace, name and subresource) or a non-resource request.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult};
 
 use super::gate::{Gate, Step};
+use super::metrics::MetricsRequest;
 use super::request::Query;
 use super::reviews::Review;
 use super::routing::is_health;
@@ -33,6 +34,9 @@ pub(super) struct RequestInfo {
 pub(super) enum Kind {
     /// An access review or TokenRequest, on a cluster with security (or why it is refused).
     Review(ApiResult<Review>),
+    /// A request for the resource metrics API, on a cluster given a source of metrics (or why
+    /// none is served there).
+    Metrics(ApiResult<MetricsRequest>),
     /// A resource path under `/api/v1/…` or `/apis/<group>/<version>/…` (or why none is served
     /// there).
     Resource(ApiResult<ResourcePath>),
@@ -82,8 +86,14 @@ fn resolve(request: &Request) -> ApiResult<RequestInfo> {
         Some(_) => Review::of(request.method(), &segments),
         None => None,
     };
+    let metrics = server.metrics.get().is_some();
     let kind = match (review, segments.as_slice()) {
         (Some(review), _) => Kind::Review(review),
+        (None, ["apis", group, version, rest @ ..])
+            if !rest.is_empty() && metrics && MetricsRequest::serves(group, version) =>
+        {
+            Kind::Metrics(MetricsRequest::of(rest, &info.query))
+        }
         (None, ["api", "v1", rest @ ..]) if !rest.is_empty() => {
             Kind::Resource(resource_path(&server, "", "v1", rest))
         }
@@ -127,12 +137,21 @@ fn resource_path(
     segments: &[&str],
 ) -> ApiResult<ResourcePath> {
     let registry = server.api.registry();
+    path_of(group, segments, |plural| registry.get(group, version, plural).cloned())
+}
+
+/// The resource path `segments` name after the path of `group` and a version, with the types
+/// `lookup` finds there by plural.
+pub(super) fn path_of(
+    group: &str,
+    segments: &[&str],
+    lookup: impl Fn(&str) -> Option<ResourceType>,
+) -> ApiResult<ResourcePath> {
     let (legacy_watch, segments) = match segments {
         ["watch", rest @ ..] => (true, rest),
         _ => (false, segments),
     };
-    let lookup =
-        |plural: &str| registry.get(group, version, plural).cloned().ok_or_else(ApiError::no_route);
+    let lookup = |plural: &str| lookup(plural).ok_or_else(ApiError::no_route);
     let owned = |s: &&str| s.to_string();
     let path = match segments {
         // /namespaces/<ns>/status and /finalize are the namespace's own subresources.

@@ -1,5 +1,5 @@
-//! Routing: a request, with its [`RequestInfo`], to what serves it (an access endpoint, a
-//! resource handler, discovery, OpenAPI, health or metrics).
+//! Routing: a request, with its [`RequestInfo`], to what serves it (an access endpoint, the
+//! resource metrics API, a resource handler, discovery, OpenAPI, health or metrics).
 
 use axum::http::Method;
 use axum::response::Response;
@@ -9,7 +9,7 @@ use crate::status::{ApiError, ApiResult};
 
 use super::request_info::{Kind, RequestInfo, ResourcePath};
 use super::response::{text, with_warnings};
-use super::{documents, handlers, reviews, Caller, Incoming, Server};
+use super::{documents, handlers, metrics, reviews, Caller, Incoming, Server};
 
 /// Answer a request whose caller the layers have authenticated and authorized, by what its
 /// path names.
@@ -27,6 +27,11 @@ pub(super) async fn route(
             let review = review.clone()?;
             let caller = caller.ok_or_else(ApiError::unauthorized)?;
             return reviews::answer(server, caller, review, headers, request.body).await;
+        }
+        Kind::Metrics(request) => {
+            let request = request.clone()?;
+            let source = server.metrics.get().ok_or_else(ApiError::no_route)?;
+            return metrics::answer(server, source, request, method, query, headers).await;
         }
         Kind::Resource(path) => {
             let path = path.clone()?;

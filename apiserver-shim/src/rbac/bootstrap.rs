@@ -160,6 +160,13 @@ pub fn cluster_roles() -> Vec<ClusterRole> {
         role("system:aggregate-to-edit", &[AGGREGATE_TO_EDIT], aggregate_to_edit()),
         aggregated("view", &[AGGREGATE_TO_EDIT], AGGREGATE_TO_VIEW),
         role("system:aggregate-to-view", &[AGGREGATE_TO_VIEW], aggregate_to_view()),
+        // What metrics-server's installation adds: reading resource metrics (`kubectl top`),
+        // for whoever may view.
+        role(
+            "system:aggregated-metrics-reader",
+            &[AGGREGATE_TO_VIEW, AGGREGATE_TO_EDIT, AGGREGATE_TO_ADMIN],
+            vec![rule(READ, crate::metrics::GROUP, &["pods", "nodes"])],
+        ),
     ]
 }
 

@@ -4,6 +4,7 @@ mod dns;
 mod gpu;
 mod heap;
 mod host;
+mod metrics;
 mod pod_streams;
 mod run;
 mod syncers;

@@ -1,7 +1,7 @@
 //! What `carrel up` runs beside each tenant's API: its controllers (`carrel_controllers`), its
 //! cluster DNS ([`crate::dns`]), its syncer, the watch that gives a pod's room
 //! in the intake window back once the syncer has taken it up ([`carrel_syncer::taken_up`]), and
-//! the pod logs the tenant reads through it.
+//! the pod logs, pod streams and resource metrics the tenant reads through the host.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -28,6 +28,7 @@ use carrel_tenants::{host_namespace, TenantHooks};
 
 use crate::dns::TenantDns;
 use crate::heap::Trim;
+use crate::metrics::TenantMetrics;
 use crate::pod_streams::TenantPodStreams;
 use crate::wakes::Wakes;
 
@@ -148,6 +149,12 @@ impl TenantHooks for Syncers {
             host: self.host.clone(),
             host_namespace: host_namespace(tenant),
         }));
+        // `kubectl top`: the host's metrics of its pods, in its own names.
+        server.set_metrics(Arc::new(TenantMetrics::new(
+            self.host.clone(),
+            host_namespace(tenant),
+            server.api(),
+        )));
         let quota = gpu_quota(object);
         let tolerations = allowed_tolerations(object);
         let mut running = self.running.lock();

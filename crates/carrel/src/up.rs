@@ -29,6 +29,7 @@ use carrel_tenants::Manager;
 
 use crate::dns::TenantDns;
 use crate::host::{default_data_dir, KUBECONFIG_FILE};
+use crate::metrics::SimMetrics;
 use crate::pod_streams::SimPodStreams;
 use crate::syncers::{SimPodLogs, Syncers};
 
@@ -244,6 +245,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     host_server.set_pod_streams(streams);
     host_server.set_pod_logs(Arc::new(SimPodLogs::new(logs)));
+    // `kubectl top` on the host: what the simulated kubelets' pods and nodes use.
+    host_server.set_metrics(Arc::new(SimMetrics::new(host.clone())));
     tasks.push(tokio::spawn(run_scheduler(client.clone(), stop_rx.clone())));
     // The host's storage: a default StorageClass, and volumes provisioned and bound for its claims.
     tasks.push(tokio::spawn(run_provisioner(client.clone(), stop_rx.clone())));

@@ -152,6 +152,12 @@ impl Quantity {
         self.nanos = self.nanos.saturating_add(other.nanos);
     }
 
+    /// This quantity divided by `divisor` (at least 1), rounded down to a nano-unit, in its
+    /// format.
+    pub fn divided(&self, divisor: u32) -> Quantity {
+        Quantity { nanos: self.nanos / i128::from(divisor.max(1)), format: self.format }
+    }
+
     /// Rounded up to a whole number of units, in its format (`RoundUp(0)`).
     pub fn round_up(&self) -> Quantity {
         let remainder = self.nanos.rem_euclid(NANO);
@@ -315,6 +321,11 @@ mod tests {
         assert_eq!(sum.to_string(), "1573741824");
         assert_eq!(Quantity::count(2).to_string(), "2");
         assert_eq!(Quantity::parse("1").unwrap(), Quantity::parse("1000m").unwrap());
+        // A division keeps the format: half of 1Gi is 512Mi, half of 1 is 500m.
+        assert_eq!(Quantity::parse("1Gi").unwrap().divided(2).to_string(), "512Mi");
+        assert_eq!(Quantity::parse("1").unwrap().divided(2).to_string(), "500m");
+        assert_eq!(Quantity::parse("3n").unwrap().divided(2).to_string(), "1n");
+        assert_eq!(Quantity::parse("1").unwrap().divided(0).to_string(), "1");
         assert_eq!(
             Quantity::parse("1Ki").unwrap().cmp_value(&Quantity::parse("1k").unwrap()),
             Ordering::Greater

@@ -8,6 +8,10 @@
 //! - [`ANNOTATION_RUN_SECONDS`]: how long each run lasts (a float; absent: until deleted);
 //! - [`ANNOTATION_EXIT_CODE`]: the exit code at the end of a run (default 0);
 //! - [`ANNOTATION_LOG`]: text the container prints, one line per `\n`.
+//! - [`ANNOTATION_CPU_USAGE`], [`ANNOTATION_MEMORY_USAGE`]: what each running container uses, as
+//!   the resource metrics show it (quantities, `250m`, `64Mi`; absent or unreadable: half of the
+//!   container's request, or 1m CPU and 4Mi of memory when it requests none; see
+//!   [`crate::usage`]).
 //!
 //! At the end of a run the pod's `restartPolicy` decides: `Never` ends the pod (Succeeded on 0,
 //! Failed otherwise), `OnFailure` restarts on a non-zero exit and ends on 0, `Always` restarts.
@@ -68,6 +72,10 @@ pub const ANNOTATION_RUN_SECONDS: &str = "sim.carrel.dev/run-seconds";
 pub const ANNOTATION_EXIT_CODE: &str = "sim.carrel.dev/exit-code";
 /// Annotation: what the containers print, one line per `\n`.
 pub const ANNOTATION_LOG: &str = "sim.carrel.dev/log";
+/// Annotation: the CPU each running container of the pod uses, a quantity (`250m`).
+pub const ANNOTATION_CPU_USAGE: &str = "sim.carrel.dev/cpu-usage";
+/// Annotation: the memory each running container of the pod uses, a quantity (`64Mi`).
+pub const ANNOTATION_MEMORY_USAGE: &str = "sim.carrel.dev/memory-usage";
 /// Label `"true"` on simulated nodes.
 pub const LABEL_SIMULATED: &str = "carrel.dev/simulated";
 /// How often the node's Lease is renewed (the kubelet's heartbeat).
