@@ -126,6 +126,10 @@ pub struct Config {
     pub gpu_quota: BTreeMap<String, i64>,
     /// The CA a workload trusts to reach its tenant API (put beside its token).
     pub tenant_ca_pem: Option<String>,
+    /// Where workloads reach their tenant API (host, port): their `KUBERNETES_SERVICE_HOST`
+    /// and the other variables the kubelet sets for the `kubernetes` Service name it
+    /// ([`translate::point_api_at`]). `None` leaves the host kubelet's.
+    pub tenant_api: Option<(String, u16)>,
     /// How often everything is compared again, whatever the watches said.
     pub resync: Duration,
 }
@@ -161,6 +165,7 @@ struct Inner {
     /// The tolerations the tenant's admin allows its pods to carry to the host.
     allowed_tolerations: RwLock<Vec<carrel_gpu::fit::Toleration>>,
     tenant_ca_pem: Option<String>,
+    tenant_api: Option<(String, u16)>,
     resync: Duration,
     tenant_client: kube::Client,
     /// Writes the syncer's own Events in the tenant.
@@ -261,6 +266,7 @@ impl Syncer {
                 quota: RwLock::new(config.gpu_quota),
                 allowed_tolerations: RwLock::default(),
                 tenant_ca_pem: config.tenant_ca_pem,
+                tenant_api: config.tenant_api,
                 resync: config.resync,
                 recorder: Recorder::for_component(tenant.clone(), COMPONENT, ""),
                 tenant_client: tenant,

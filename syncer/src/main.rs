@@ -35,6 +35,11 @@ struct Args {
     /// A PEM file of the CA workloads trust for their tenant API (put beside their token).
     #[arg(long)]
     tenant_ca: Option<PathBuf>,
+    /// Where workloads reach their tenant API, as HOST:PORT: their `KUBERNETES_SERVICE_HOST`,
+    /// `KUBERNETES_SERVICE_PORT` and the rest of the `KUBERNETES_*` family. Default: the host
+    /// kubelet's, which name the host's API.
+    #[arg(long, value_name = "HOST:PORT", value_parser = host_port)]
+    tenant_api_address: Option<(String, u16)>,
     /// Seconds between full comparisons of both sides.
     #[arg(long, default_value_t = 10)]
     resync_seconds: u64,
@@ -50,6 +55,22 @@ struct Args {
 #[derive(Debug, thiserror::Error)]
 #[error("not a toleration in JSON: {0}")]
 struct NotAToleration(#[from] serde_json::Error);
+
+/// A `--tenant-api-address` that is not HOST:PORT.
+#[derive(Debug, thiserror::Error)]
+#[error("not HOST:PORT: {0}")]
+struct NotHostPort(String);
+
+/// HOST:PORT given on the command line.
+fn host_port(text: &str) -> Result<(String, u16), NotHostPort> {
+    let (host, port) = text.rsplit_once(':').ok_or_else(|| NotHostPort(text.to_owned()))?;
+    let port = port.parse().map_err(|_| NotHostPort(text.to_owned()))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(NotHostPort(text.to_owned()));
+    }
+    Ok((host.to_owned(), port))
+}
 
 /// A toleration given on the command line.
 fn toleration(text: &str) -> Result<Toleration, NotAToleration> {
@@ -92,6 +113,7 @@ async fn main() -> anyhow::Result<()> {
         tenant: args.tenant,
         gpu_quota,
         tenant_ca_pem,
+        tenant_api: args.tenant_api_address,
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
     let syncer = Syncer::standalone(tenant, host, config);
@@ -142,5 +164,15 @@ mod tests {
         ]);
         let error = bad.unwrap_err().to_string();
         assert!(error.contains("not a toleration in JSON"), "{error}");
+    }
+
+    #[test]
+    fn a_tenant_api_address_is_host_and_port() {
+        assert_eq!(host_port("10.0.0.7:6443").unwrap(), ("10.0.0.7".to_owned(), 6443));
+        assert_eq!(host_port("[fd00::1]:443").unwrap(), ("fd00::1".to_owned(), 443));
+        assert_eq!(host_port("api.carrel:443").unwrap(), ("api.carrel".to_owned(), 443));
+        for bad in ["10.0.0.7", ":443", "h:99999", "h:x"] {
+            assert!(host_port(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -414,6 +414,28 @@ impl Signer {
     }
 }
 
+/// The issuer of tenant `tenant`'s service-account tokens (and their default audience).
+pub fn tenant_issuer(tenant: &str) -> String {
+    format!("{TENANT_ISSUER_PREFIX}{tenant}")
+}
+
+/// What every tenant's token issuer starts with; the tenant's name follows.
+pub const TENANT_ISSUER_PREFIX: &str = "https://kubernetes.default.svc/tenants/";
+
+/// The tenant whose issuer `token` (a JWT) names, read without verifying anything: where to send
+/// a request that names no tenant otherwise (an in-cluster client's, which sends no path prefix),
+/// for that tenant to verify it with its own key. `None` for anything else.
+pub fn claimed_tenant(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let tenant = claims.get("iss")?.as_str()?.strip_prefix(TENANT_ISSUER_PREFIX)?;
+    let label = !tenant.is_empty()
+        && tenant.len() <= 63
+        && tenant.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    label.then(|| tenant.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
@@ -436,6 +458,29 @@ mod tests {
 
     fn hour() -> Duration {
         Duration::from_secs(3600)
+    }
+
+    #[test]
+    fn a_tokens_claimed_tenant_is_read_from_its_issuer() {
+        let dir = tempfile::tempdir().unwrap();
+        let signer = Signer::load_or_generate(dir.path()).unwrap();
+        let claim = |issuer: &str| {
+            let claims = TokenClaims::new(
+                issuer,
+                "default",
+                ObjectRef::new("builder", "sa-uid"),
+                vec![API.to_owned()],
+                SystemTime::now(),
+                hour(),
+            );
+            claimed_tenant(&signer.issue(&claims).unwrap())
+        };
+        assert_eq!(claim(&tenant_issuer("team-a")).as_deref(), Some("team-a"));
+        assert_eq!(claim(API), None, "the host's own tokens name no tenant");
+        assert_eq!(claim(&tenant_issuer("../host")), None);
+        assert_eq!(claim(&tenant_issuer("")), None);
+        assert_eq!(claimed_tenant("not-a-jwt"), None);
+        assert_eq!(claimed_tenant("a.%%%.c"), None);
     }
 
     /// A token with `header` and `payload` as given (JSON), signed by `signer`.

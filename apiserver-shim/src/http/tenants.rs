@@ -24,19 +24,32 @@ use super::Cluster;
 #[derive(Clone, Debug)]
 pub(super) struct SelectCluster(pub(super) Arc<Clusters>);
 
-/// A request whose TLS server name names a tenant (`<tenant>.`[`TENANT_DOMAIN`]) and whose path
-/// is not under `/tenants/`: its path as the tenant's (`/api` becomes `/tenants/<tenant>/api`).
-/// Clients that drop a kubeconfig's path (`kubectl get --raw` before 1.34) and in-cluster
-/// clients reach their tenant so; credentials are the tenant's to check, as on its path.
-fn by_server_name(request: &mut Request) {
-    let Some(TlsServerName(name)) = request.extensions().get::<TlsServerName>() else { return };
-    let Some(tenant) = name.strip_suffix(TENANT_DOMAIN).and_then(|t| t.strip_suffix('.')) else {
-        return;
-    };
+/// The tenant a request names other than by its path: its TLS server name
+/// (`<tenant>.`[`TENANT_DOMAIN`]), else the issuer of its bearer token (a tenant's
+/// service-account token, as an in-cluster client sends it, with no path prefix and no server
+/// name of its own choosing).
+fn named_tenant(request: &Request) -> Option<String> {
+    if let Some(TlsServerName(name)) = request.extensions().get::<TlsServerName>() {
+        let tenant = name.strip_suffix(TENANT_DOMAIN).and_then(|t| t.strip_suffix('.'));
+        if let Some(tenant) = tenant.filter(|t| !t.is_empty() && !t.contains('.')) {
+            return Some(tenant.to_owned());
+        }
+    }
+    let bearer = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    crate::auth::token::claimed_tenant(bearer.strip_prefix("Bearer ")?.trim())
+}
+
+/// A request that names a tenant ([`named_tenant`]) and whose path is not under `/tenants/`:
+/// its path as the tenant's (`/api` becomes `/tenants/<tenant>/api`). Clients that drop a
+/// kubeconfig's path (`kubectl get --raw` before 1.34) and in-cluster clients reach their tenant
+/// so. Only the tenant is chosen so: its credentials are the tenant's to check, as on its path
+/// (a token claiming a tenant whose key did not sign it is 401 there).
+fn to_named_tenant(request: &mut Request) {
     let path = request.uri().path();
-    if tenant.is_empty() || tenant.contains('.') || path.starts_with(TENANTS_PREFIX) {
+    if path.starts_with(TENANTS_PREFIX) {
         return;
     }
+    let Some(tenant) = named_tenant(request) else { return };
     let target = match request.uri().query() {
         Some(query) => format!("{TENANTS_PREFIX}{tenant}{path}?{query}"),
         None => format!("{TENANTS_PREFIX}{tenant}{path}"),
@@ -48,7 +61,7 @@ fn by_server_name(request: &mut Request) {
 
 impl Gate for SelectCluster {
     fn check(&self, mut request: Request) -> Step {
-        by_server_name(&mut request);
+        to_named_tenant(&mut request);
         match self.0.route(request.uri().path()) {
             Route::Open(server) => {
                 request.extensions_mut().insert(Cluster(server));

@@ -319,6 +319,7 @@ fn syncers_main(args: &[String]) -> BenchResult<()> {
                 host_namespace: host_namespace(name),
                 gpu_quota: Default::default(),
                 tenant_ca_pem: ca,
+                tenant_api: None,
                 resync: Duration::from_secs(10),
             };
             let tenant = client_from(Path::new(path)).await?;

@@ -41,6 +41,8 @@ pub struct Syncers {
     intake: Option<Arc<PodIntake>>,
     handle: tokio::runtime::Handle,
     ca_pem: Option<String>,
+    /// Where tenants' workloads reach their API (the listener), when it is known.
+    tenant_api: Option<(String, u16)>,
     resync: Duration,
     /// False when syncers run apart (`carrel up --no-syncers`): tenants get pod logs only.
     start: bool,
@@ -92,6 +94,7 @@ impl Syncers {
             host_watch,
             intake,
             ca_pem,
+            tenant_api: None,
             resync,
             start: true,
             running: Mutex::default(),
@@ -100,6 +103,12 @@ impl Syncers {
             handle,
             dns: None,
         }
+    }
+
+    /// Have tenants' workloads reach their API at `(host, port)` (the listener's address):
+    /// their host pods' `KUBERNETES_SERVICE_HOST` and its family name it.
+    pub fn with_tenant_api(self, host: String, port: u16) -> Syncers {
+        Syncers { tenant_api: Some((host, port)), ..self }
     }
 
     /// Serve each tenant's cluster DNS with `dns`.
@@ -192,6 +201,7 @@ impl TenantHooks for Syncers {
             host_namespace: host_namespace(tenant),
             gpu_quota: quota,
             tenant_ca_pem: self.ca_pem.clone(),
+            tenant_api: self.tenant_api.clone(),
             resync: self.resync,
         };
         if let Some(intake) = &self.intake {

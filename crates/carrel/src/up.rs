@@ -212,7 +212,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     };
     let handle = tokio::runtime::Handle::current();
     let dns = TenantDns::new(args.dns_port, upstream, handle, clusters.clone());
-    syncers = syncers.with_dns(dns);
+    syncers = syncers.with_dns(dns).with_tenant_api(addr.ip().to_string(), addr.port());
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {

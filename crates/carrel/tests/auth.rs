@@ -273,3 +273,102 @@ fn rbac_decides_what_each_user_may_do() {
     assert!(err.contains("forbidden"), "binding cluster-admin escalates: {err}");
     up.stop();
 }
+
+/// A value of `env` (a container's, as JSON) by name: the last one, as the container sees it.
+fn env_value(env: &serde_json::Value, name: &str) -> Option<String> {
+    let entries = env.as_array()?;
+    let found = entries.iter().rev().find(|e| e["name"] == name)?;
+    found["value"].as_str().map(str::to_owned)
+}
+
+#[test]
+fn a_workload_reaches_its_own_tenant_with_in_cluster_configuration() {
+    use base64::Engine;
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &["--sim-nodes", "1"]);
+    let a = create(&up, "team-a", &[]);
+    create(&up, "team-b", &[]);
+    // An operator's pod, whose service account may read the tenant's pods.
+    ok(up.kubectl(&a, &["create", "serviceaccount", "operator"]));
+    ok(up.kubectl(
+        &a,
+        &[
+            "create",
+            "rolebinding",
+            "operator-views",
+            "--clusterrole=view",
+            "--serviceaccount=default:operator",
+        ],
+    ));
+    let overrides = r#"{"spec":{"serviceAccountName":"operator"}}"#;
+    ok(up.kubectl(&a, &["run", "operator", "--image=x", "--overrides", overrides]));
+    common::eventually("the operator Running", std::time::Duration::from_secs(30), || {
+        let phase =
+            ok(up.kubectl(&a, &["get", "pod", "operator", "-o", "jsonpath={.status.phase}"]));
+        (phase == "Running", phase)
+    });
+
+    // Its host pod names the listener as its Kubernetes API, as the kubelet would name the
+    // cluster's, and mounts the tenant's token and the CA that verifies the listener.
+    let host = up.host_kubeconfig();
+    let server = std::fs::read_to_string(&host).unwrap();
+    let listener = server
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: https://"))
+        .expect("the listener")
+        .to_owned();
+    let (address, port) = listener.rsplit_once(':').unwrap();
+    let pod: serde_json::Value = serde_json::from_str(&ok(up.kubectl(
+        &host,
+        &["get", "pod", "operator-x-default", "-n", "carrel-team-a", "-o", "json"],
+    )))
+    .unwrap();
+    let env = &pod["spec"]["containers"][0]["env"];
+    assert_eq!(env_value(env, "KUBERNETES_SERVICE_HOST").as_deref(), Some(address), "{env}");
+    assert_eq!(env_value(env, "KUBERNETES_SERVICE_PORT").as_deref(), Some(port), "{env}");
+    let volumes = pod["spec"]["volumes"].as_array().unwrap();
+    let secret = volumes
+        .iter()
+        .find(|v| v["name"] == "carrel-tenant-token")
+        .and_then(|v| v["secret"]["secretName"].as_str())
+        .expect("the token volume");
+    let read = |key: &str| {
+        let jsonpath = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
+        let b64 = ok(
+            up.kubectl(&host, &["get", "secret", secret, "-n", "carrel-team-a", "-o", &jsonpath])
+        );
+        String::from_utf8(base64::engine::general_purpose::STANDARD.decode(b64.trim()).unwrap())
+            .unwrap()
+    };
+    let (token, ca) = (read("token"), read("ca.crt"));
+
+    // What an in-cluster client builds from them: the variables' address, no path, the token.
+    let in_cluster = |server: &str, file: &str| {
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    \
+             certificate-authority-data: {}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    \
+             namespace: default\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: {token}\n",
+            base64::engine::general_purpose::STANDARD.encode(&ca)
+        );
+        let path = up.home.path().join(file);
+        std::fs::write(&path, config).unwrap();
+        path
+    };
+    let inside = in_cluster(&format!("https://{address}:{port}"), "in-cluster.kubeconfig");
+    let mut clients = vec![("1.27", kubectl_path("kubectl.1.27"))];
+    clients.extend(common::kubectls());
+    for (version, kubectl) in clients {
+        let pods = ok(up.kubectl_at(&kubectl, &inside, &["get", "pods", "-o", "name"]));
+        assert_eq!(pods, "pod/operator\n", "kubectl {version}: the tenant's pods, in its names");
+        // (`can-i` exits 1 when the answer is no.)
+        let may = up.kubectl_at(&kubectl, &inside, &["auth", "can-i", "list", "secrets"]);
+        let said = String::from_utf8_lossy(&may.stdout);
+        assert_eq!(said.trim(), "no", "kubectl {version}: as the service account, no more");
+    }
+    // The token is the tenant's only: on another tenant's path it is 401.
+    let elsewhere =
+        in_cluster(&format!("https://{address}:{port}/tenants/team-b"), "elsewhere.kubeconfig");
+    let err = fails(up.kubectl(&elsewhere, &["get", "pods"]));
+    assert!(err.contains("Unauthorized") || err.contains("provide credentials"), "{err}");
+    up.stop();
+}

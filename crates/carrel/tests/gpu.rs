@@ -703,6 +703,7 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
                 host_namespace: "carrel-team-a".into(),
                 gpu_quota: carrel_gpu::requests::parse_quota(&["1g.18gb=1"]).expect("quota"),
                 tenant_ca_pem: None,
+                tenant_api: None,
                 resync: Duration::from_secs(10),
             };
             let syncer = carrel_syncer::Syncer::standalone(

@@ -33,7 +33,7 @@ pub fn admin_client(server: Arc<Server>) -> kube::Client {
 
 /// The issuer (and default audience) of a tenant's service-account tokens.
 pub fn issuer(tenant: &str) -> String {
-    format!("https://kubernetes.default.svc/tenants/{tenant}")
+    carrel_apiserver::auth::token::tenant_issuer(tenant)
 }
 
 /// How a tenant's kubeconfig reaches the listener: its URL, the listener's CA (none: plain

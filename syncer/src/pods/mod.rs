@@ -224,10 +224,12 @@ impl Syncer {
         if added.is_empty() {
             return Ok(());
         }
+        let mut added = json!({"spec": {"ephemeralContainers": added}});
+        translate::point_api_at(&mut added, self.tenant_api());
         let name = host.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
         let api: Api<Pod> =
             Api::namespaced(self.inner.host_client.clone(), &self.inner.host_namespace);
-        let patch = json!({"spec": {"ephemeralContainers": added}});
+        let patch = added;
         let params = kube::api::PatchParams::default();
         let patched = api
             .patch_subresource::<_>(
@@ -247,6 +249,11 @@ impl Syncer {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Where the tenant's workloads reach its API, when the syncer was told.
+    fn tenant_api(&self) -> Option<(&str, u16)> {
+        self.inner.tenant_api.as_ref().map(|(host, port)| (host.as_str(), *port))
     }
 
     pub(crate) async fn delete_host_pod(&self, host: &Value) -> Result<(), SyncError> {
@@ -382,6 +389,7 @@ impl Syncer {
             &self.allowed_tolerations(),
         );
         translate::keep_off_nodes(&mut host, &cordons);
+        translate::point_api_at(&mut host, self.tenant_api());
         let nameserver = self.cluster_dns().await?;
         let namespace = tenant.pointer("/metadata/namespace").and_then(Value::as_str);
         let (namespace, domain) = (namespace.unwrap_or_default(), translate::CLUSTER_DOMAIN);

@@ -412,6 +412,44 @@ pub fn keep_off_nodes(host: &mut Value, nodes: &BTreeSet<String>) {
     }
 }
 
+/// The variables the kubelet sets in every container for the `kubernetes` Service (port 443),
+/// naming `(host, port)` instead: where the tenant's API answers. In-cluster clients
+/// (`rest.InClusterConfig`, `config.load_incluster_config`, `kube::Config::incluster`) read
+/// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`; the rest are set too so that none
+/// names the host's API.
+pub fn api_env((host, port): (&str, u16)) -> Vec<Value> {
+    let url = format!("tcp://{host}:{port}");
+    [
+        ("KUBERNETES_SERVICE_HOST", host.to_owned()),
+        ("KUBERNETES_SERVICE_PORT", port.to_string()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", port.to_string()),
+        ("KUBERNETES_PORT", url.clone()),
+        ("KUBERNETES_PORT_443_TCP", url),
+        ("KUBERNETES_PORT_443_TCP_PROTO", "tcp".to_owned()),
+        ("KUBERNETES_PORT_443_TCP_PORT", port.to_string()),
+        ("KUBERNETES_PORT_443_TCP_ADDR", host.to_owned()),
+    ]
+    .into_iter()
+    .map(|(name, value)| json!({"name": name, "value": value}))
+    .collect()
+}
+
+/// Give every container of `pod` (a host pod, or a patch of its ephemeral containers)
+/// [`api_env`] for `api`, ahead of its own variables, which win as they win over the kubelet's.
+pub fn point_api_at(pod: &mut Value, api: Option<(&str, u16)>) {
+    let Some(api) = api else { return };
+    let wanted = api_env(api);
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        let containers = pod.pointer_mut(&format!("/spec/{list}")).and_then(Value::as_array_mut);
+        for c in containers.into_iter().flatten().filter_map(Value::as_object_mut) {
+            let own = c.remove("env").and_then(|e| e.as_array().cloned()).unwrap_or_default();
+            let mut env = wanted.clone();
+            env.extend(own);
+            c.insert("env".into(), Value::Array(env));
+        }
+    }
+}
+
 /// The tenant's cluster domain, the one its DNS answers for.
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
 

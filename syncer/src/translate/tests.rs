@@ -587,3 +587,44 @@ fn an_ephemeral_container_reaches_the_host_as_its_pods_containers_do() {
     let added = new_host_ephemeral_containers(&pod, &untokened, &EnvSources::default());
     assert!(added[0].get("volumeMounts").is_none(), "{}", added[0]);
 }
+
+#[test]
+fn workloads_are_pointed_at_their_tenant_api() {
+    let mut host = host_pod("t", "carrel-t", &tenant_pod(), &[], None, &EnvSources::default(), &[]);
+    let own = json!({"name": "KUBERNETES_SERVICE_HOST", "value": "mine"});
+    host["spec"]["initContainers"] = json!([{"name": "init", "image": "x", "env": [own]}]);
+    point_api_at(&mut host, Some(("10.0.0.7", 6443)));
+    let env = |c: &Value| -> Vec<(String, String)> {
+        c["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| Some((e["name"].as_str()?.to_owned(), e["value"].as_str()?.to_owned())))
+            .collect()
+    };
+    let main = env(&host["spec"]["containers"][0]);
+    for (name, value) in [
+        ("KUBERNETES_SERVICE_HOST", "10.0.0.7"),
+        ("KUBERNETES_SERVICE_PORT", "6443"),
+        ("KUBERNETES_PORT", "tcp://10.0.0.7:6443"),
+        ("KUBERNETES_PORT_443_TCP", "tcp://10.0.0.7:6443"),
+        ("KUBERNETES_PORT_443_TCP_ADDR", "10.0.0.7"),
+        ("KUBERNETES_PORT_443_TCP_PORT", "6443"),
+    ] {
+        assert!(main.contains(&(name.to_owned(), value.to_owned())), "{name}: {main:?}");
+    }
+    // Ahead of the container's own variables (the pod's env, then Carrel's last word).
+    assert_eq!(main[0].0, "KUBERNETES_SERVICE_HOST");
+    assert_eq!(main.last().map(|e| e.0.as_str()), Some(VISIBLE_DEVICES.0));
+    // A container's own value comes later, and wins, as it wins over the kubelet's.
+    let init = env(&host["spec"]["initContainers"][0]);
+    let hosts: Vec<&str> =
+        init.iter().filter(|e| e.0 == "KUBERNETES_SERVICE_HOST").map(|e| e.1.as_str()).collect();
+    assert_eq!(hosts, ["10.0.0.7", "mine"]);
+    // Without an address, nothing is added.
+    let mut untouched =
+        host_pod("t", "carrel-t", &tenant_pod(), &[], None, &EnvSources::default(), &[]);
+    let before = untouched.clone();
+    point_api_at(&mut untouched, None);
+    assert_eq!(untouched, before);
+}

@@ -21,6 +21,7 @@ pub fn config(tenant: &str) -> carrel_syncer::Config {
         host_namespace: format!("carrel-{tenant}"),
         gpu_quota: Default::default(),
         tenant_ca_pem: None,
+        tenant_api: None,
         resync: Duration::from_secs(1),
     }
 }
