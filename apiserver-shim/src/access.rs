@@ -56,20 +56,14 @@ const fn access_type(
     plural: &'static str,
     namespaced: bool,
 ) -> ResourceType {
-    ResourceType {
-        group,
-        version: "v1",
+    crate::resource::handled(
+        (group, "v1"),
         kind,
         plural,
-        singular: "",
         namespaced,
-        short_names: &[],
-        categories: &[],
-        subresources: &[],
-        verbs: &["create"],
-        custom: None,
-        strategy: &crate::registry::Plain,
-    }
+        &["create"],
+        &crate::registry::Plain,
+    )
 }
 
 /// The paths anyone may read without credentials.

@@ -110,20 +110,7 @@ pub static TYPES: &[ResourceType] =
     &[metrics_type("NodeMetrics", "nodes", false), metrics_type("PodMetrics", "pods", true)];
 
 const fn metrics_type(kind: &'static str, plural: &'static str, namespaced: bool) -> ResourceType {
-    ResourceType {
-        group: GROUP,
-        version: VERSION,
-        kind,
-        plural,
-        singular: "",
-        namespaced,
-        short_names: &[],
-        categories: &[],
-        subresources: &[],
-        verbs: &["get", "list"],
-        custom: None,
-        strategy: &Columns,
-    }
+    crate::resource::handled((GROUP, VERSION), kind, plural, namespaced, &["get", "list"], &Columns)
 }
 
 impl Resource {

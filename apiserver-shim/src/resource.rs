@@ -188,6 +188,33 @@ pub fn intern_list(names: &[String]) -> &'static [&'static str] {
     leaked
 }
 
+/// A type served by a handler of its own rather than from the store (the access reviews,
+/// resource metrics), as discovery lists it: no singular name, short names, categories or
+/// subresources.
+pub const fn handled(
+    (group, version): (&'static str, &'static str),
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    verbs: &'static [&'static str],
+    strategy: &'static dyn Strategy,
+) -> ResourceType {
+    ResourceType {
+        group,
+        version,
+        kind,
+        plural,
+        singular: "",
+        namespaced,
+        short_names: &[],
+        categories: &[],
+        subresources: &[],
+        verbs,
+        custom: None,
+        strategy,
+    }
+}
+
 /// The verbs every served resource type supports.
 pub const VERBS: &[&str] =
     &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];

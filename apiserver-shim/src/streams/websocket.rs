@@ -297,13 +297,22 @@ pub async fn serve_session<S>(
             }
         }
     };
-    let closed = tokio::select! {
-        _ = async { futures::join!(output, writer) } => true,
+    if closed_first(async { futures::join!(output, writer) }, input, ended).await {
+        linger(&mut incoming).await;
+    }
+}
+
+/// Whether `closing` (what this server sends, then its close) finished before the client's
+/// input ended or the cluster stopped being served (`ended`).
+async fn closed_first(
+    closing: impl std::future::Future,
+    input: impl std::future::Future,
+    ended: impl std::future::Future,
+) -> bool {
+    tokio::select! {
+        _ = closing => true,
         _ = input => false,
         _ = ended => false,
-    };
-    if closed {
-        linger(&mut incoming).await;
     }
 }
 
@@ -374,12 +383,7 @@ pub async fn serve_ports<S>(
             }
         }
     };
-    let closed = tokio::select! {
-        _ = async { futures::join!(output, writer) } => true,
-        _ = input => false,
-        _ = ended => false,
-    };
-    if closed {
+    if closed_first(async { futures::join!(output, writer) }, input, ended).await {
         linger(&mut incoming).await;
     }
 }

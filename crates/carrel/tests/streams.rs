@@ -11,26 +11,12 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use carrel_e2e::{fails, kubectl_path, ok};
-use common::{create, eventually, kube_client, kubectls, python_args, Up};
+use common::{apply, create, eventually, kube_client, kubectls, python_args, wait_running, Up};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
 
 const TRAIN: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: train\nspec:\n  containers:\n  - name: main\n    image: cuda\n    env:\n    - name: GREETING\n      value: hello from the pod\n    ports:\n    - containerPort: 8888\n    resources:\n      limits:\n        nvidia.com/mig-1g.18gb: 1\n";
-
-fn apply(up: &Up, kubeconfig: &Path, name: &str, manifest: &str) {
-    let file = up.home.path().join(format!("{name}.yaml"));
-    std::fs::write(&file, manifest).expect("write manifest");
-    ok(up.kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]));
-}
-
-fn wait_running(up: &Up, kubeconfig: &Path, pod: &str) {
-    eventually(&format!("pod {pod} Running"), WAIT, || {
-        let out = up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "jsonpath={.status.phase}"]);
-        let phase = String::from_utf8_lossy(&out.stdout).into_owned();
-        (phase == "Running", phase)
-    });
-}
 
 /// Run kubectl `binary` with `input` on its standard input.
 fn with_input(up: &Up, binary: &Path, kubeconfig: &Path, args: &[&str], input: &[u8]) -> Output {

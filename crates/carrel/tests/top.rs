@@ -8,12 +8,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use carrel_e2e::{fails, kubectl_path, ok};
-use common::{create, eventually, kubectls, python_args, Up};
-
-const WAIT: Duration = Duration::from_secs(30);
+use common::{apply, create, kubectls, python_args, wait_running, Up};
 
 /// The simulated node all the pods run on.
 const NODE: &str = "carrel-sim-0";
@@ -29,20 +26,6 @@ const HOG: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hog\n  annotati
 
 /// A pod no node takes: it exists, but has no metrics.
 const WAITING: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: waiting\nspec:\n  nodeSelector:\n    nowhere: \"true\"\n  containers:\n  - name: main\n    image: x\n";
-
-fn apply(up: &Up, kubeconfig: &Path, name: &str, manifest: &str) {
-    let file = up.home.path().join(format!("{name}.yaml"));
-    std::fs::write(&file, manifest).expect("write manifest");
-    ok(up.kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]));
-}
-
-fn wait_running(up: &Up, kubeconfig: &Path, pod: &str) {
-    eventually(&format!("pod {pod} Running"), WAIT, || {
-        let out = up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "jsonpath={.status.phase}"]);
-        let phase = String::from_utf8_lossy(&out.stdout).into_owned();
-        (phase == "Running", phase)
-    });
-}
 
 /// kubectl's columns, each row by its header (`NAME`, `CPU(cores)`, …).
 fn rows(out: &str) -> Vec<BTreeMap<String, String>> {

@@ -244,3 +244,19 @@ pub fn kubectls() -> Vec<(&'static str, PathBuf)> {
         ("current", current),
     ]
 }
+
+/// Write `manifest` to a file named after `name` and `kubectl apply` it.
+pub fn apply(up: &Up, kubeconfig: &Path, name: &str, manifest: &str) {
+    let file = up.home.path().join(format!("{name}.yaml"));
+    std::fs::write(&file, manifest).expect("write manifest");
+    ok(up.kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]));
+}
+
+/// Wait, up to 30 s, until pod `pod` is Running.
+pub fn wait_running(up: &Up, kubeconfig: &Path, pod: &str) {
+    eventually(&format!("pod {pod} Running"), Duration::from_secs(30), || {
+        let out = up.kubectl(kubeconfig, &["get", "pod", pod, "-o", "jsonpath={.status.phase}"]);
+        let phase = String::from_utf8_lossy(&out.stdout).into_owned();
+        (phase == "Running", phase)
+    });
+}
