@@ -36,7 +36,7 @@ fn named_tenant(request: &Request) -> Option<String> {
         }
     }
     let bearer = request.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
-    crate::auth::token::claimed_tenant(bearer.strip_prefix("Bearer ")?.trim())
+    crate::auth::token::claimed_tenant(crate::auth::bearer(bearer)?)
 }
 
 /// A request that names a tenant ([`named_tenant`]) and whose path is not under `/tenants/`:
