@@ -53,6 +53,15 @@ fn write_private(path: &std::path::Path, content: &str) -> std::io::Result<()> {
 /// `*.` this domain; a kubeconfig sets it as `tls-server-name`, which needs no DNS.
 pub const TENANT_DOMAIN: &str = "tenants.carrel.local";
 
+/// The names in-cluster clients know the API by, which kube-apiserver's serving certificate
+/// carries: the `kubernetes` Service's, short and qualified.
+pub const IN_CLUSTER_NAMES: [&str; 4] = [
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
 /// The TLS server name of tenant `name` ([`TENANT_DOMAIN`]).
 pub fn tenant_server_name(name: &str) -> String {
     format!("{name}.{TENANT_DOMAIN}")

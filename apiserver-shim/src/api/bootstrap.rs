@@ -1,6 +1,7 @@
 //! What every cluster starts with: the system namespaces, each with its `default`
 //! ServiceAccount, Kubernetes' default ClusterRoles and ClusterRoleBindings, and the
-//! `kubernetes` and `kube-dns` Services. Whatever is missing is created in one atomic store write ([`Api::create_all_as_server`]), so a new
+//! `kubernetes` and `kube-dns` Services, and the `kubernetes` Endpoints and EndpointSlice naming
+//! where the API answers. Whatever is missing is created in one atomic store write ([`Api::create_all_as_server`]), so a new
 //! cluster's bootstrap is one durable commit; on a store that has them, an administrator's
 //! changes to existing ones are kept.
 
@@ -19,8 +20,9 @@ use super::{internal, key_for, namespaces, Api, ListParams, Target, Write, SYSTE
 const ATTEMPTS: usize = 3;
 
 impl Api {
-    /// Create what is missing of the bootstrap, then bring the aggregated ClusterRoles already
-    /// stored up to date with any of their parts just created.
+    /// Create what is missing of the bootstrap, record where the API answers now in the
+    /// `kubernetes` Service and endpoints already stored, then bring the aggregated
+    /// ClusterRoles already stored up to date with any of their parts just created.
     pub(super) fn bootstrap(&self) -> ApiResult<()> {
         for attempt in 1..=ATTEMPTS {
             let missing = self.missing_bootstrap()?;
@@ -39,6 +41,7 @@ impl Api {
                 Err(e) => return Err(e),
             }
         }
+        self.reconcile_api_endpoints()?;
         self.aggregate_cluster_roles()
     }
 
@@ -72,6 +75,12 @@ impl Api {
             let target = Target { rt: services, namespace: Some("default".to_owned()) };
             missing.push((target, self.kubernetes_service()));
         }
+        for (target, wanted) in self.api_endpoints() {
+            let name = meta_str(&wanted, "name").unwrap_or_default();
+            if !self.exists(&key_for(target.rt, Some("default"), name))? {
+                missing.push((target, wanted));
+            }
+        }
         if let Some(dns) = self.kube_dns_service() {
             if !self.exists(&key_for(services, Some("kube-system"), "kube-dns"))? {
                 let target = Target { rt: services, namespace: Some("kube-system".to_owned()) };
@@ -82,7 +91,7 @@ impl Api {
     }
 
     /// The `kubernetes` Service in `default`, on the first address of the Service network, as
-    /// kube-apiserver keeps it (its endpoints are the API server's own).
+    /// kube-apiserver keeps it (its endpoints are the API server's own, [`Api::api_endpoints`]).
     fn kubernetes_service(&self) -> Value {
         json!({
             "apiVersion": "v1",
@@ -95,10 +104,112 @@ impl Api {
             "spec": {
                 "type": "ClusterIP",
                 "clusterIP": self.service_network.first().to_string(),
-                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": self.api_port()}],
                 "sessionAffinity": "None",
             },
         })
+    }
+
+    /// The port the API answers on: the advertised one, or kube-apiserver's secure port.
+    fn api_port(&self) -> u16 {
+        self.service_network.api_endpoint().map_or(6443, |a| a.port())
+    }
+
+    /// Where the cluster's API answers, as kube-apiserver's endpoint reconciler records its own
+    /// address: the `kubernetes` Endpoints in `default` (not mirrored: the slice is written
+    /// too) and its EndpointSlice. None for an API with no address to advertise.
+    fn api_endpoints(&self) -> Vec<(Target<'_>, Value)> {
+        let Some(address) = self.service_network.api_endpoint() else { return Vec::new() };
+        let (ip, port) = (address.ip().to_string(), address.port());
+        let family = if address.is_ipv4() { "IPv4" } else { "IPv6" };
+        let ports = json!([{"name": "https", "port": port, "protocol": "TCP"}]);
+        let in_default = |rt| Target { rt, namespace: Some("default".to_owned()) };
+        vec![
+            (
+                in_default(self.rt("", "endpoints")),
+                json!({
+                    "apiVersion": "v1",
+                    "kind": "Endpoints",
+                    "metadata": {
+                        "name": "kubernetes",
+                        "namespace": "default",
+                        "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
+                    },
+                    "subsets": [{"addresses": [{"ip": ip}], "ports": ports}],
+                }),
+            ),
+            (
+                in_default(self.rt("discovery.k8s.io", "endpointslices")),
+                json!({
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": {
+                        "name": "kubernetes",
+                        "namespace": "default",
+                        "labels": {"kubernetes.io/service-name": "kubernetes"},
+                    },
+                    "addressType": family,
+                    "endpoints": [{"addresses": [ip], "conditions": {"ready": true}}],
+                    "ports": ports,
+                }),
+            ),
+        ]
+    }
+
+    /// Bring the stored `kubernetes` Service's target port, Endpoints and EndpointSlice to
+    /// where the API answers now (a restart on another address), as kube-apiserver's endpoint
+    /// reconciler does on start. What else is in them is kept.
+    pub(super) fn reconcile_api_endpoints(&self) -> ApiResult<()> {
+        let services = self.rt("", "services");
+        let mut wanted = vec![(
+            Target { rt: services, namespace: Some("default".to_owned()) },
+            self.kubernetes_service(),
+            &["/spec/ports"][..],
+        )];
+        for (target, object) in self.api_endpoints() {
+            let fields: &[&str] = match object["kind"].as_str() {
+                Some("Endpoints") => &["/subsets"],
+                _ => &["/addressType", "/endpoints", "/ports"],
+            };
+            wanted.push((target, object, fields));
+        }
+        for (target, object, fields) in wanted {
+            let name = meta_str(&object, "name").unwrap_or_default().to_owned();
+            let mut current = match self.get(&target, &name) {
+                Ok(current) => current,
+                // Deleted since: the next start's bootstrap makes it again.
+                Err(ApiError::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            let mut changed = false;
+            for field in fields {
+                let Some(value) = object.pointer(field) else { continue };
+                match current.pointer_mut(field) {
+                    Some(stored) if stored == value => {}
+                    Some(stored) => {
+                        *stored = value.clone();
+                        changed = true;
+                    }
+                    None => {
+                        let (parent, key) = field.rsplit_once('/').expect("a pointer");
+                        if let Some(Value::Object(parent)) = current.pointer_mut(parent) {
+                            parent.insert(key.to_owned(), value.clone());
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                continue;
+            }
+            match self.update(&target, &name, current, None, &Write::server()) {
+                Ok(_) => tracing::debug!(kind = %object["kind"], "recorded the API's new address"),
+                // Written meanwhile: the next start reconciles again.
+                Err(ApiError::Conflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// The cluster DNS Service, `kube-system/kube-dns`, on the Service network's tenth address as

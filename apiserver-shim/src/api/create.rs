@@ -162,7 +162,8 @@ impl Api {
                 ns if rt.namespaced && new_namespaces.contains(&ns) => ns,
                 _ => self.check_namespace(&target, &object)?,
             };
-            let (name, mut object) = self.prepare_new(rt, &namespace, object)?;
+            let (name, mut object) =
+                crate::validation::as_server(|| self.prepare_new(rt, &namespace, object))?;
             let key = self.seal_new(rt, &name, &namespace, &mut object, &write)?;
             if let Some(admission) = admission {
                 admission.admit_create(self, rt, &object)?;

@@ -422,3 +422,56 @@ fn services_are_given_cluster_ips_and_node_ports_held_until_deleted() {
         err.message()
     );
 }
+
+#[test]
+fn the_kubernetes_endpoints_name_where_the_api_answers_and_follow_it_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let open = |address: &str| {
+        let network = ServiceNetwork::default().with_api_endpoint(address.parse().unwrap());
+        Api::new_in(Arc::new(SledStore::open(&path, Options::create()).unwrap()), network).unwrap()
+    };
+    let in_default = |api: &Api, group: &'static str, plural: &'static str| {
+        let target = Target { rt: api.rt(group, plural), namespace: Some("default".into()) };
+        api.get(&target, "kubernetes").unwrap()
+    };
+    let api = open("127.0.0.1:7443");
+    let service = in_default(&api, "", "services");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], 7443);
+    assert_eq!(service["spec"]["clusterIP"], "10.96.0.1");
+    let endpoints = in_default(&api, "", "endpoints");
+    assert_eq!(endpoints["subsets"][0]["addresses"][0]["ip"], "127.0.0.1");
+    assert_eq!(endpoints["subsets"][0]["ports"][0]["port"], 7443);
+    assert_eq!(endpoints["metadata"]["labels"]["endpointslice.kubernetes.io/skip-mirror"], "true");
+    let slice = in_default(&api, "discovery.k8s.io", "endpointslices");
+    assert_eq!(slice["addressType"], "IPv4");
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "127.0.0.1");
+    assert_eq!(slice["ports"][0], json!({"name": "https", "port": 7443, "protocol": "TCP"}));
+    assert_eq!(slice["metadata"]["labels"]["kubernetes.io/service-name"], "kubernetes");
+
+    // The loopback address is the server's own record: a user may not write one.
+    let mut edited = endpoints.clone();
+    edited["metadata"]["labels"]["edited"] = json!("yes");
+    let target = Target { rt: api.rt("", "endpoints"), namespace: Some("default".into()) };
+    let err =
+        api.update(&target, "kubernetes", edited, None, &Write::by("ada", false)).unwrap_err();
+    assert_eq!(err.code(), 422, "{err}");
+    assert!(err.to_string().contains("loopback"), "{err}");
+    let revision = api.store().current_revision();
+    drop(api);
+
+    // Opened again where it answered: nothing is written.
+    let api = open("127.0.0.1:7443");
+    assert_eq!(api.store().current_revision(), revision);
+    drop(api);
+    // Opened on another address: the three follow it, and keep what else they hold.
+    let api = open("10.1.2.3:9443");
+    assert!(api.store().current_revision() > revision);
+    assert_eq!(in_default(&api, "", "services")["spec"]["ports"][0]["targetPort"], 9443);
+    let endpoints = in_default(&api, "", "endpoints");
+    assert_eq!(endpoints["subsets"][0]["addresses"][0]["ip"], "10.1.2.3");
+    let slice = in_default(&api, "discovery.k8s.io", "endpointslices");
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "10.1.2.3");
+    assert_eq!(slice["ports"][0]["port"], 9443);
+    assert_eq!(slice["metadata"]["labels"]["kubernetes.io/service-name"], "kubernetes");
+}

@@ -100,7 +100,10 @@ impl Api {
         }
         preserve_system_metadata(&old, &mut new);
         object::normalize_metadata(&mut new);
-        self.admit(rt, Some(&old), &mut new)?;
+        match write.owner {
+            Owner::Server => crate::validation::as_server(|| self.admit(rt, Some(&old), &mut new)),
+            _ => self.admit(rt, Some(&old), &mut new),
+        }?;
         if rt.has(Subresource::EphemeralContainers) {
             let list = |pod: &Value| -> Vec<k8s_openapi::api::core::v1::EphemeralContainer> {
                 let found = pod.pointer("/spec/ephemeralContainers").cloned();

@@ -47,6 +47,33 @@ pub(crate) use selector::{
     template_matches, Selector,
 };
 
+thread_local! {
+    /// Whether the write being validated on this thread is the server's own.
+    static SERVER_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `check` as the validation of a write the server makes of its own record (its bootstrap
+/// objects): [`server_write`] is true within it. Validation is synchronous, so the scope is the
+/// thread's for the duration of the call.
+pub(crate) fn as_server<T>(check: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SERVER_WRITE.with(|w| w.set(self.0));
+        }
+    }
+    let _reset = Reset(SERVER_WRITE.with(|w| w.replace(true)));
+    check()
+}
+
+/// Whether the write being validated is the server's own ([`as_server`]). Only the rules that
+/// guard against what a *user* may point at relax for it: the cluster's `kubernetes` endpoints
+/// name the address the API server itself answers on, a loopback one where it listens only
+/// there.
+pub(crate) fn server_write() -> bool {
+    SERVER_WRITE.with(std::cell::Cell::get)
+}
+
 /// The checks kube-apiserver makes on create and update, on the object decoded once into its
 /// kind's typed form: 400 when it does not decode (a value of the wrong type, a quantity that
 /// does not parse), else a 422 Invalid listing every cause. `old` is the stored object of an

@@ -1,7 +1,7 @@
 //! `carrel up`: the host API and the tenant manager in one process, on one TLS listener.
 
 use std::collections::BTreeMap;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use carrel_apiserver::http::Clusters;
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
 use carrel_apiserver::tenant::descriptors::Descriptors;
+use carrel_apiserver::tls::IN_CLUSTER_NAMES;
 use carrel_apiserver::tls::{self, Certificates};
 use carrel_apiserver::ApiError;
 use carrel_apiserver::{kubeconfig, local_client};
@@ -132,12 +133,29 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let hosts = [addr.ip().to_string(), "127.0.0.1".to_owned(), "localhost".to_owned()];
+    // What in-cluster clients are given as the API's address: on a wildcard listener, this
+    // machine's loopback (every pod of `carrel up` runs here).
+    let advertised = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    };
+    // The names kube-apiserver's serving certificate carries, so that in-cluster clients
+    // verify it by `kubernetes.default.svc` as by the address.
+    let mut hosts = vec![addr.ip().to_string(), "127.0.0.1".to_owned(), "localhost".to_owned()];
+    hosts.extend(IN_CLUSTER_NAMES.iter().map(|n| (*n).to_owned()));
+    hosts.push(args.service_cidr.first().to_string());
     let certs = Certificates::load_or_generate(&data.join("pki"), &hosts)
         .context("the host's certificates")?;
     let store = SledStore::open(data.join("host"), Options::create())
         .with_context(|| format!("opening the host store in {}", data.join("host").display()))?;
-    let host = Api::host_in(Arc::new(store), args.service_cidr.clone());
+    // The host's and every tenant's `kubernetes` Service name this listener as their API.
+    let service_network = args.service_cidr.clone().with_api_endpoint(advertised);
+    let host = Api::host_in(Arc::new(store), service_network.clone());
     let host = Arc::new(host.map_err(|e| anyhow::anyhow!("{e}"))?);
     carrel_apiserver::event_ttl::start(&host);
     ensure_namespace(&host, carrel_gpu::CLAIM_NAMESPACE)?;
@@ -163,7 +181,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         &endpoint,
         Some(certs.ca_pem.clone()),
     ));
-    manager.set_service_network(args.service_cidr.clone());
+    manager.set_service_network(service_network);
     // Tenants are reached by TLS server name too (whatever path a client sends), where the
     // serving certificate names them; one saved before it did keeps kubeconfigs to paths.
     if certs.covers(&carrel_apiserver::tls::tenant_server_name("tenant")) {
@@ -173,6 +191,13 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
             "the saved serving certificate does not name tenants (*.{}): tenant kubeconfigs \
              reach their tenant by path only",
             carrel_apiserver::tls::TENANT_DOMAIN
+        );
+    }
+    if !certs.covers(IN_CLUSTER_NAMES[2]) {
+        tracing::warn!(
+            "the saved serving certificate does not name {}: in-cluster clients must use the \
+             address in KUBERNETES_SERVICE_HOST",
+            IN_CLUSTER_NAMES[2]
         );
     }
     let kubeconfig_path = data.join(KUBECONFIG_FILE);
@@ -212,7 +237,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     };
     let handle = tokio::runtime::Handle::current();
     let dns = TenantDns::new(args.dns_port, upstream, handle, clusters.clone());
-    syncers = syncers.with_dns(dns).with_tenant_api(addr.ip().to_string(), addr.port());
+    let api = (advertised.ip().to_string(), advertised.port());
+    syncers = syncers.with_dns(dns).with_tenant_api(api.0, api.1);
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {

@@ -151,6 +151,15 @@ fn each_tenant_resolves_its_own_names_and_forwards_the_rest() {
     });
     assert_eq!(status(b, "web.default.svc.cluster.local", "A"), "NXDOMAIN");
 
+    // The cluster's API by name: where the tenant's API answers (this listener, whose
+    // certificate names `kubernetes.default.svc`), not behind a cluster IP no proxy carries.
+    let listener = up.listener();
+    let api = "kubernetes.default.svc.cluster.local";
+    assert_eq!(short(a, &[api]), [listener.ip().to_string()]);
+    let srv = short(a, &[&format!("_https._tcp.{api}"), "SRV"]);
+    assert_eq!(srv.len(), 1, "{srv:?}");
+    assert!(srv[0].contains(&format!(" {} ", listener.port())), "{srv:?}");
+
     // Names outside the cluster domain are forwarded.
     assert_eq!(short(a, &["www.site.svc.upstream.test"]), ["192.0.2.7"]);
 

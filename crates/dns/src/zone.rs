@@ -11,6 +11,10 @@
 //! | `_<port>._<proto>.<svc>.<ns>.svc.<domain>` | SRV per named port: to `<svc>.<ns>.svc.<domain>` for a ClusterIP Service, to each endpoint's `<host>` name for a headless one |
 //! | `<a-b-c-d>.<ns>.pod.<domain>` | A `a.b.c.d` (AAAA for a dashed IPv6 address), for any namespace |
 //!
+//! The cluster's own API is the exception: `kubernetes.default.svc.<domain>` is answered as a
+//! headless Service is, with the address its EndpointSlice names (where the tenant's API
+//! answers, [`API_SERVICE`]), since no service proxy carries its cluster IP there.
+//!
 //! Every name between those and the domain (`<ns>.svc.<domain>`, `_tcp.<svc>.<ns>.svc.<domain>`)
 //! exists without records, so a question about it is NODATA, not NXDOMAIN. A headless Service
 //! with no endpoint to publish has no name, as in CoreDNS.
@@ -26,6 +30,10 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tracing::warn;
 
 use crate::error::{DnsError, Result};
+
+/// The Service of the cluster's API, `default/kubernetes`: Carrel serves it itself, at the
+/// address its endpoints name, not behind a cluster IP.
+pub const API_SERVICE: (&str, &str) = ("default", "kubernetes");
 
 /// The TTL of every record, and the SOA's minimum (negative-answer) TTL: the `kubernetes`
 /// plugin's default.
@@ -343,7 +351,9 @@ impl Builder {
             (_, Some(ip)) if !ip.is_empty() => vec![ip.as_str()],
             _ => return,
         };
-        if cluster_ips.first() == Some(&"None") {
+        if cluster_ips.first() == Some(&"None")
+            || ((namespace, name) == API_SERVICE && !slices.is_empty())
+        {
             let all = spec.publish_not_ready_addresses == Some(true);
             self.headless(&service_name, slices, all);
             return;
@@ -719,6 +729,33 @@ mod tests {
         assert_eq!(
             ask(&z, "_tcp.web.default.svc.cluster.local.", RecordType::SRV).outcome,
             Outcome::NoData
+        );
+    }
+
+    #[test]
+    fn the_cluster_api_is_answered_where_its_endpoints_say() {
+        let api = |slices: &[EndpointSlice]| {
+            let service =
+                cluster_ip("default", "kubernetes", "10.96.0.1", vec![port("https", 443, "TCP")]);
+            Zone::build(DEFAULT_DOMAIN, &[service], slices).unwrap()
+        };
+        let mut slice = slice("default", "kubernetes", &[("127.0.0.1", None, Some(true))]);
+        slice.ports.as_mut().unwrap()[0] =
+            EndpointPort { name: Some("https".into()), port: Some(34567), ..Default::default() };
+        let z = api(&[slice]);
+        assert_eq!(
+            data(&ask(&z, "kubernetes.default.svc.cluster.local.", RecordType::A)),
+            ["127.0.0.1"]
+        );
+        assert_eq!(
+            data(&ask(&z, "_https._tcp.kubernetes.default.svc.cluster.local.", RecordType::SRV)),
+            ["0 100 34567 127-0-0-1.kubernetes.default.svc.cluster.local."]
+        );
+        // With no endpoints recorded, its cluster IP, as any Service's.
+        let z = api(&[]);
+        assert_eq!(
+            data(&ask(&z, "kubernetes.default.svc.cluster.local.", RecordType::A)),
+            ["10.96.0.1"]
         );
     }
 

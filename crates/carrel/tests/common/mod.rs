@@ -100,6 +100,13 @@ impl Up {
         self.data.join("host.kubeconfig")
     }
 
+    /// Where `carrel up` listens: the server its host kubeconfig names.
+    pub fn listener(&self) -> std::net::SocketAddr {
+        let kubeconfig = std::fs::read_to_string(self.host_kubeconfig()).expect("the kubeconfig");
+        let server = kubeconfig.lines().find_map(|l| l.trim().strip_prefix("server: https://"));
+        server.expect("a server").parse().expect("host:port")
+    }
+
     /// Run the CLI against this host.
     pub fn carrel(&self, args: &[&str]) -> Output {
         Command::new(CARREL)

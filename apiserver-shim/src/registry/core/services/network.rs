@@ -9,7 +9,7 @@
 //! single-stack kube-apiserver answers them.
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::RangeInclusive;
 
 use serde_json::{json, Map, Value};
@@ -25,6 +25,9 @@ pub struct ServiceNetwork {
     base: u32,
     prefix: u8,
     node_ports: RangeInclusive<u16>,
+    /// Where the cluster's API answers, which its `kubernetes` Service's endpoints name
+    /// (kube-apiserver's `--advertise-address` and `--secure-port`); none for an API not served.
+    api: Option<SocketAddr>,
 }
 
 impl Default for ServiceNetwork {
@@ -34,6 +37,7 @@ impl Default for ServiceNetwork {
             base: u32::from(Ipv4Addr::new(10, 96, 0, 0)),
             prefix: 12,
             node_ports: NODE_PORTS,
+            api: None,
         }
     }
 }
@@ -73,13 +77,24 @@ impl ServiceNetwork {
             return Err("the node port range is empty".into());
         }
         let mask = u32::MAX << (32 - prefix);
-        Ok(ServiceNetwork { base: u32::from(address) & mask, prefix, node_ports })
+        Ok(ServiceNetwork { base: u32::from(address) & mask, prefix, node_ports, api: None })
     }
 
     /// The network `cidr` with kube-apiserver's node port range (30000-32767): what a
     /// `--service-cluster-ip-range` flag reads.
     pub fn from_cidr(cidr: &str) -> Result<ServiceNetwork, String> {
         ServiceNetwork::new(cidr, NODE_PORTS)
+    }
+
+    /// This network, in a cluster whose API answers at `address`.
+    pub fn with_api_endpoint(self, address: SocketAddr) -> ServiceNetwork {
+        ServiceNetwork { api: Some(address), ..self }
+    }
+
+    /// Where the cluster's API answers, if it is served: what the `kubernetes` Service's
+    /// Endpoints and EndpointSlice name.
+    pub fn api_endpoint(&self) -> Option<SocketAddr> {
+        self.api
     }
 
     /// The network as `a.b.c.d/n`.
