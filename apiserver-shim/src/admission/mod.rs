@@ -18,6 +18,7 @@ pub mod default_storage_class;
 pub mod limit_ranges;
 pub mod podsecurity;
 pub mod resource_quota;
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,0 +1,306 @@
+//! One call of an admission webhook: an `AdmissionReview` POSTed over TLS to the webhook's
+//! address, its answer read back, as kube-apiserver's webhook client makes it.
+//!
+//! The address is a URL (`clientConfig.url`) or a Service of the tenant (`clientConfig.service`),
+//! which a [`ServiceResolver`] turns into somewhere to dial, while TLS verifies the name
+//! `<service>.<namespace>.svc` against the webhook's `caBundle` (the machine's trust roots
+//! without one). Every address dialled passes the [`Egress`] policy first. The whole call,
+//! connection included, is bounded by the webhook's `timeoutSeconds`. Nothing of an answer that
+//! is not an `AdmissionReview` is repeated to the client: the address is the tenant's choice,
+//! what answers there may not be.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{self, header, Method, Request, Uri};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+
+use super::egress::Egress;
+
+/// The most of a webhook's answer read: kube-apiserver's limit on a request body.
+pub const MAX_RESPONSE_BYTES: usize = 3 * 1024 * 1024;
+
+/// Where a webhook is called: `clientConfig`, its `service` already read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `clientConfig.url`: `https://host[:port]/path`.
+    Url(String),
+    /// `clientConfig.service`: a Service of the cluster, its port and the path on it.
+    Service { namespace: String, name: String, port: u16, path: Option<String> },
+}
+
+/// Where a Service of the cluster is reached from the API server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceAddress {
+    /// Its cluster IP (carried by the host's service proxy).
+    Ip(IpAddr),
+    /// The DNS name an `ExternalName` Service names.
+    Name(String),
+}
+
+/// Reads a cluster's Services for the calls of its webhooks.
+pub trait ServiceResolver: Send + Sync {
+    /// Where Service `namespace/name` answers; `Err` says why it cannot be reached (no such
+    /// Service, a headless one).
+    fn resolve(&self, namespace: &str, name: &str) -> Result<ServiceAddress, String>;
+}
+
+/// What one call needs of a webhook.
+#[derive(Clone, Debug)]
+pub struct Hook {
+    /// Its name, as errors report it.
+    pub name: String,
+    pub endpoint: Endpoint,
+    /// `clientConfig.caBundle`, PEM; `None` trusts the machine's roots.
+    pub ca_bundle: Option<Vec<u8>>,
+    /// `timeoutSeconds`.
+    pub timeout: Duration,
+}
+
+/// Why a call gave no usable answer, in the words kube-apiserver's `ErrCallingWebhook` uses.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallError {
+    /// The webhook could not be reached, or did not answer in time.
+    #[error("failed calling webhook \"{hook}\": failed to call webhook: Post \"{url}\": {reason}")]
+    Call { hook: String, url: String, reason: String },
+    /// It answered, but not with an `AdmissionReview` answering this request.
+    #[error("failed calling webhook \"{hook}\": received invalid webhook response: {reason}")]
+    Response { hook: String, reason: String },
+}
+
+/// The answer of a webhook: the `response` of its `AdmissionReview`, whose `uid` has been
+/// checked against the request's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answer(pub Value);
+
+/// Call `hook` with `review` (an `admission.k8s.io/v1` `AdmissionReview` with its `request`).
+pub async fn call(
+    hook: &Hook,
+    review: &Value,
+    egress: Egress,
+    services: &dyn ServiceResolver,
+) -> Result<Answer, CallError> {
+    let target = match Target::of(hook, services) {
+        Ok(target) => target,
+        Err(reason) => {
+            return Err(CallError::Call { hook: hook.name.clone(), url: shown_url(hook), reason })
+        }
+    };
+    let url = target.url.to_string();
+    let failed =
+        |reason: String| CallError::Call { hook: hook.name.clone(), url: url.clone(), reason };
+    let body = serde_json::to_vec(review).map_err(|e| failed(e.to_string()))?;
+    let exchange = exchange(&target, hook.ca_bundle.as_deref(), body, egress);
+    let (status, bytes) = match tokio::time::timeout(hook.timeout, exchange).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(reason)) => return Err(failed(reason)),
+        Err(_) => return Err(failed("context deadline exceeded".into())),
+    };
+    let invalid = |reason: String| CallError::Response { hook: hook.name.clone(), reason };
+    if !status.is_success() {
+        return Err(failed(format!(
+            "the server responded with the status code {}",
+            status.as_u16()
+        )));
+    }
+    let answer: Value = serde_json::from_slice(&bytes)
+        .map_err(|_| invalid("the response body is not a JSON AdmissionReview".into()))?;
+    let (api_version, kind) = (answer["apiVersion"].as_str(), answer["kind"].as_str());
+    if api_version != Some("admission.k8s.io/v1") || kind != Some("AdmissionReview") {
+        return Err(invalid(format!(
+            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {}, Kind={}",
+            api_version.unwrap_or("/"),
+            kind.unwrap_or_default()
+        )));
+    }
+    let Some(response) = answer.get("response").filter(|r| r.is_object()) else {
+        return Err(invalid("webhook response was absent".into()));
+    };
+    let (sent, got) = (review["request"]["uid"].as_str(), response["uid"].as_str());
+    if sent != got {
+        return Err(invalid(format!(
+            "expected response.uid={:?}, got {:?}",
+            sent.unwrap_or_default(),
+            got.unwrap_or_default()
+        )));
+    }
+    Ok(Answer(response.clone()))
+}
+
+/// A webhook's URL as errors show it before it could be resolved.
+fn shown_url(hook: &Hook) -> String {
+    match &hook.endpoint {
+        Endpoint::Url(url) => url.clone(),
+        Endpoint::Service { namespace, name, port, path } => {
+            format!("https://{name}.{namespace}.svc:{port}{}", path.as_deref().unwrap_or_default())
+        }
+    }
+}
+
+/// Where one call goes: the URL requested (with kube-apiserver's `?timeout=`), the host to
+/// resolve and dial, and the name TLS verifies.
+struct Target {
+    url: Uri,
+    dial: Dial,
+    port: u16,
+    server_name: ServerName<'static>,
+}
+
+enum Dial {
+    Ip(IpAddr),
+    Name(String),
+}
+
+impl Target {
+    fn of(hook: &Hook, services: &dyn ServiceResolver) -> Result<Target, String> {
+        let timeout = format!("timeout={}s", hook.timeout.as_secs().max(1));
+        match &hook.endpoint {
+            Endpoint::Url(url) => {
+                let uri: Uri = url.parse().map_err(|e| format!("{e}"))?;
+                if uri.scheme_str() != Some("https") {
+                    return Err("unsupported protocol scheme".into());
+                }
+                let host = uri.host().ok_or("no host in the URL")?;
+                let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+                let port = uri.port_u16().unwrap_or(443);
+                let path = uri.path();
+                let query = match uri.query() {
+                    Some(q) => format!("{q}&{timeout}"),
+                    None => timeout,
+                };
+                let url = format!("https://{}{path}?{query}", uri.authority().ok_or("no host")?);
+                let server_name = ServerName::try_from(host.clone()).map_err(|e| format!("{e}"))?;
+                let dial = match host.parse::<IpAddr>() {
+                    Ok(ip) => Dial::Ip(ip),
+                    Err(_) => Dial::Name(host),
+                };
+                Ok(Target {
+                    url: url.parse().map_err(|e| format!("{e}"))?,
+                    dial,
+                    port,
+                    server_name,
+                })
+            }
+            Endpoint::Service { namespace, name, port, path } => {
+                let host = format!("{name}.{namespace}.svc");
+                let path = path.as_deref().unwrap_or("/");
+                let url = format!("https://{host}:{port}{path}?{timeout}");
+                let dial = match services.resolve(namespace, name)? {
+                    ServiceAddress::Ip(ip) => Dial::Ip(ip),
+                    ServiceAddress::Name(name) => Dial::Name(name),
+                };
+                let server_name = ServerName::try_from(host).map_err(|e| format!("{e}"))?;
+                Ok(Target {
+                    url: url.parse().map_err(|e| format!("{e}"))?,
+                    dial,
+                    port: *port,
+                    server_name,
+                })
+            }
+        }
+    }
+
+    /// The addresses to dial, each allowed by `egress`.
+    async fn addresses(&self, egress: Egress) -> Result<Vec<SocketAddr>, String> {
+        let found: Vec<SocketAddr> = match &self.dial {
+            Dial::Ip(ip) => vec![SocketAddr::new(*ip, self.port)],
+            Dial::Name(name) => tokio::net::lookup_host((name.as_str(), self.port))
+                .await
+                .map_err(|e| format!("dial tcp: lookup {name}: {e}"))?
+                .collect(),
+        };
+        let mut allowed = Vec::with_capacity(found.len());
+        let mut refused = None;
+        for address in found {
+            match egress.refusal(address.ip()) {
+                None => allowed.push(address),
+                Some(why) => refused = Some(format!("dial tcp {address}: {why} may not be called")),
+            }
+        }
+        match (allowed.is_empty(), refused) {
+            (true, Some(refused)) => Err(refused),
+            (true, None) => Err("dial tcp: no address".into()),
+            (false, _) => Ok(allowed),
+        }
+    }
+}
+
+/// Connect, verify, POST `body`, and read the answer (at most [`MAX_RESPONSE_BYTES`]).
+async fn exchange(
+    target: &Target,
+    ca_bundle: Option<&[u8]>,
+    body: Vec<u8>,
+    egress: Egress,
+) -> Result<(http::StatusCode, bytes::Bytes), String> {
+    let config = client_config(ca_bundle)?;
+    let mut last = String::from("dial tcp: no address");
+    let mut stream = None;
+    for address in target.addresses(egress).await? {
+        match tokio::net::TcpStream::connect(address).await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = format!("dial tcp {address}: connect: {e}"),
+        }
+    }
+    let stream = stream.ok_or(last)?;
+    let _ = stream.set_nodelay(true);
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(target.server_name.clone(), stream)
+        .await
+        .map_err(|e| format!("tls: {e}"))?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| e.to_string())?;
+    let driver = tokio::spawn(connection);
+    let authority = target.url.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(target.url.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+        .header(header::HOST, authority)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, */*")
+        .body(Body::from(body))
+        .map_err(|e| e.to_string())?;
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let bytes =
+        axum::body::to_bytes(Body::new(response.into_body()), MAX_RESPONSE_BYTES).await.map_err(
+            |_| format!("the response is longer than {MAX_RESPONSE_BYTES} bytes or cut short"),
+        )?;
+    driver.abort();
+    Ok((status, bytes))
+}
+
+/// TLS as a webhook client: trusting `ca_bundle` alone, or the machine's roots without one.
+fn client_config(ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_bundle.filter(|b| !b.is_empty()) {
+        Some(pem) => {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("caBundle: {e}"))?;
+            for cert in certs {
+                roots.add(cert).map_err(|e| format!("caBundle: {e}"))?;
+            }
+        }
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
