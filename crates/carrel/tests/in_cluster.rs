@@ -291,33 +291,20 @@ fn in_cluster_clients_reach_their_own_tenant_and_only_it() {
     assert!(err.contains("Unauthorized") || err.contains("provide credentials"), "{err}");
 
     // The tenant's `kubernetes` Service and its endpoints name the same address.
-    let slice = ok(up.kubectl(
-        &a,
-        &[
-            "get",
-            "endpointslice",
-            "kubernetes",
-            "-o",
-            "jsonpath={.endpoints[0].addresses[0]}:{.ports[0].port}",
-        ],
-    ));
-    assert_eq!(slice, listener.to_string());
-    let endpoints = ok(up.kubectl(
-        &a,
-        &[
-            "get",
+    let port = listener.port();
+    for (kind, jsonpath, wanted) in [
+        ("endpointslice", "{.endpoints[0].addresses[0]}:{.ports[0].port}", listener.to_string()),
+        (
             "endpoints",
-            "kubernetes",
-            "-o",
-            "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}",
-        ],
-    ));
-    assert_eq!(endpoints, listener.to_string());
-    let target = ok(up.kubectl(
-        &a,
-        &["get", "service", "kubernetes", "-o", "jsonpath={.spec.ports[0].targetPort}"],
-    ));
-    assert_eq!(target, listener.port().to_string());
+            "{.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}",
+            listener.to_string(),
+        ),
+        ("service", "{.spec.ports[0].targetPort}", port.to_string()),
+    ] {
+        let jsonpath = format!("jsonpath={jsonpath}");
+        let got = ok(up.kubectl(&a, &["get", kind, "kubernetes", "-o", &jsonpath]));
+        assert_eq!(got, wanted, "{kind}");
+    }
     up.stop();
 }
 
