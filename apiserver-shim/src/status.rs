@@ -145,6 +145,8 @@ pub enum ApiError {
         subject: Box<Subject>,
         /// The reason the validation names.
         reason: DeniedReason,
+        /// The message again, as a cause without a field (what kubectl prints of a 422).
+        causes: Vec<Cause>,
     },
     /// 429 TooManyRequests.
     #[error("429 TooManyRequests: {message}")]
@@ -256,8 +258,10 @@ impl ApiError {
         why: &str,
         reason: DeniedReason,
     ) -> ApiError {
+        let message = format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource));
         ApiError::PolicyDenied {
-            message: format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)),
+            causes: vec![Cause::new("", "", message.clone())],
+            message,
             subject: about(group, resource, name),
             reason,
         }
@@ -502,7 +506,8 @@ impl ApiError {
             ApiError::Conflict { causes, .. }
             | ApiError::Invalid { causes, .. }
             | ApiError::TooManyRequests { causes, .. }
-            | ApiError::Timeout { causes, .. } => causes,
+            | ApiError::Timeout { causes, .. }
+            | ApiError::PolicyDenied { causes, .. } => causes,
             _ => &[],
         }
     }
@@ -513,7 +518,8 @@ impl ApiError {
             ApiError::Conflict { causes, .. }
             | ApiError::Invalid { causes, .. }
             | ApiError::TooManyRequests { causes, .. }
-            | ApiError::Timeout { causes, .. } => causes,
+            | ApiError::Timeout { causes, .. }
+            | ApiError::PolicyDenied { causes, .. } => causes,
             _ => Vec::new(),
         }
     }
@@ -555,7 +561,10 @@ impl ApiError {
             let causes: Vec<Value> = causes
                 .iter()
                 .map(|c| {
-                    let mut cause = json!({"reason": c.reason, "message": c.message});
+                    let mut cause = json!({"message": c.message});
+                    if !c.reason.is_empty() {
+                        cause["reason"] = c.reason.into();
+                    }
                     if !c.field.is_empty() {
                         cause["field"] = c.field.clone().into();
                     }

@@ -344,3 +344,27 @@ fn subresources_match_only_rules_naming_them() {
         .expect_err("status");
     assert!(e.message().ends_with("denied request: no status writes"), "{}", e.message());
 }
+
+#[test]
+fn policies_run_before_the_tenants_own_admission_and_cannot_switch_it_off() {
+    let (_dir, api) = api();
+    api.set_admission(Arc::new(crate::admission::TenantAdmission::default()));
+    let pods = json!({"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+        "operations": ["CREATE"], "resources": ["pods"]}]});
+    policy(&api, "labelled", json!({"matchConstraints": pods,
+        "validations": [{"expression": "has(object.metadata.labels)", "message": "labels please"}]}))
+    .expect("policy");
+    binding(&api, "b", json!({"policyName": "labelled", "validationActions": ["Deny"]}))
+        .expect("binding");
+    let pod = |labels: Value| {
+        json!({"metadata": {"name": "p", "labels": labels}, "spec": {"containers": [{"name": "c",
+            "image": "x", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]}})
+    };
+    let w = Write::by("t", false);
+    let e = create_in(&api, "", "pods", Some("default"), pod(Value::Null), &w).expect_err("policy");
+    assert!(e.message().ends_with("denied request: labels please"), "{}", e.message());
+    let e = create_in(&api, "", "pods", Some("default"), pod(json!({"a": "b"})), &w)
+        .expect_err("pod security still refuses what the policy admits");
+    assert_eq!(e.code(), 403);
+    assert!(e.message().contains("NVIDIA_*"), "{}", e.message());
+}
