@@ -18,6 +18,21 @@
 //!
 //! Policies and bindings are read from the cluster's own store and compiled once per change:
 //! every write of either bumps [`changed`]'s generation, and the next request reads them again.
+//!
+//! Left out, as kube-apiserver has them:
+//! - `authorizer`: not declared, so an expression reading it is refused when the policy is
+//!   written ([`cel`]);
+//! - type checking: expressions are parsed and their variables checked when written, but not
+//!   type-checked (a comparison of a string with an int fails when evaluated, following
+//!   `failurePolicy`), and the policy's `status.typeChecking` and `status.observedGeneration`
+//!   are never written; objects are bound as JSON, so timestamps and quantities are strings;
+//! - requests that do not go through `Api::create`, `Api::update` or `Api::delete`: `CONNECT`
+//!   (exec, attach, port forward) and `pods/eviction` are not evaluated (an eviction's delete is
+//!   evaluated as a `DELETE` of the pod), and a pod's `binding` is evaluated as an `UPDATE` of the
+//!   pod; `matchPolicy: Equivalent` reaches the other served versions of the same resource only
+//!   (no other group serves an equivalent one here);
+//! - a namespace that does not exist matches a non-empty namespace selector as one without
+//!   labels, where kube-apiserver answers 404.
 
 pub mod cel;
 mod matching;
@@ -464,7 +479,7 @@ fn configuration(
         None
     };
     let target = Target { rt, namespace: namespace.clone() };
-    let found: Vec<Value> = match param_ref.name.as_deref().filter(|n| !n.is_empty() && *n != "*") {
+    let found: Vec<Value> = match param_ref.name.as_deref().filter(|n| !n.is_empty()) {
         Some(name) => match api.get(&target, name) {
             Ok(param) => vec![param],
             Err(ApiError::NotFound { .. }) => Vec::new(),
@@ -572,9 +587,7 @@ impl Variables<'_> {
             }
             let mut activation = base.clone();
             activation.bind("variables", self.bound());
-            let value = e
-                .eval(&activation)
-                .map_err(|why| format!("composited variable \"{name}\" fails to compile: {why}"));
+            let value = e.eval(&activation).map_err(|why| why.0);
             self.values.insert(name.clone(), value);
         }
         for name in &wanted {
@@ -618,8 +631,9 @@ fn evaluate(
         }
     };
     let mut run = |src: &str, e: &Expression| -> Result<Bound, String> {
-        let activation = variables.activation(&base, e)?;
-        e.eval(&activation).map_err(|why| format!("expression '{src}' resulted in error: {why}"))
+        let failed = |why: String| format!("expression '{src}' resulted in error: {why}");
+        let activation = variables.activation(&base, e).map_err(failed)?;
+        e.eval(&activation).map_err(|why| failed(why.0))
     };
     // Match conditions: any false skips the policy; errors without a false one are failures.
     let mut errors = Vec::new();

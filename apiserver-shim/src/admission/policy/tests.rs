@@ -181,6 +181,49 @@ fn deny_refuses_in_kubernetes_words_warn_warns_and_dry_runs_are_checked() {
     grown["spec"]["replicas"] = json!(7);
     api.update(&t, "small", grown, None, &Write::by("t", false)).expect_err("update denied");
 
+    // The request is shown: who asks, and what.
+    policy(
+        &api,
+        "who",
+        json!({"matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+            "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "request.userInfo.username != 'mallory' || request.operation != 'CREATE' || !('team' in request.userInfo.groups)",
+                "messageExpression": "request.userInfo.username + ' may not create ' + request.resource.resource + ' in ' + request.namespace + (request.dryRun ? ' (dry run)' : '')"}]}),
+    )
+    .expect("policy");
+    binding(&api, "who", json!({"policyName": "who", "validationActions": ["Deny"]}))
+        .expect("binding");
+    let mallory = crate::auth::UserInfo {
+        name: "mallory".into(),
+        groups: vec!["team".into()],
+        ..Default::default()
+    };
+    let write = Write { requester: Requester::new(Some(mallory)), ..Write::by("t", true) };
+    let e = create_in(
+        &api,
+        "",
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "c"}}),
+        &write,
+    )
+    .expect_err("mallory");
+    assert!(
+        e.message()
+            .ends_with("denied request: mallory may not create configmaps in default (dry run)"),
+        "{}",
+        e.message()
+    );
+    create_in(
+        &api,
+        "",
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "c"}}),
+        &Write::by("t", false),
+    )
+    .expect("anyone else");
+
     // Warn instead: admitted, with kube-apiserver's warning.
     let rt = crate::resource::built_in(
         "admissionregistration.k8s.io",

@@ -135,13 +135,11 @@ fn binding_spec(spec: &ValidatingAdmissionPolicyBindingSpec, e: &mut Errors) {
             e.required("spec.paramRef", "one of name or selector must be specified");
         }
         if let Some(name) = name {
-            if name != "*" {
-                e.invalid_each(
-                    "spec.paramRef.name",
-                    name,
-                    carrel_machinery::names::dns1123_subdomain(name),
-                );
-            }
+            e.invalid_each(
+                "spec.paramRef.name",
+                name,
+                carrel_machinery::names::dns1123_subdomain(name),
+            );
         }
         if let Some(ns) = p.namespace.as_deref().filter(|n| !n.is_empty()) {
             e.invalid_each(
