@@ -52,6 +52,8 @@ pub struct PatchOptions {
     pub manager: String,
     /// `force`: server-side apply takes conflicting fields over.
     pub force: bool,
+    /// Who patches, for admission policies, and where their warnings go.
+    pub requester: crate::admission::policy::Requester,
 }
 
 /// What a PATCH did.
@@ -117,6 +119,7 @@ fn write_of(options: &PatchOptions, subresource: Option<Subresource>) -> Write {
             manager: options.manager.clone(),
             subresource: subresource.map(Subresource::name),
         },
+        requester: options.requester.clone(),
     }
 }
 
@@ -247,7 +250,11 @@ fn server_side_apply(
         subresource: subresource.map(Subresource::name),
         force: options.force,
     };
-    let write = Write { dry_run: options.dry_run, owner: Owner::Applied };
+    let write = Write {
+        dry_run: options.dry_run,
+        owner: Owner::Applied,
+        requester: options.requester.clone(),
+    };
     match api.get(target, name) {
         Ok(live) => {
             let live_rv = meta_str(&live, "resourceVersion").unwrap_or_default().to_owned();

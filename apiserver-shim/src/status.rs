@@ -135,6 +135,19 @@ pub enum ApiError {
         /// What is invalid, field by field.
         causes: Vec<Cause>,
     },
+    /// A request an admission policy denied: 401, 403, 413 or 422 as its validation's reason
+    /// says.
+    #[error("{} {}: {message}", reason.code(), reason.name())]
+    PolicyDenied {
+        /// `<resource> "<name>" is forbidden: ValidatingAdmissionPolicy '…' …`.
+        message: String,
+        /// The object the request was about.
+        subject: Box<Subject>,
+        /// The reason the validation names.
+        reason: DeniedReason,
+        /// The message again, as a cause without a field (what kubectl prints of a 422).
+        causes: Vec<Cause>,
+    },
     /// 429 TooManyRequests.
     #[error("429 TooManyRequests: {message}")]
     TooManyRequests {
@@ -177,6 +190,52 @@ pub enum ApiError {
     },
 }
 
+/// The reasons an admission policy's validation may refuse a request with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeniedReason {
+    /// 401.
+    Unauthorized,
+    /// 403.
+    Forbidden,
+    /// 422, the default.
+    Invalid,
+    /// 413.
+    RequestEntityTooLarge,
+}
+
+impl DeniedReason {
+    /// The reason a validation names (`None` for a name that is not one of the four).
+    pub fn parse(name: &str) -> Option<DeniedReason> {
+        Some(match name {
+            "Unauthorized" => DeniedReason::Unauthorized,
+            "Forbidden" => DeniedReason::Forbidden,
+            "Invalid" => DeniedReason::Invalid,
+            "RequestEntityTooLarge" => DeniedReason::RequestEntityTooLarge,
+            _ => return None,
+        })
+    }
+
+    /// The `reason` of the Status.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeniedReason::Unauthorized => "Unauthorized",
+            DeniedReason::Forbidden => "Forbidden",
+            DeniedReason::Invalid => "Invalid",
+            DeniedReason::RequestEntityTooLarge => "RequestEntityTooLarge",
+        }
+    }
+
+    /// The HTTP status code (kube-apiserver's `reasonToCode`).
+    pub fn code(self) -> u16 {
+        match self {
+            DeniedReason::Unauthorized => 401,
+            DeniedReason::Forbidden => 403,
+            DeniedReason::Invalid => 422,
+            DeniedReason::RequestEntityTooLarge => 413,
+        }
+    }
+}
+
 /// kube-apiserver's message for a request refused by flow control.
 const TOO_MANY_REQUESTS: &str = "Too many requests, please try again later.";
 
@@ -188,6 +247,24 @@ impl ApiError {
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::BadRequest { message: message.into() }
+    }
+
+    /// A refusal by an admission policy: `<resource> "<name>" is forbidden: <why>`, with the code
+    /// and reason of `reason`.
+    pub fn policy_denied(
+        group: &str,
+        resource: &str,
+        name: &str,
+        why: &str,
+        reason: DeniedReason,
+    ) -> ApiError {
+        let message = format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource));
+        ApiError::PolicyDenied {
+            causes: vec![Cause::new("", "", message.clone())],
+            message,
+            subject: about(group, resource, name),
+            reason,
+        }
     }
 
     /// 404 NotFound for an object: `pods "x" not found`.
@@ -355,6 +432,7 @@ impl ApiError {
             ApiError::InternalError { .. } => 500,
             ApiError::ServiceUnavailable { .. } => 503,
             ApiError::Timeout { .. } => 504,
+            ApiError::PolicyDenied { reason, .. } => reason.code(),
         }
     }
 
@@ -379,6 +457,7 @@ impl ApiError {
             ApiError::InternalError { .. } => "InternalError",
             ApiError::ServiceUnavailable { .. } => "ServiceUnavailable",
             ApiError::Timeout { .. } => "Timeout",
+            ApiError::PolicyDenied { reason, .. } => reason.name(),
         }
     }
 
@@ -402,7 +481,8 @@ impl ApiError {
             | ApiError::RequestHeaderFieldsTooLarge { message }
             | ApiError::InternalError { message }
             | ApiError::ServiceUnavailable { message, .. }
-            | ApiError::Timeout { message, .. } => message,
+            | ApiError::Timeout { message, .. }
+            | ApiError::PolicyDenied { message, .. } => message,
         }
     }
 
@@ -412,9 +492,9 @@ impl ApiError {
             ApiError::Forbidden { subject, .. }
             | ApiError::NotFound { subject, .. }
             | ApiError::Conflict { subject, .. } => subject.as_deref(),
-            ApiError::AlreadyExists { subject, .. } | ApiError::Invalid { subject, .. } => {
-                Some(subject)
-            }
+            ApiError::AlreadyExists { subject, .. }
+            | ApiError::Invalid { subject, .. }
+            | ApiError::PolicyDenied { subject, .. } => Some(subject),
             _ => None,
         }
     }
@@ -426,7 +506,8 @@ impl ApiError {
             ApiError::Conflict { causes, .. }
             | ApiError::Invalid { causes, .. }
             | ApiError::TooManyRequests { causes, .. }
-            | ApiError::Timeout { causes, .. } => causes,
+            | ApiError::Timeout { causes, .. }
+            | ApiError::PolicyDenied { causes, .. } => causes,
             _ => &[],
         }
     }
@@ -437,7 +518,8 @@ impl ApiError {
             ApiError::Conflict { causes, .. }
             | ApiError::Invalid { causes, .. }
             | ApiError::TooManyRequests { causes, .. }
-            | ApiError::Timeout { causes, .. } => causes,
+            | ApiError::Timeout { causes, .. }
+            | ApiError::PolicyDenied { causes, .. } => causes,
             _ => Vec::new(),
         }
     }
@@ -479,7 +561,10 @@ impl ApiError {
             let causes: Vec<Value> = causes
                 .iter()
                 .map(|c| {
-                    let mut cause = json!({"reason": c.reason, "message": c.message});
+                    let mut cause = json!({"message": c.message});
+                    if !c.reason.is_empty() {
+                        cause["reason"] = c.reason.into();
+                    }
                     if !c.field.is_empty() {
                         cause["field"] = c.field.clone().into();
                     }

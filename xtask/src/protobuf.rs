@@ -48,6 +48,7 @@ kinds! {
     authentication::v1::{SelfSubjectReview, TokenRequest, TokenReview}
     autoscaling::v1::{HorizontalPodAutoscaler, Scale}
     autoscaling::v2::{HorizontalPodAutoscaler}
+    admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding}
 }
 
 /// `DeleteOptions` is registered in every group-version: client-go sends it as the body of a

@@ -17,6 +17,7 @@ pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod limit_ranges;
 pub mod podsecurity;
+pub mod policy;
 pub mod resource_quota;
 pub mod webhook;
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use carrel_store::Store;
 
+use crate::admission::policy::{self, Attributes, Operation};
 use crate::admission::resource_quota;
 use crate::crd;
 use crate::defaults;
@@ -88,6 +89,20 @@ impl Api {
         let (name, mut object) = self.prepare_new(rt, &namespace, object)?;
         let _lock = rt.strategy.write_lock(self);
         let key = self.seal_new(rt, &name, &namespace, &mut object, write)?;
+        policy::admit(
+            self,
+            &Attributes::new(
+                rt,
+                None,
+                Operation::Create,
+                &name,
+                if rt.strategy.is_namespace() { &name } else { &namespace },
+                Some(&object),
+                None,
+                write.dry_run,
+                &write.requester,
+            ),
+        )?;
         let admission = self.admission.get();
         // The ResourceQuotas that count the new object; read before the lock, their usage
         // counted under it.

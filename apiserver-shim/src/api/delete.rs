@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use carrel_store::{Error as StoreError, Revision, Store};
 
+use crate::admission::policy::{self, Attributes, Operation};
 use crate::object::{finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
@@ -85,6 +86,24 @@ impl Api {
         let propagation = propagation(params)?
             .or_else(|| rt.strategy.orphans_by_default().map(|_| Propagation::Orphan));
         rt.strategy.check_delete(rt, name)?;
+        let namespace = match (rt.strategy.is_namespace(), target.namespace.as_deref()) {
+            (true, _) => name,
+            (false, ns) => ns.unwrap_or_default(),
+        };
+        policy::admit(
+            self,
+            &Attributes::new(
+                rt,
+                None,
+                Operation::Delete,
+                name,
+                namespace,
+                None,
+                Some(&old),
+                params.dry_run,
+                &params.requester,
+            ),
+        )?;
         if !params.dry_run {
             if let Some(done) = rt.strategy.delete(self, &key, name, &old, params) {
                 return Ok(Try::Done(done));

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use carrel_store::{Object, Revision, Store};
 
+use crate::admission::policy::{self, Requester};
 use crate::admission::Admission;
 use crate::crd;
 use crate::managed::Owner;
@@ -103,6 +104,8 @@ pub struct DeleteParams {
     pub propagation_policy: Option<String>,
     /// `orphanDependents`, deprecated: true is `propagationPolicy: Orphan`, false `Background`.
     pub orphan_dependents: Option<bool>,
+    /// Who deletes, for admission policies.
+    pub requester: Requester,
 }
 
 impl DeleteParams {
@@ -120,6 +123,7 @@ impl DeleteParams {
             grace_period_seconds: options.get("gracePeriodSeconds").and_then(Value::as_i64),
             propagation_policy: string(options.get("propagationPolicy")),
             orphan_dependents: options.get("orphanDependents").and_then(Value::as_bool),
+            requester: Requester::default(),
         }
     }
 }
@@ -131,17 +135,19 @@ pub struct Write {
     pub dry_run: bool,
     /// Who writes, for `managedFields`.
     pub owner: Owner,
+    /// Who writes, for admission policies, and where their warnings go.
+    pub requester: Requester,
 }
 
 impl Write {
     /// A write by field manager `manager`.
     pub fn by(manager: impl Into<String>, dry_run: bool) -> Write {
-        Write { dry_run, owner: Owner::manager(manager) }
+        Write { dry_run, owner: Owner::manager(manager), requester: Requester::default() }
     }
 
     /// A write the server makes on its own (bootstrap objects): not tracked in managedFields.
     pub fn server() -> Write {
-        Write { dry_run: false, owner: Owner::Server }
+        Write { dry_run: false, owner: Owner::Server, requester: Requester::default() }
     }
 }
 
@@ -182,6 +188,8 @@ pub struct Api {
     pub(crate) service_network: ServiceNetwork,
     /// The compiled types of the stored definitions, compiled once per change of each.
     pub(crate) compiled: crd::Compiled,
+    /// The ValidatingAdmissionPolicies and bindings, compiled once per change of either.
+    pub(crate) policies: policy::Cache,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -241,6 +249,7 @@ impl Api {
             services_lock: Default::default(),
             service_network,
             compiled: Default::default(),
+            policies: Default::default(),
         };
         api.bootstrap()?;
         api.reload_definitions()?;

@@ -4,6 +4,7 @@ use serde_json::Value;
 
 use carrel_store::Store;
 
+use crate::admission::policy::{self, Attributes, Operation};
 use crate::managed::{self, Owner};
 use crate::object::{self, finalizers, is_deleting, meta_str, metadata_mut};
 use crate::resource::Subresource;
@@ -122,6 +123,30 @@ impl Api {
                 return Err(ApiError::invalid(rt.group, rt.kind, name, e.0));
             }
         }
+        let subresource = match (part, &write.owner) {
+            (Part::Status, _) => Some("status"),
+            (Part::EphemeralContainers, _) => Some("ephemeralcontainers"),
+            (_, Owner::Update { subresource, .. }) => *subresource,
+            _ => None,
+        };
+        let namespace = match (rt.strategy.is_namespace(), target.namespace.as_deref()) {
+            (true, _) => name,
+            (false, ns) => ns.unwrap_or_default(),
+        };
+        policy::admit(
+            self,
+            &Attributes::new(
+                rt,
+                subresource,
+                Operation::Update,
+                name,
+                namespace,
+                Some(&new),
+                Some(&old),
+                dry_run,
+                &write.requester,
+            ),
+        )?;
         if let Some(admission) = self.admission.get() {
             admission.admit_update(self, rt, &old, &new)?;
         }

@@ -145,6 +145,7 @@ pub(super) fn write_of(
             manager: field_manager(query, headers, options)?,
             subresource: sub.map(Subresource::name),
         },
+        requester: Default::default(),
     })
 }
 
@@ -191,6 +192,7 @@ pub(super) fn patch_options(
         validation: FieldValidation::parse(query.get("fieldValidation"))?,
         manager: field_manager(query, headers, "PatchOptions")?,
         force,
+        requester: Default::default(),
     })
 }
 

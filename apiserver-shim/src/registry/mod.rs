@@ -25,6 +25,7 @@ use crate::table::{self, AGE, NAME};
 
 pub use form::{Decode, Validate};
 
+pub mod admissionregistration;
 pub mod apiextensions;
 pub mod apps;
 pub mod autoscaling;
@@ -385,5 +386,7 @@ pub static BUILT_IN: &[ResourceType] = &[
     policy::poddisruptionbudgets::TYPE,
     scheduling::priorityclasses::TYPE,
     storage::storageclasses::TYPE,
+    admissionregistration::validatingadmissionpolicies::TYPE,
+    admissionregistration::validatingadmissionpolicybindings::TYPE,
     apiextensions::customresourcedefinitions::TYPE,
 ];

@@ -33,6 +33,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+pub use cel::expression::{Activation, Bound, CompileError, EvalError, Expression};
 pub use error::{go_quote, FieldError, Reason};
 pub use node::{ListType, MapType, SchemaNode};
 

@@ -5,7 +5,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{guard_rbac_write, Call};
+use super::{guard_rbac_write, requester, Call};
 use crate::api::Target;
 use crate::fields::{self, FieldValidation};
 use crate::http::blocking;
@@ -19,14 +19,17 @@ pub(super) async fn create(call: Call<'_>, body: Body) -> ApiResult<Response> {
     let Call { server, caller, rt, namespace, sub, query, headers } = call;
     let api = server.api.clone();
     refuse_protobuf(&rt, headers)?;
-    let write = write_of(query, headers, "CreateOptions", sub)?;
+    let mut write = write_of(query, headers, "CreateOptions", sub)?;
+    write.requester = requester(caller);
+    let requester = write.requester.clone();
     let validation = FieldValidation::parse(query.get("fieldValidation"))?;
     let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
-    let warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
+    let mut warnings = fields::prune(&rt, &mut object, validation, &duplicates)?;
     guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &object, None)?;
     let rt2 = rt.clone();
     let created =
         blocking(move || api.create(&Target { rt: &rt2, namespace }, object, &write)).await?;
+    warnings.extend(requester.warnings());
     let stored = Stored::of(&created);
     let mut response = respond_object(StatusCode::CREATED, &rt, created, headers, query);
     response.extensions_mut().insert(stored);

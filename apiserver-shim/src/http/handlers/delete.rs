@@ -14,13 +14,16 @@ use crate::status::{ApiError, ApiResult};
 
 /// `DELETE <resource>/<name>`.
 pub(super) async fn delete(call: Call<'_>, name: String, body: Body) -> ApiResult<Response> {
-    let params = options(&call, body).await?;
-    let Call { server, rt, namespace, query, headers, .. } = call;
-    let warnings = default_propagation_warning(&rt, &params);
+    let mut params = options(&call, body).await?;
+    let Call { server, caller, rt, namespace, query, headers, .. } = call;
+    params.requester = super::requester(caller);
+    let requester = params.requester.clone();
+    let mut warnings = default_propagation_warning(&rt, &params);
     let api = server.api.clone();
     let rt2 = rt.clone();
     let deleted =
         blocking(move || api.delete(&Target { rt: &rt2, namespace }, &name, &params)).await?;
+    warnings.extend(requester.warnings());
     Ok(with_warnings(respond_object(StatusCode::OK, &rt, deleted, headers, query), &warnings))
 }
 

@@ -98,6 +98,11 @@ pub(super) async fn resource(
     }
 }
 
+/// Who makes a request, as admission policies see it.
+fn requester(caller: Option<&Caller>) -> crate::admission::policy::Requester {
+    crate::admission::policy::Requester::new(caller.map(|c| c.user.clone()))
+}
+
 /// On a cluster with security, refuse an RBAC write that would grant more than the caller holds
 /// (`name` is the object replaced, for an update).
 fn guard_rbac_write(

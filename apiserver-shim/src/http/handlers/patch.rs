@@ -23,7 +23,7 @@ pub(super) async fn patch(call: Call<'_>, name: String, body: Body) -> ApiResult
     let kind = PatchKind::from_content_type(
         headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or(""),
     )?;
-    let options = patch_options(query, headers, kind)?;
+    let mut options = patch_options(query, headers, kind)?;
     let raw = read_body(body).await?;
     if caller.is_some() && rt.group == crate::rbac::RBAC_GROUP {
         // What the patch would store is what must not escalate: find it without storing.
@@ -37,6 +37,9 @@ pub(super) async fn patch(call: Call<'_>, name: String, body: Body) -> ApiResult
         .await?;
         guard_rbac_write(caller, &api, &rt, namespace.as_deref(), &would.object, Some(&name))?;
     }
+    // The dry run above warned on its own requester; the write warns on this one.
+    options.requester = super::requester(caller);
+    let policy_warnings = options.requester.clone();
     let rt2 = rt.clone();
     let patched = blocking(move || {
         let target = Target { rt: &rt2, namespace };
@@ -53,5 +56,7 @@ pub(super) async fn patch(call: Call<'_>, name: String, body: Body) -> ApiResult
     if let Some(stored) = stored {
         response.extensions_mut().insert(stored);
     }
-    Ok(with_warnings(response, &patched.warnings))
+    let mut warnings = patched.warnings;
+    warnings.extend(policy_warnings.warnings());
+    Ok(with_warnings(response, &warnings))
 }

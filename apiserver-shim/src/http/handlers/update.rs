@@ -4,7 +4,7 @@ use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{guard_rbac_write, Call};
+use super::{guard_rbac_write, requester, Call};
 use crate::api::Target;
 use crate::fields::{self, FieldValidation};
 use crate::http::blocking;
@@ -19,10 +19,12 @@ pub(super) async fn update(call: Call<'_>, name: String, body: Body) -> ApiResul
     let Call { server, caller, rt, namespace, sub, query, headers } = call;
     let api = server.api.clone();
     refuse_protobuf(&rt, headers)?;
-    let write = write_of(query, headers, "UpdateOptions", sub)?;
+    let mut write = write_of(query, headers, "UpdateOptions", sub)?;
+    write.requester = requester(caller);
+    let requester = write.requester.clone();
     let validation = FieldValidation::parse(query.get("fieldValidation"))?;
     let (mut object, duplicates) = decode_body_checked(headers, &read_body(body).await?)?;
-    let warnings = match sub {
+    let mut warnings = match sub {
         Some(Subresource::Scale) => Vec::new(),
         _ => fields::prune(&rt, &mut object, validation, &duplicates)?,
     };
@@ -36,6 +38,7 @@ pub(super) async fn update(call: Call<'_>, name: String, body: Body) -> ApiResul
         }
     })
     .await?;
+    warnings.extend(requester.warnings());
     let updated = match sub {
         Some(Subresource::Scale) => scale_of(&rt, &updated),
         _ => updated,

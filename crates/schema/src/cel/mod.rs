@@ -21,6 +21,7 @@ use cel_interpreter::{
 use serde_json::Value;
 
 mod cost;
+pub mod expression;
 mod library;
 
 use self::cost::{comprehension_nesting, values_in, PER_CALL_LIMIT};
