@@ -411,3 +411,40 @@ fn policies_run_before_the_tenants_own_admission_and_cannot_switch_it_off() {
     assert_eq!(e.code(), 403);
     assert!(e.message().contains("NVIDIA_*"), "{}", e.message());
 }
+
+#[test]
+fn the_servers_own_records_are_not_the_policies_to_refuse() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("s");
+    let open = |address: &str| {
+        let network = crate::ServiceNetwork::default().with_api_endpoint(address.parse().unwrap());
+        let store = carrel_store::SledStore::open(&path, carrel_store::Options::create()).unwrap();
+        Api::new_in(Arc::new(store), network)
+    };
+    let api = open("10.0.0.1:6443").expect("api");
+    let everything = json!({"resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"],
+        "resources": ["*", "*/*"], "operations": ["*"]}]});
+    policy(
+        &api,
+        "no",
+        json!({"matchConstraints": everything, "validations": [{"expression": "false"}]}),
+    )
+    .unwrap();
+    binding(&api, "no", json!({"policyName": "no", "validationActions": ["Deny"]})).unwrap();
+    let users = create_in(
+        &api,
+        "",
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "c"}}),
+        &Write::by("t", false),
+    );
+    assert_eq!(users.unwrap_err().code(), 422, "the policy holds for users");
+    drop(api);
+
+    // Opened where the API now answers elsewhere: its own endpoints are brought up to date.
+    let api = open("10.0.0.2:6443").expect("the cluster opens");
+    let slices = target(&api, "discovery.k8s.io", "v1", "endpointslices", Some("default"));
+    let slice = api.get(&slices, "kubernetes").unwrap();
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "10.0.0.2");
+}
