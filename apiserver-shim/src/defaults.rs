@@ -97,7 +97,7 @@ pub fn on_create(rt: &ResourceType, object: &mut Value) {
 
 /// The defaults kube-apiserver applies whenever it decodes an object (on create and on every
 /// update), as its `SetDefaults_*` functions do; the status is left alone.
-fn apply_defaults(rt: &ResourceType, object: &mut Value) {
+pub(crate) fn apply_defaults(rt: &ResourceType, object: &mut Value) {
     rt.strategy.defaults(object);
 }
 

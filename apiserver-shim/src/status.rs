@@ -148,6 +148,21 @@ pub enum ApiError {
         /// The message again, as a cause without a field (what kubectl prints of a 422).
         causes: Vec<Cause>,
     },
+    /// A request an admission webhook refused, with the code and reason it answered (403
+    /// Forbidden when it gave none), as kube-apiserver's `ToStatusErr` reports it.
+    #[error("{code} {reason}: {message}")]
+    WebhookDenied {
+        /// `<resource> "<name>" is forbidden: admission webhook "…" denied the request: …`.
+        message: String,
+        /// The HTTP status code.
+        code: u16,
+        /// The `reason` of the Status.
+        reason: String,
+        /// The object the request was about (none for a 500, which carries a cause instead).
+        subject: Option<Box<Subject>>,
+        /// For a 500: the message again, as a cause.
+        causes: Vec<Cause>,
+    },
     /// 429 TooManyRequests.
     #[error("429 TooManyRequests: {message}")]
     TooManyRequests {
@@ -369,6 +384,52 @@ impl ApiError {
         }
     }
 
+    /// A refusal by admission webhook `hook` with the `result` Status it answered, in
+    /// kube-apiserver's words (`ToStatusErr`): its code (403 without one), its reason (by the
+    /// code without one), and its message or reason after `admission webhook "…" denied the
+    /// request`.
+    pub fn webhook_denied(
+        group: &str,
+        resource: &str,
+        name: &str,
+        hook: &str,
+        result: Option<&Value>,
+    ) -> ApiError {
+        let text = |field: &str| {
+            result.and_then(|r| r.get(field)).and_then(Value::as_str).filter(|s| !s.is_empty())
+        };
+        let code = result
+            .and_then(|r| r.get("code"))
+            .and_then(Value::as_u64)
+            .and_then(|c| u16::try_from(c).ok())
+            .filter(|c| *c != 0)
+            .unwrap_or(403);
+        let denied = format!("admission webhook \"{hook}\" denied the request");
+        let why = match text("message").or(text("reason")) {
+            Some(why) => format!("{denied}: {why}"),
+            None => format!("{denied} without explanation"),
+        };
+        let name = if name.is_empty() { "Unknown" } else { name };
+        let internal = code == 500;
+        let message = if internal {
+            format!("Internal error occurred: {why}")
+        } else {
+            format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource))
+        };
+        let reason = match text("reason") {
+            Some(reason) => reason.to_owned(),
+            None if internal => "InternalError".to_owned(),
+            None => "Forbidden".to_owned(),
+        };
+        ApiError::WebhookDenied {
+            causes: if internal { vec![Cause::new("", "", why)] } else { Vec::new() },
+            message,
+            code,
+            reason,
+            subject: (!internal).then(|| about(group, resource, name)),
+        }
+    }
+
     /// 429 TooManyRequests, as kube-apiserver's flow control answers.
     pub fn too_many_requests(retry_after_seconds: u32) -> ApiError {
         ApiError::too_many_requests_because(TOO_MANY_REQUESTS, retry_after_seconds, Vec::new())
@@ -433,11 +494,12 @@ impl ApiError {
             ApiError::ServiceUnavailable { .. } => 503,
             ApiError::Timeout { .. } => 504,
             ApiError::PolicyDenied { reason, .. } => reason.code(),
+            ApiError::WebhookDenied { code, .. } => *code,
         }
     }
 
     /// The `reason` field (`NotFound`, `AlreadyExists`, …).
-    pub fn reason(&self) -> &'static str {
+    pub fn reason(&self) -> &str {
         match self {
             ApiError::BadRequest { .. } => "BadRequest",
             ApiError::Unauthorized => "Unauthorized",
@@ -458,6 +520,7 @@ impl ApiError {
             ApiError::ServiceUnavailable { .. } => "ServiceUnavailable",
             ApiError::Timeout { .. } => "Timeout",
             ApiError::PolicyDenied { reason, .. } => reason.name(),
+            ApiError::WebhookDenied { reason, .. } => reason,
         }
     }
 
@@ -482,7 +545,8 @@ impl ApiError {
             | ApiError::InternalError { message }
             | ApiError::ServiceUnavailable { message, .. }
             | ApiError::Timeout { message, .. }
-            | ApiError::PolicyDenied { message, .. } => message,
+            | ApiError::PolicyDenied { message, .. }
+            | ApiError::WebhookDenied { message, .. } => message,
         }
     }
 
@@ -491,7 +555,8 @@ impl ApiError {
         match self {
             ApiError::Forbidden { subject, .. }
             | ApiError::NotFound { subject, .. }
-            | ApiError::Conflict { subject, .. } => subject.as_deref(),
+            | ApiError::Conflict { subject, .. }
+            | ApiError::WebhookDenied { subject, .. } => subject.as_deref(),
             ApiError::AlreadyExists { subject, .. }
             | ApiError::Invalid { subject, .. }
             | ApiError::PolicyDenied { subject, .. } => Some(subject),
@@ -507,7 +572,8 @@ impl ApiError {
             | ApiError::Invalid { causes, .. }
             | ApiError::TooManyRequests { causes, .. }
             | ApiError::Timeout { causes, .. }
-            | ApiError::PolicyDenied { causes, .. } => causes,
+            | ApiError::PolicyDenied { causes, .. }
+            | ApiError::WebhookDenied { causes, .. } => causes,
             _ => &[],
         }
     }
@@ -519,7 +585,8 @@ impl ApiError {
             | ApiError::Invalid { causes, .. }
             | ApiError::TooManyRequests { causes, .. }
             | ApiError::Timeout { causes, .. }
-            | ApiError::PolicyDenied { causes, .. } => causes,
+            | ApiError::PolicyDenied { causes, .. }
+            | ApiError::WebhookDenied { causes, .. } => causes,
             _ => Vec::new(),
         }
     }

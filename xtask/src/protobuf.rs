@@ -48,7 +48,10 @@ kinds! {
     authentication::v1::{SelfSubjectReview, TokenRequest, TokenReview}
     autoscaling::v1::{HorizontalPodAutoscaler, Scale}
     autoscaling::v2::{HorizontalPodAutoscaler}
-    admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding}
+    admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+        ValidatingWebhookConfiguration,
+    }
 }
 
 /// `DeleteOptions` is registered in every group-version: client-go sends it as the body of a

@@ -16,8 +16,10 @@
 pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod limit_ranges;
+pub(crate) mod matching;
 pub mod podsecurity;
 pub mod policy;
+pub mod request;
 pub mod resource_quota;
 pub mod webhook;
 

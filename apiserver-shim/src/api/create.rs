@@ -8,6 +8,7 @@ use carrel_store::Store;
 
 use crate::admission::policy::{self, Attributes, Operation};
 use crate::admission::resource_quota;
+use crate::admission::webhook;
 use crate::crd;
 use crate::defaults;
 use crate::managed::{self, Owner};
@@ -17,6 +18,10 @@ use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
 use super::{check_type, decode, encode_stored, internal, key_for, written, Api, Target, Write};
+
+/// The cluster's mutating webhooks as a write runs them: given the object and the defaults to
+/// apply again after each change.
+pub(crate) type MutatingWebhooks<'a> = &'a dyn Fn(&mut Value, &dyn Fn(&mut Value)) -> ApiResult<()>;
 
 /// A new object prepared by [`Api::create_all_as_server`], not yet stored.
 struct NewObject<'a> {
@@ -86,27 +91,46 @@ impl Api {
         let rt = target.rt;
         check_creatable(rt, &object)?;
         let namespace = self.check_namespace(target, &object)?;
-        let (name, mut object) = self.prepare_new(rt, &namespace, object)?;
+        // The server's own records (bootstrap objects, a namespace's `default` ServiceAccount)
+        // are not the policies' or the webhooks' to refuse, as kube-apiserver's own are not.
+        let by_server = matches!(write.owner, Owner::Server);
+        let validating = |name: &'_ str, object: Option<&'_ Value>| -> ApiResult<()> {
+            let a = Attributes::new(
+                rt,
+                None,
+                Operation::Create,
+                name,
+                if rt.strategy.is_namespace() { name } else { &namespace },
+                object,
+                None,
+                write.dry_run,
+                &write.requester,
+            );
+            policy::admit(self, &a)?;
+            webhook::validate(self, &a)
+        };
+        let mutating = |object: &mut Value, defaults: &dyn Fn(&mut Value)| {
+            let name = meta_str(object, "name").unwrap_or_default().to_owned();
+            let namespace = if rt.strategy.is_namespace() { &name } else { &namespace };
+            let a = Attributes::new(
+                rt,
+                None,
+                Operation::Create,
+                &name,
+                namespace,
+                None,
+                None,
+                write.dry_run,
+                &write.requester,
+            );
+            webhook::mutate(self, &a, object, defaults)
+        };
+        let webhooks: Option<MutatingWebhooks<'_>> = (!by_server).then_some(&mutating);
+        let (name, mut object) = self.prepare_new(rt, &namespace, object, webhooks)?;
         let _lock = rt.strategy.write_lock(self);
         let key = self.seal_new(rt, &name, &namespace, &mut object, write)?;
-        // The server's own records (bootstrap objects, a namespace's `default` ServiceAccount)
-        // are not the policies' to refuse, as kube-apiserver's own are not.
-        let by_server = matches!(write.owner, Owner::Server);
         if !by_server {
-            policy::admit(
-                self,
-                &Attributes::new(
-                    rt,
-                    None,
-                    Operation::Create,
-                    &name,
-                    if rt.strategy.is_namespace() { &name } else { &namespace },
-                    Some(&object),
-                    None,
-                    write.dry_run,
-                    &write.requester,
-                ),
-            )?;
+            validating(&name, Some(&object))?;
         }
         let admission = self.admission.get();
         // The ResourceQuotas that count the new object; read before the lock, their usage
@@ -183,7 +207,7 @@ impl Api {
                 _ => self.check_namespace(&target, &object)?,
             };
             let (name, mut object) =
-                crate::validation::as_server(|| self.prepare_new(rt, &namespace, object))?;
+                crate::validation::as_server(|| self.prepare_new(rt, &namespace, object, None))?;
             let key = self.seal_new(rt, &name, &namespace, &mut object, &write)?;
             if let Some(admission) = admission {
                 admission.admit_create(self, rt, &object)?;
@@ -230,6 +254,7 @@ impl Api {
         rt: &ResourceType,
         namespace: &str,
         mut object: Value,
+        webhooks: Option<MutatingWebhooks<'_>>,
     ) -> ApiResult<(String, Value)> {
         let rule = rt.strategy.name_rule();
         let name = match meta_str(&object, "name").filter(|n| !n.is_empty()) {
@@ -290,7 +315,19 @@ impl Api {
             meta.remove("generation");
         }
         object::normalize_metadata(&mut object);
-        self.admit(rt, None, &mut object)?;
+        self.admit_mutated(rt, None, &mut object, webhooks)?;
+        // What a mutating webhook may not move: the object to another namespace (refused in
+        // kube-apiserver's words, as its `BeforeCreate` refuses it) or another name.
+        if rt.namespaced && meta_str(&object, "namespace") != Some(namespace) {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        if meta_str(&object, "name") != Some(name.as_str()) {
+            return Err(ApiError::bad_request(
+                "admission webhooks may not change the name of the object being created",
+            ));
+        }
         Ok((name, object))
     }
 
@@ -318,17 +355,41 @@ impl Api {
         old: Option<&Value>,
         object: &mut Value,
     ) -> ApiResult<()> {
+        self.admit_mutated(rt, old, object, None)
+    }
+
+    /// [`Api::admit`], with `webhooks` (the cluster's mutating webhooks, given the object and
+    /// the defaults to apply again after each change) run where kube-apiserver runs its
+    /// mutating admission: after the defaults and the built-in mutating admission (LimitRanges,
+    /// the default classes), before validation.
+    pub(crate) fn admit_mutated(
+        &self,
+        rt: &ResourceType,
+        old: Option<&Value>,
+        object: &mut Value,
+        webhooks: Option<MutatingWebhooks<'_>>,
+    ) -> ApiResult<()> {
         if let Some(custom) = &rt.custom {
+            if let Some(webhooks) = webhooks {
+                custom.schema.apply_defaults(object);
+                webhooks(object, &|o| custom.schema.apply_defaults(o))?;
+            }
             return crd::admit(rt, custom, old, object);
         }
         match old {
             None => {
                 defaults::on_create(rt, object);
                 rt.strategy.mutate_create(self, object)?;
+                if let Some(webhooks) = webhooks {
+                    webhooks(object, &|o| defaults::on_create(rt, o))?;
+                }
                 defaults::validate(rt, object, None)?;
             }
             Some(old) => {
                 let old = defaults::on_update(rt, old, object);
+                if let Some(webhooks) = webhooks {
+                    webhooks(object, &|o| defaults::apply_defaults(rt, o))?;
+                }
                 defaults::validate(rt, object, Some(&old))?;
             }
         }

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use carrel_store::{Error as StoreError, Revision, Store};
 
 use crate::admission::policy::{self, Attributes, Operation};
+use crate::admission::webhook;
 use crate::object::{finalizers, is_deleting, meta_str, metadata_mut, now_rfc3339};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
@@ -90,20 +91,20 @@ impl Api {
             (true, _) => name,
             (false, ns) => ns.unwrap_or_default(),
         };
-        policy::admit(
-            self,
-            &Attributes::new(
-                rt,
-                None,
-                Operation::Delete,
-                name,
-                namespace,
-                None,
-                Some(&old),
-                params.dry_run,
-                &params.requester,
-            ),
-        )?;
+        let attributes = Attributes::new(
+            rt,
+            None,
+            Operation::Delete,
+            name,
+            namespace,
+            None,
+            Some(&old),
+            params.dry_run,
+            &params.requester,
+        );
+        webhook::mutate(self, &attributes, &mut serde_json::Value::Null, &|_| {})?;
+        policy::admit(self, &attributes)?;
+        webhook::validate(self, &attributes)?;
         if !params.dry_run {
             if let Some(done) = rt.strategy.delete(self, &key, name, &old, params) {
                 return Ok(Try::Done(done));

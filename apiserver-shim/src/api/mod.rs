@@ -190,6 +190,8 @@ pub struct Api {
     pub(crate) compiled: crd::Compiled,
     /// The ValidatingAdmissionPolicies and bindings, compiled once per change of either.
     pub(crate) policies: policy::Cache,
+    /// The admission webhooks, read once per change of their configurations.
+    pub(crate) webhooks: crate::admission::webhook::Cache,
 }
 
 /// A parsed `resourceVersion` (opaque to clients, a store revision to us).
@@ -250,6 +252,7 @@ impl Api {
             service_network,
             compiled: Default::default(),
             policies: Default::default(),
+            webhooks: Default::default(),
         };
         api.bootstrap()?;
         api.reload_definitions()?;

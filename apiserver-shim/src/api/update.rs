@@ -5,6 +5,7 @@ use serde_json::Value;
 use carrel_store::Store;
 
 use crate::admission::policy::{self, Attributes, Operation};
+use crate::admission::webhook;
 use crate::managed::{self, Owner};
 use crate::object::{self, finalizers, is_deleting, meta_str, metadata_mut};
 use crate::resource::Subresource;
@@ -101,10 +102,38 @@ impl Api {
         }
         preserve_system_metadata(&old, &mut new);
         object::normalize_metadata(&mut new);
+        let subresource = match (part, &write.owner) {
+            (Part::Status, _) => Some("status"),
+            (Part::EphemeralContainers, _) => Some("ephemeralcontainers"),
+            (_, Owner::Update { subresource, .. }) => *subresource,
+            _ => None,
+        };
+        let namespace = match (rt.strategy.is_namespace(), target.namespace.as_deref()) {
+            (true, _) => name,
+            (false, ns) => ns.unwrap_or_default(),
+        };
+        let attributes = Attributes::new(
+            rt,
+            subresource,
+            Operation::Update,
+            name,
+            namespace,
+            None,
+            Some(&old),
+            dry_run,
+            &write.requester,
+        );
+        let mutating = |object: &mut Value, defaults: &dyn Fn(&mut Value)| {
+            webhook::mutate(self, &attributes, object, defaults)
+        };
         match write.owner {
+            // The server's own records are not the policies' or the webhooks' to refuse (see
+            // `Api::create`).
             Owner::Server => crate::validation::as_server(|| self.admit(rt, Some(&old), &mut new)),
-            _ => self.admit(rt, Some(&old), &mut new),
+            _ => self.admit_mutated(rt, Some(&old), &mut new, Some(&mutating)),
         }?;
+        // What a mutating webhook may not change, as what the request names.
+        preserve_system_metadata(&old, &mut new);
         if rt.has(Subresource::EphemeralContainers) {
             let list = |pod: &Value| -> Vec<k8s_openapi::api::core::v1::EphemeralContainer> {
                 let found = pod.pointer("/spec/ephemeralContainers").cloned();
@@ -123,32 +152,10 @@ impl Api {
                 return Err(ApiError::invalid(rt.group, rt.kind, name, e.0));
             }
         }
-        let subresource = match (part, &write.owner) {
-            (Part::Status, _) => Some("status"),
-            (Part::EphemeralContainers, _) => Some("ephemeralcontainers"),
-            (_, Owner::Update { subresource, .. }) => *subresource,
-            _ => None,
-        };
-        let namespace = match (rt.strategy.is_namespace(), target.namespace.as_deref()) {
-            (true, _) => name,
-            (false, ns) => ns.unwrap_or_default(),
-        };
-        // The server's own records are not the policies' to refuse (see `Api::create`).
         if !matches!(write.owner, Owner::Server) {
-            policy::admit(
-                self,
-                &Attributes::new(
-                    rt,
-                    subresource,
-                    Operation::Update,
-                    name,
-                    namespace,
-                    Some(&new),
-                    Some(&old),
-                    dry_run,
-                    &write.requester,
-                ),
-            )?;
+            let a = Attributes { object: Some(&new), ..attributes };
+            policy::admit(self, &a)?;
+            webhook::validate(self, &a)?;
         }
         if let Some(admission) = self.admission.get() {
             admission.admit_update(self, rt, &old, &new)?;

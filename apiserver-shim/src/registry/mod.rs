@@ -388,5 +388,7 @@ pub static BUILT_IN: &[ResourceType] = &[
     storage::storageclasses::TYPE,
     admissionregistration::validatingadmissionpolicies::TYPE,
     admissionregistration::validatingadmissionpolicybindings::TYPE,
+    admissionregistration::validatingwebhookconfigurations::TYPE,
+    admissionregistration::mutatingwebhookconfigurations::TYPE,
     apiextensions::customresourcedefinitions::TYPE,
 ];

@@ -154,7 +154,12 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let store = SledStore::open(data.join("host"), Options::create())
         .with_context(|| format!("opening the host store in {}", data.join("host").display()))?;
     // The host's and every tenant's `kubernetes` Service name this listener as their API.
-    let service_network = args.service_cidr.clone().with_api_endpoint(advertised);
+    // Everything of `carrel up` runs on this machine, its tenants' admission webhooks too.
+    let service_network = args
+        .service_cidr
+        .clone()
+        .with_api_endpoint(advertised)
+        .with_webhook_egress(carrel_apiserver::admission::webhook::Egress::with_loopback());
     let host = Api::host_in(Arc::new(store), service_network.clone());
     let host = Arc::new(host.map_err(|e| anyhow::anyhow!("{e}"))?);
     carrel_apiserver::event_ttl::start(&host);

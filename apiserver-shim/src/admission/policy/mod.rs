@@ -35,7 +35,6 @@
 //!   labels, where kube-apiserver answers 404.
 
 pub mod cel;
-mod matching;
 #[cfg(test)]
 mod tests;
 
@@ -49,129 +48,18 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicyBindingSpec, ValidatingAdmissionPolicySpec,
 };
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::matching;
+use super::request::{in_version, namespace_object, request_value};
+pub use super::request::{Attributes, Operation, Requester};
 use crate::api::{Api, ListParams, Target};
-use crate::auth::UserInfo;
 use crate::registry::admissionregistration::{
     validatingadmissionpolicies, validatingadmissionpolicybindings, GROUP,
 };
 use crate::resource::{built_in, ResourceType};
 use crate::status::{ApiError, ApiResult, DeniedReason};
 use crate::validation::Selector;
-
-/// Who makes a write, and where the warnings of its admission go: what a policy sees of the
-/// request beyond the object.
-#[derive(Clone, Debug, Default)]
-pub struct Requester {
-    /// The authenticated user; `None` for the server's own writes and clusters without
-    /// authentication.
-    pub user: Option<UserInfo>,
-    warnings: Arc<Mutex<Vec<String>>>,
-}
-
-impl Requester {
-    /// A request by `user`.
-    pub fn new(user: Option<UserInfo>) -> Requester {
-        Requester { user, warnings: Arc::default() }
-    }
-
-    /// The warnings admission gave the request so far, for its `Warning` headers.
-    pub fn warnings(&self) -> Vec<String> {
-        self.warnings.lock().clone()
-    }
-
-    fn warn(&self, warning: String) {
-        let mut warnings = self.warnings.lock();
-        if !warnings.contains(&warning) {
-            warnings.push(warning);
-        }
-    }
-}
-
-/// The operation a request makes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    /// A create.
-    Create,
-    /// An update (a patch, an apply, a write through a subresource).
-    Update,
-    /// A delete.
-    Delete,
-}
-
-impl Operation {
-    /// The name rules give it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Operation::Create => "CREATE",
-            Operation::Update => "UPDATE",
-            Operation::Delete => "DELETE",
-        }
-    }
-
-    fn options_kind(self) -> &'static str {
-        match self {
-            Operation::Create => "CreateOptions",
-            Operation::Update => "UpdateOptions",
-            Operation::Delete => "DeleteOptions",
-        }
-    }
-}
-
-/// What a policy is shown of one request.
-#[derive(Debug)]
-pub struct Attributes<'a> {
-    /// The type of the request.
-    pub rt: &'a ResourceType,
-    /// The subresource written through (`status`), if any.
-    pub subresource: Option<&'a str>,
-    /// The operation.
-    pub operation: Operation,
-    /// The object's name.
-    pub name: &'a str,
-    /// The object's namespace; for a namespace, its own name; empty for cluster-scoped objects.
-    pub namespace: &'a str,
-    /// The object to be stored (none for a delete).
-    pub object: Option<&'a Value>,
-    /// The object stored before (none for a create).
-    pub old: Option<&'a Value>,
-    /// Whether the request is a dry run.
-    pub dry_run: bool,
-    /// Who asks.
-    pub requester: &'a Requester,
-    /// The request's namespace object, read by [`admit`].
-    namespace_object: Option<&'a Value>,
-}
-
-impl<'a> Attributes<'a> {
-    /// A request's attributes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        rt: &'a ResourceType,
-        subresource: Option<&'a str>,
-        operation: Operation,
-        name: &'a str,
-        namespace: &'a str,
-        object: Option<&'a Value>,
-        old: Option<&'a Value>,
-        dry_run: bool,
-        requester: &'a Requester,
-    ) -> Attributes<'a> {
-        Attributes {
-            rt,
-            subresource,
-            operation,
-            name,
-            namespace,
-            object,
-            old,
-            dry_run,
-            requester,
-            namespace_object: None,
-        }
-    }
-}
 
 /// The policies and bindings of a cluster, compiled, as of a generation of their writes.
 #[derive(Debug, Default)]
@@ -418,22 +306,6 @@ pub fn admit(api: &Api, attributes: &Attributes<'_>) -> ApiResult<()> {
     }
 }
 
-/// The namespace a request is in, as stored (a namespace's own object for a namespace).
-fn namespace_object(api: &Api, a: &Attributes<'_>) -> ApiResult<Option<Value>> {
-    if a.rt.strategy.is_namespace() {
-        return Ok(a.object.or(a.old).cloned());
-    }
-    if a.namespace.is_empty() {
-        return Ok(None);
-    }
-    let rt = built_in("", "namespaces").expect("namespaces are served");
-    match api.get(&Target { rt, namespace: None }, a.namespace) {
-        Ok(ns) => Ok(Some(ns)),
-        Err(ApiError::NotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// The parameters a binding gives its policy for this request: one `None` for a policy without
 /// `paramKind`, else each object the `paramRef` selects; `Err` for a binding that cannot be used
 /// (kube-apiserver's configuration errors).
@@ -514,49 +386,6 @@ fn configuration(
         };
     }
     Ok(found.into_iter().map(Some).collect())
-}
-
-/// `request` as policies read it.
-fn request_value(a: &Attributes<'_>, matched: &ResourceType) -> Value {
-    let user = a.requester.user.as_ref();
-    let kind =
-        |rt: &ResourceType| json!({"group": rt.group, "version": rt.version, "kind": rt.kind});
-    let resource = |rt: &ResourceType| json!({"group": rt.group, "version": rt.version, "resource": rt.plural});
-    let mut options = json!({"apiVersion": "meta.k8s.io/v1", "kind": a.operation.options_kind()});
-    if a.dry_run {
-        options["dryRun"] = json!(["All"]);
-    }
-    json!({
-        "kind": kind(matched),
-        "resource": resource(matched),
-        "subResource": a.subresource.unwrap_or(""),
-        "requestKind": kind(a.rt),
-        "requestResource": resource(a.rt),
-        "requestSubResource": a.subresource.unwrap_or(""),
-        "name": a.name,
-        "namespace": if a.rt.strategy.is_namespace() { "" } else { a.namespace },
-        "operation": a.operation.name(),
-        "userInfo": {
-            "username": user.map_or("", |u| u.name.as_str()),
-            "uid": user.map_or("", |u| u.uid.as_str()),
-            "groups": user.map(|u| u.groups.clone()).unwrap_or_default(),
-            "extra": user.map(|u| json!(u.extra)).unwrap_or(json!({})),
-        },
-        "dryRun": a.dry_run,
-        "options": options,
-    })
-}
-
-/// An object as the matched type's version shows it.
-fn in_version(a: &Attributes<'_>, matched: &ResourceType, object: Option<&Value>) -> Value {
-    let Some(object) = object else { return Value::Null };
-    if std::ptr::eq(matched, a.rt) || matched.version == a.rt.version {
-        return object.clone();
-    }
-    let mut object = object.clone();
-    a.rt.strategy.convert_to_storage(&mut object);
-    matched.strategy.convert_from_storage(&mut object);
-    object
 }
 
 /// The variables of one evaluation, each evaluated once, when first read.

@@ -15,19 +15,75 @@ use serde_json::{json, Value};
 use super::*;
 use crate::tls::Certificates;
 
-/// A webhook server; what it was last asked (path and query, body), by path.
-struct Server {
-    address: SocketAddr,
-    ca: Vec<u8>,
-    asked: Arc<Mutex<HashMap<String, (String, Value)>>>,
+/// A webhook server; what it was last asked (path and query, body), by path, and how many
+/// times each path was asked.
+pub(super) struct Server {
+    pub(super) address: SocketAddr,
+    pub(super) ca: Vec<u8>,
+    pub(super) asked: Arc<Mutex<HashMap<String, (String, Value)>>>,
+    pub(super) calls: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-/// Its answer to a review at `path`.
+/// A JSONPatch answer.
+fn patched(uid: &Value, patch: Value) -> Value {
+    use base64::Engine;
+    let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+           "response": {"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch}})
+}
+
+/// Its answer to a review at `path`: `/deny` refuses with a message, `/deny-500` with a 500 of
+/// its own, `/warn` allows with a warning, `/label` adds the label `mutated: "yes"`, `/count`
+/// counts its calls on the object in the annotation `count`, `/bad-patch` answers a patch that
+/// does not apply; anything else allows.
 fn answer(path: &str, review: &Value) -> (u16, Value) {
     let uid = review["request"]["uid"].clone();
     let allowed = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                          "response": {"uid": uid, "allowed": true}});
+    let reply = |response: Value| {
+        let mut response = response;
+        response["uid"] = uid.clone();
+        (
+            200,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+        )
+    };
+    let object = &review["request"]["object"];
     match path {
+        "/deny" => {
+            reply(json!({"allowed": false, "status": {"message": "no configmaps named bad"}}))
+        }
+        "/deny-500" => {
+            reply(json!({"allowed": false, "status": {"code": 500, "message": "broke"}}))
+        }
+        "/warn" => reply(json!({"allowed": true, "warnings": ["careful with that"]})),
+        "/label" => (
+            200,
+            match object.pointer("/metadata/labels") {
+                Some(_) => patched(
+                    &uid,
+                    json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}]),
+                ),
+                None => patched(
+                    &uid,
+                    json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}]),
+                ),
+            },
+        ),
+        "/count" => {
+            let n = object
+                .pointer("/metadata/annotations/count")
+                .and_then(Value::as_str)
+                .and_then(|n| n.parse::<u32>().ok())
+                .unwrap_or(0);
+            let op = if object.pointer("/metadata/annotations").is_some() {
+                json!({"op": "add", "path": "/metadata/annotations/count", "value": (n + 1).to_string()})
+            } else {
+                json!({"op": "add", "path": "/metadata/annotations", "value": {"count": "1"}})
+            };
+            (200, patched(&uid, json!([op])))
+        }
+        "/bad-patch" => (200, patched(&uid, json!([{"op": "remove", "path": "/nope"}]))),
         "/wrong-uid" => (
             200,
             json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -39,21 +95,22 @@ fn answer(path: &str, review: &Value) -> (u16, Value) {
     }
 }
 
-async fn serve() -> Server {
+pub(super) async fn serve() -> Server {
     let certs = Certificates::generate(&["hook.default.svc".into(), "127.0.0.1".into()]).unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config().unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let asked = Arc::new(Mutex::new(HashMap::new()));
-    let seen = asked.clone();
+    let calls = Arc::new(Mutex::new(HashMap::new()));
+    let (seen, counted) = (asked.clone(), calls.clone());
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            let (acceptor, seen, counted) = (acceptor.clone(), seen.clone(), counted.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(stream).await else { return };
                 let service =
                     hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                        let seen = seen.clone();
+                        let (seen, counted) = (seen.clone(), counted.clone());
                         async move {
                             let uri = request.uri().clone();
                             let body =
@@ -68,6 +125,7 @@ async fn serve() -> Server {
                             let (status, reply) = answer(uri.path(), &review);
                             let query = uri.path_and_query().unwrap().to_string();
                             seen.lock().insert(uri.path().to_owned(), (query, review));
+                            *counted.lock().entry(uri.path().to_owned()).or_insert(0) += 1;
                             let reply = serde_json::to_vec(&reply).unwrap();
                             Ok::<_, std::convert::Infallible>(
                                 Response::builder().status(status).body(Body::from(reply)).unwrap(),
@@ -80,7 +138,7 @@ async fn serve() -> Server {
             });
         }
     });
-    Server { address, ca: certs.ca_pem.into_bytes(), asked }
+    Server { address, ca: certs.ca_pem.into_bytes(), asked, calls }
 }
 
 fn review() -> Value {

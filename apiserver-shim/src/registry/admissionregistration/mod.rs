@@ -1,12 +1,19 @@
 //! The `admissionregistration.k8s.io` API group: ValidatingAdmissionPolicies and their bindings,
-//! which [`crate::admission::policy`] enforces. What both kinds share here: the defaults and the
-//! checks of `MatchResources` (kube-apiserver's `SetDefaults_MatchResources` and
-//! `validateMatchResources`).
+//! which [`crate::admission::policy`] enforces, and the validating and mutating webhook
+//! configurations, which [`crate::admission::webhook`] calls. What the kinds share here: the
+//! defaults and the checks of `MatchResources` (kube-apiserver's `SetDefaults_MatchResources`
+//! and `validateMatchResources`), of rules, and of a webhook (`validateValidatingWebhook`).
 
+pub mod mutatingwebhookconfigurations;
 pub mod validatingadmissionpolicies;
 pub mod validatingadmissionpolicybindings;
+pub mod validatingwebhookconfigurations;
 
-use k8s_openapi::api::admissionregistration::v1::{MatchResources, NamedRuleWithOperations};
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchResources, NamedRuleWithOperations, ValidatingWebhook,
+};
 use serde_json::{json, Map, Value};
 
 use crate::defaults::set_default;
@@ -58,7 +65,7 @@ fn match_resources(m: &MatchResources, path: &str, rules_required: bool, e: &mut
 }
 
 /// `validateNamedRuleWithOperations` (`validateRuleWithOperations` and the resource names).
-fn named_rule(rule: &NamedRuleWithOperations, path: &str, e: &mut Errors) {
+pub(crate) fn named_rule(rule: &NamedRuleWithOperations, path: &str, e: &mut Errors) {
     let operations = rule.operations.as_deref().unwrap_or_default();
     if operations.is_empty() {
         e.required(&format!("{path}.operations"), "");
@@ -131,4 +138,250 @@ fn named_rule(rule: &NamedRuleWithOperations, path: &str, e: &mut Errors) {
             carrel_machinery::names::dns1123_subdomain(name),
         );
     }
+}
+
+/// `SetDefaults_ValidatingWebhook` (and `_MutatingWebhook`, whose `reinvocationPolicy` the
+/// mutating kind defaults itself) on each of `object`'s `webhooks`, with their rules' scope and
+/// their Service's port.
+fn default_webhooks(object: &mut Value) {
+    let hooks = object.get_mut("webhooks").and_then(Value::as_array_mut);
+    for hook in hooks.into_iter().flatten().filter_map(Value::as_object_mut) {
+        set_default(hook, "failurePolicy", json!("Fail"));
+        set_default(hook, "matchPolicy", json!("Equivalent"));
+        set_default(hook, "namespaceSelector", json!({}));
+        set_default(hook, "objectSelector", json!({}));
+        set_default(hook, "timeoutSeconds", json!(10));
+        let rules = hook.get_mut("rules").and_then(Value::as_array_mut);
+        for rule in rules.into_iter().flatten().filter_map(Value::as_object_mut) {
+            set_default(rule, "scope", json!("*"));
+        }
+        let service = hook.get_mut("clientConfig").and_then(|c| c.get_mut("service"));
+        if let Some(service) = service.and_then(Value::as_object_mut) {
+            set_default(service, "port", json!(443));
+        }
+    }
+}
+
+/// A configuration's webhooks as the validating kind has them: a mutating webhook is one with
+/// a `reinvocationPolicy` besides, checked by its own kind.
+pub(crate) fn webhooks_of(object: &Value) -> Vec<ValidatingWebhook> {
+    let hooks = object.get("webhooks").and_then(Value::as_array);
+    hooks.into_iter().flatten().filter_map(|h| serde_json::from_value(h.clone()).ok()).collect()
+}
+
+/// The admission review versions this server sends.
+const REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
+
+/// `validateValidatingWebhookConfiguration` for the webhooks of a configuration, as a create
+/// checks them (no side effects but `None` and `NoneOnDryRun`, a review version this server
+/// knows, names unique).
+fn webhooks(hooks: &[ValidatingWebhook], e: &mut Errors) {
+    let mut names = BTreeSet::new();
+    for (i, hook) in hooks.iter().enumerate() {
+        let path = format!("webhooks[{i}]");
+        webhook(hook, &path, e);
+        review_versions(hook.admission_review_versions.as_slice(), &path, e);
+        if !hook.name.is_empty() && !names.insert(hook.name.as_str()) {
+            e.duplicate(&format!("{path}.name"), &quote(&hook.name));
+        }
+    }
+}
+
+/// `validateAdmissionReviewVersions`.
+fn review_versions(versions: &[String], path: &str, e: &mut Errors) {
+    let path = format!("{path}.admissionReviewVersions");
+    if versions.is_empty() {
+        e.required(&path, "must specify one of v1, v1beta1");
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    for (i, v) in versions.iter().enumerate() {
+        e.invalid_each(&format!("{path}[{i}]"), v, carrel_machinery::names::dns1035_label(v));
+        if !seen.insert(v.as_str()) {
+            e.invalid(&format!("{path}[{i}]"), &quote(v), "duplicate version");
+        }
+    }
+    if !versions.iter().any(|v| REVIEW_VERSIONS.contains(&v.as_str())) {
+        e.invalid(
+            &path,
+            &go_strings("string", Some(versions)),
+            "must include at least one of v1, v1beta1",
+        );
+    }
+}
+
+/// The variables a webhook's match condition may read (`authorizer` aside, see
+/// [`crate::admission::policy::cel`]).
+pub(crate) const MATCH_CONDITION_VARIABLES: &[&str] = &["object", "oldObject", "request"];
+
+/// The most match conditions a webhook may have.
+const MAX_MATCH_CONDITIONS: usize = 64;
+
+/// `validateValidatingWebhook`: its name, rules, policies, timeout, selectors, client
+/// configuration and match conditions.
+fn webhook(hook: &ValidatingWebhook, path: &str, e: &mut Errors) {
+    let name_path = format!("{path}.name");
+    if hook.name.is_empty() {
+        e.required(&name_path, "");
+    } else {
+        let mut problems = carrel_machinery::names::dns1123_subdomain(&hook.name);
+        if hook.name.split('.').count() < 3 {
+            problems
+                .push("should be a domain with at least three segments separated by dots".into());
+        }
+        e.invalid_each(&name_path, &hook.name, problems);
+    }
+    for (i, rule) in hook.rules.iter().flatten().enumerate() {
+        let named = NamedRuleWithOperations {
+            api_groups: rule.api_groups.clone(),
+            api_versions: rule.api_versions.clone(),
+            operations: rule.operations.clone(),
+            resources: rule.resources.clone(),
+            scope: rule.scope.clone(),
+            resource_names: None,
+        };
+        named_rule(&named, &format!("{path}.rules[{i}]"), e);
+    }
+    let one_of = |field: &str, value: Option<&str>, supported: &[&str], e: &mut Errors| {
+        if let Some(v) = value.filter(|v| !supported.contains(v)) {
+            e.not_supported(&format!("{path}.{field}"), &quote(v), supported);
+        }
+    };
+    one_of("failurePolicy", hook.failure_policy.as_deref(), &["Fail", "Ignore"], e);
+    one_of("matchPolicy", hook.match_policy.as_deref(), &["Equivalent", "Exact"], e);
+    if hook.side_effects.is_empty() {
+        e.required(&format!("{path}.sideEffects"), "must specify one of None, NoneOnDryRun");
+    } else {
+        one_of("sideEffects", Some(&hook.side_effects), &["None", "NoneOnDryRun"], e);
+    }
+    if let Some(t) = hook.timeout_seconds.filter(|t| !(1..=30).contains(t)) {
+        e.invalid(
+            &format!("{path}.timeoutSeconds"),
+            &t.to_string(),
+            "the timeout value must be between 1 and 30 seconds",
+        );
+    }
+    label_selector(hook.namespace_selector.as_ref(), &format!("{path}.namespaceSelector"), e);
+    label_selector(hook.object_selector.as_ref(), &format!("{path}.objectSelector"), e);
+    let config = &hook.client_config;
+    let config_path = format!("{path}.clientConfig");
+    match (&config.url, &config.service) {
+        (Some(url), None) => webhook_url(url, &format!("{config_path}.url"), e),
+        (None, Some(service)) => {
+            let path = format!("{config_path}.service");
+            for (field, value) in [("name", &service.name), ("namespace", &service.namespace)] {
+                if value.is_empty() {
+                    e.required(&format!("{path}.{field}"), "service name is required");
+                } else {
+                    e.invalid_each(
+                        &format!("{path}.{field}"),
+                        value,
+                        carrel_machinery::names::dns1123_label(value),
+                    );
+                }
+            }
+            if let Some(p) = service.path.as_deref() {
+                webhook_path(p, &format!("{path}.path"), e);
+            }
+            if let Some(port) = service.port.filter(|p| !(1..=65535).contains(p)) {
+                e.invalid(
+                    &format!("{path}.port"),
+                    &port.to_string(),
+                    "port is not valid: must be between 1 and 65535, inclusive",
+                );
+            }
+        }
+        _ => e.required(&config_path, "exactly one of url or service is required"),
+    }
+    let conditions = hook.match_conditions.as_deref().unwrap_or_default();
+    if conditions.len() > MAX_MATCH_CONDITIONS {
+        e.push(
+            "FieldValueTooMany",
+            &format!("{path}.matchConditions"),
+            format!(
+                "Too many: {}: must have at most {MAX_MATCH_CONDITIONS} items",
+                conditions.len()
+            ),
+        );
+    }
+    let mut names = BTreeSet::new();
+    for (i, condition) in conditions.iter().enumerate() {
+        let path = format!("{path}.matchConditions[{i}]");
+        if condition.name.is_empty() {
+            e.required(&format!("{path}.name"), "");
+        } else {
+            e.invalid_each(
+                &format!("{path}.name"),
+                &condition.name,
+                carrel_machinery::names::qualified_name(&condition.name),
+            );
+            if !names.insert(condition.name.as_str()) {
+                e.duplicate(&format!("{path}.name"), &quote(&condition.name));
+            }
+        }
+        let src = &condition.expression;
+        let path = format!("{path}.expression");
+        if src.trim().is_empty() {
+            e.required(&path, "");
+        } else if let Err(why) = crate::admission::webhook::compile_condition(src) {
+            e.invalid(&path, &quote(src), &format!("compilation failed: {why}"));
+        }
+    }
+}
+
+/// `ValidateWebhookURL`, for a URL that must be `https`.
+fn webhook_url(url: &str, path: &str, e: &mut Errors) {
+    let parsed = match url::Url::parse(url) {
+        Ok(u) => u,
+        Err(why) => {
+            e.invalid(path, &quote(url), &format!("url must be a valid URL: {why}"));
+            return;
+        }
+    };
+    if parsed.scheme() != "https" {
+        e.invalid(path, &quote(parsed.scheme()), "'https' is the only allowed URL scheme");
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        e.invalid(path, &quote(url), "host must be specified");
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        e.invalid(path, &quote(url), "user information is not permitted in the URL");
+    }
+    if parsed.fragment().is_some() {
+        e.invalid(path, &quote(url), "fragments are not permitted in the URL");
+    }
+    if parsed.query().is_some() {
+        e.invalid(path, &quote(url), "query parameters are not permitted in the URL");
+    }
+}
+
+/// `ValidateWebhookService`'s checks of a Service's path.
+fn webhook_path(p: &str, path: &str, e: &mut Errors) {
+    if p == "/" {
+        return;
+    }
+    if !p.starts_with('/') {
+        e.invalid(path, &quote(p), "must start with a '/'");
+        return;
+    }
+    for (i, segment) in p[1..].split('/').enumerate() {
+        if segment.is_empty() {
+            e.invalid(path, &quote(p), &format!("segment[{i}] may not be empty"));
+        } else if !carrel_machinery::names::dns1123_subdomain(segment).is_empty() {
+            e.invalid(
+                path,
+                &quote(p),
+                &format!("segment[{i}]: {:?} must be a valid DNS-1123 subdomain", segment),
+            );
+        }
+    }
+}
+
+/// The columns `kubectl get` shows of a webhook configuration of either kind.
+fn webhook_columns() -> Vec<Value> {
+    crate::table::definitions(&[
+        crate::table::NAME,
+        crate::table::col("Webhooks", "integer", "The number of webhooks"),
+        crate::table::AGE,
+    ])
 }

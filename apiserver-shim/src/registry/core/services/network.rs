@@ -14,6 +14,7 @@ use std::ops::RangeInclusive;
 
 use serde_json::{json, Map, Value};
 
+use crate::admission::webhook::Egress;
 use crate::validation::{go_strings, Errors};
 
 /// The range node ports are given from, kube-apiserver's default `--service-node-port-range`.
@@ -28,6 +29,8 @@ pub struct ServiceNetwork {
     /// Where the cluster's API answers, which its `kubernetes` Service's endpoints name
     /// (kube-apiserver's `--advertise-address` and `--secure-port`); none for an API not served.
     api: Option<SocketAddr>,
+    /// Where the cluster's admission webhooks may be called.
+    webhook_egress: Egress,
 }
 
 impl Default for ServiceNetwork {
@@ -38,6 +41,7 @@ impl Default for ServiceNetwork {
             prefix: 12,
             node_ports: NODE_PORTS,
             api: None,
+            webhook_egress: Egress::strict(),
         }
     }
 }
@@ -77,7 +81,13 @@ impl ServiceNetwork {
             return Err("the node port range is empty".into());
         }
         let mask = u32::MAX << (32 - prefix);
-        Ok(ServiceNetwork { base: u32::from(address) & mask, prefix, node_ports, api: None })
+        Ok(ServiceNetwork {
+            base: u32::from(address) & mask,
+            prefix,
+            node_ports,
+            api: None,
+            ..Default::default()
+        })
     }
 
     /// The network `cidr` with kube-apiserver's node port range (30000-32767): what a
@@ -89,6 +99,17 @@ impl ServiceNetwork {
     /// This network, in a cluster whose API answers at `address`.
     pub fn with_api_endpoint(self, address: SocketAddr) -> ServiceNetwork {
         ServiceNetwork { api: Some(address), ..self }
+    }
+
+    /// This network, its admission webhooks called within `egress` (by default
+    /// [`Egress::strict`]: no loopback, link-local or multicast address).
+    pub fn with_webhook_egress(self, egress: Egress) -> ServiceNetwork {
+        ServiceNetwork { webhook_egress: egress, ..self }
+    }
+
+    /// Where the cluster's admission webhooks may be called.
+    pub fn webhook_egress(&self) -> Egress {
+        self.webhook_egress
     }
 
     /// Where the cluster's API answers, if it is served: what the `kubernetes` Service's

@@ -1,6 +1,7 @@
-//! Which requests a policy's `matchConstraints` and a binding's `matchResources` select, as
-//! kube-apiserver's `matching.Matcher` decides it: excluded rules first, then the resource rules
-//! (an empty list matches everything, for a binding), then the namespace and object selectors.
+//! Which requests a policy's `matchConstraints`, a binding's `matchResources` and a webhook's
+//! rules and selectors select, as kube-apiserver's `matching.Matcher` decides it: excluded rules
+//! first, then the resource rules (an empty list matches everything, for a binding), then the
+//! namespace and object selectors.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,7 @@ use serde_json::Value;
 use crate::resource::ResourceType;
 use crate::validation::Selector;
 
-use super::Attributes;
+use super::request::Attributes;
 
 /// Whether `rule` matches a request for `rt` (the request's own type, or an equivalent one).
 fn rule_matches(rule: &NamedRuleWithOperations, rt: &ResourceType, a: &Attributes<'_>) -> bool {
@@ -65,7 +66,7 @@ fn labels(object: Option<&Value>) -> Option<BTreeMap<String, String>> {
 /// Whether `m` selects the request; the type it matched as. `rules_required`: a policy's
 /// constraints, whose empty resource rules select nothing (they are required), where a binding's
 /// select everything.
-pub(super) fn matches<'r>(
+pub(crate) fn matches<'r>(
     m: &MatchResources,
     rules_required: bool,
     a: &Attributes<'r>,
