@@ -1,0 +1,366 @@
+//! Admission webhooks in tenants, end to end: `carrel up` with two tenants, webhook
+//! configurations applied with real kubectl, and a webhook server of this test (TLS with its own
+//! CA on a loopback port) that labels, refuses and warns, reached by URL and by a Service of the
+//! tenant. One tenant's webhooks never see another's requests.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use carrel_e2e::{fails, ok};
+use common::{apply, create, eventually, kubectls, Up};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+/// The reviews the server was sent, by path.
+type Asked = Arc<Mutex<HashMap<String, Vec<Value>>>>;
+
+/// A webhook server: `/label` adds the label `mutated: "yes"`, `/deny` refuses objects whose
+/// name starts with `bad`, `/warn` allows with a warning, `/slow` allows after 1.5 s. Its certificate names `127.0.0.1` and
+/// the Service `hooks.default.svc`.
+struct Hooks {
+    port: u16,
+    ca_pem: String,
+    asked: Asked,
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn answer(path: &str, review: &Value) -> Value {
+    let request = &review["request"];
+    let mut response = json!({"uid": request["uid"], "allowed": true});
+    match path {
+        "/label" => {
+            let patch = match request.pointer("/object/metadata/labels") {
+                Some(_) => {
+                    json!([{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}])
+                }
+                None => {
+                    json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
+                }
+            };
+            response["patchType"] = json!("JSONPatch");
+            response["patch"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(patch.to_string()));
+        }
+        "/deny" => {
+            let name = request["name"].as_str().unwrap_or_default();
+            if name.starts_with("bad") {
+                response["allowed"] = json!(false);
+                response["status"] = json!({"message": format!("{name} is a bad name")});
+            }
+        }
+        "/warn" => response["warnings"] = json!(["hooks saw this"]),
+        "/slow" => std::thread::sleep(Duration::from_millis(1500)),
+        _ => {}
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+fn serve() -> Hooks {
+    let names = ["127.0.0.1".to_owned(), "hooks.default.svc".to_owned()];
+    let certs = carrel_apiserver::tls::Certificates::generate(&names).unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config().unwrap());
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let asked: Asked = Arc::default();
+    let seen = asked.clone();
+    runtime.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else { return };
+                let service = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        let seen = seen.clone();
+                        async move {
+                            let path = request.uri().path().to_owned();
+                            let body = request.into_body().collect().await?.to_bytes();
+                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+                            seen.lock().entry(path.clone()).or_default().push(review.clone());
+                            let reply = tokio::task::spawn_blocking(move || answer(&path, &review))
+                                .await
+                                .unwrap();
+                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
+                                reply.to_string(),
+                            ))))
+                        }
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(tls);
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
+            });
+        }
+    });
+    Hooks { port, ca_pem: certs.ca_pem, asked, _runtime: runtime }
+}
+
+impl Hooks {
+    fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    fn count(&self, path: &str) -> usize {
+        self.asked.lock().get(path).map_or(0, Vec::len)
+    }
+
+    fn last(&self, path: &str) -> Value {
+        self.asked.lock()[path].last().cloned().unwrap()
+    }
+
+    /// The configurations of tenant A: a mutating webhook on configmaps and pods by URL, a
+    /// refusing one by URL and a warning one by the Service `default/hooks`.
+    fn manifests(&self) -> String {
+        let (port, ca) = (self.port, self.ca_bundle());
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: label
+webhooks:
+- name: label.hooks.test
+  clientConfig:
+    url: https://127.0.0.1:{port}/label
+    caBundle: {ca}
+  rules:
+  - operations: [CREATE]
+    apiGroups: [\"\"]
+    apiVersions: [v1]
+    resources: [configmaps, pods]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: checks
+webhooks:
+- name: deny.hooks.test
+  clientConfig:
+    url: https://127.0.0.1:{port}/deny
+    caBundle: {ca}
+  rules:
+  - operations: [CREATE, UPDATE]
+    apiGroups: [\"\"]
+    apiVersions: [v1]
+    resources: [configmaps]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+- name: warn.hooks.test
+  clientConfig:
+    service:
+      namespace: default
+      name: hooks
+      port: {port}
+      path: /warn
+    caBundle: {ca}
+  rules:
+  - operations: [CREATE]
+    apiGroups: [\"\"]
+    apiVersions: [v1]
+    resources: [configmaps]
+  sideEffects: NoneOnDryRun
+  admissionReviewVersions: [v1, v1beta1]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hooks
+  namespace: default
+spec:
+  type: ExternalName
+  externalName: localhost
+"
+        )
+    }
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn webhooks_label_refuse_and_warn_through_every_kubectl_and_only_in_their_tenant() {
+    let hooks = serve();
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &[]);
+    let a = create(&up, "team-a", &[]);
+    let b = create(&up, "team-b", &[]);
+    apply(&up, &a, "hooks", &hooks.manifests());
+    let listed = ok(up.kubectl(&a, &["get", "validatingwebhookconfigurations"]));
+    assert!(listed.starts_with("NAME") && listed.contains("checks   2 "), "{listed}");
+
+    for (i, (version, kubectl)) in kubectls().iter().enumerate() {
+        let name = format!("cm-{i}");
+        let out = up.kubectl_at(kubectl, &a, &["create", "configmap", &name, "--from-literal=k=v"]);
+        assert!(out.status.success(), "kubectl {version}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("Warning: hooks saw this"),
+            "kubectl {version}: {}",
+            stderr(&out)
+        );
+        let label = ok(up.kubectl_at(
+            kubectl,
+            &a,
+            &["get", "configmap", &name, "-o", "jsonpath={.metadata.labels.mutated}"],
+        ));
+        assert_eq!(label, "yes", "kubectl {version}: patched by the mutating webhook");
+
+        let bad = format!("bad-{i}");
+        let out = up.kubectl_at(kubectl, &a, &["create", "configmap", &bad, "--from-literal=k=v"]);
+        assert_eq!(out.status.code(), Some(1), "kubectl {version}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out).trim(),
+            format!(
+                "error: failed to create configmap: configmaps \"{bad}\" is forbidden: admission \
+                 webhook \"deny.hooks.test\" denied the request: {bad} is a bad name"
+            ),
+            "kubectl {version}"
+        );
+    }
+    // What the webhooks were sent: the request as kube-apiserver sends it.
+    let review = hooks.last("/deny");
+    let request = &review["request"];
+    assert_eq!(request["operation"], "CREATE");
+    assert_eq!(request["namespace"], "default");
+    assert_eq!(request["kind"], json!({"group": "", "version": "v1", "kind": "ConfigMap"}));
+    assert_eq!(request["object"]["metadata"]["labels"]["mutated"], "yes", "mutated first");
+    assert!(request["userInfo"]["username"].as_str().is_some_and(|u| !u.is_empty()), "{request}");
+
+    // A dry run: called, as a webhook without side effects on dry runs, and nothing stored.
+    let out = ok(up.kubectl(
+        &a,
+        &["create", "configmap", "dry", "--from-literal=k=v", "--dry-run=server", "-o", "name"],
+    ));
+    assert_eq!(out.trim(), "configmap/dry");
+    assert_eq!(hooks.last("/warn")["request"]["dryRun"], true);
+    fails(up.kubectl(&a, &["get", "configmap", "dry"]));
+
+    // Pods made by a Deployment's controllers pass through the mutating webhook too.
+    ok(up.kubectl(&a, &["create", "deployment", "web", "--image=nginx", "--replicas=2"]));
+    eventually("the Deployment's pods, labelled", Duration::from_secs(30), || {
+        let out = up.kubectl(
+            &a,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "app=web,mutated=yes",
+                "-o",
+                "jsonpath={.items[*].metadata.name}",
+            ],
+        );
+        let names = String::from_utf8_lossy(&out.stdout).into_owned();
+        (names.split_whitespace().count() == 2, names)
+    });
+
+    // The other tenant has no webhooks: nothing is called, labelled or refused.
+    let before = hooks.count("/deny") + hooks.count("/label") + hooks.count("/warn");
+    let out = up.kubectl(&b, &["create", "configmap", "bad-b", "--from-literal=k=v"]);
+    assert!(out.status.success() && !stderr(&out).contains("Warning"), "{}", stderr(&out));
+    let label =
+        ok(up.kubectl(&b, &["get", "configmap", "bad-b", "-o", "jsonpath={.metadata.labels}"]));
+    assert_eq!(label, "");
+    assert_eq!(hooks.count("/deny") + hooks.count("/label") + hooks.count("/warn"), before);
+
+    // A webhook that cannot be reached fails closed by default, with kube-apiserver's words;
+    // its configuration can still be removed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let unreachable = format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: unreachable
+webhooks:
+- name: gone.hooks.test
+  clientConfig:
+    url: https://127.0.0.1:{closed}/
+    caBundle: {}
+  rules:
+  - operations: [CREATE]
+    apiGroups: [\"\"]
+    apiVersions: [v1]
+    resources: [secrets]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 2
+",
+        hooks.ca_bundle()
+    );
+    apply(&up, &a, "unreachable", &unreachable);
+    let out = fails(up.kubectl(&a, &["create", "secret", "generic", "s", "--from-literal=k=v"]));
+    assert!(
+        out.contains(&format!(
+            "Internal error occurred: failed calling webhook \"gone.hooks.test\": failed to call \
+             webhook: Post \"https://127.0.0.1:{closed}/?timeout=2s\": dial tcp"
+        )),
+        "{out}"
+    );
+    ok(up.kubectl(&a, &["delete", "validatingwebhookconfiguration", "unreachable"]));
+    ok(up.kubectl(&a, &["create", "secret", "generic", "s", "--from-literal=k=v"]));
+
+    // One that answers after its timeout: fails closed, then, ignored, admits.
+    let slow = |policy: &str| {
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: slow
+webhooks:
+- name: slow.hooks.test
+  clientConfig:
+    url: https://127.0.0.1:{}/slow
+    caBundle: {}
+  rules:
+  - operations: [CREATE]
+    apiGroups: [\"\"]
+    apiVersions: [v1]
+    resources: [serviceaccounts]
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  timeoutSeconds: 1
+  failurePolicy: {policy}
+",
+            hooks.port,
+            hooks.ca_bundle()
+        )
+    };
+    apply(&up, &a, "slow", &slow("Fail"));
+    let out = fails(up.kubectl(&a, &["create", "serviceaccount", "late"]));
+    assert!(
+        out.contains(&format!(
+            "failed calling webhook \"slow.hooks.test\": failed to call webhook: Post \
+             \"https://127.0.0.1:{}/slow?timeout=1s\": context deadline exceeded",
+            hooks.port
+        )),
+        "{out}"
+    );
+    apply(&up, &a, "slow", &slow("Ignore"));
+    ok(up.kubectl(&a, &["create", "serviceaccount", "late"]));
+    assert_eq!(hooks.count("/slow"), 2, "called both times");
+
+    // A configuration kube-apiserver refuses is refused.
+    let file = up.home.path().join("bad.yaml");
+    std::fs::write(
+        &file,
+        unreachable
+            .replace("gone.hooks.test", "gone")
+            .replace("sideEffects: None", "sideEffects: Some"),
+    )
+    .unwrap();
+    let out = fails(up.kubectl(&a, &["create", "-f", &file.to_string_lossy()]));
+    assert!(
+        out.contains("The ValidatingWebhookConfiguration \"unreachable\" is invalid")
+            && out.contains("webhooks[0].name: Invalid value: \"gone\": should be a domain with at least three segments separated by dots")
+            && out.contains("webhooks[0].sideEffects: Unsupported value: \"Some\""),
+        "{out}"
+    );
+    up.stop();
+}
