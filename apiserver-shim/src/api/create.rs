@@ -17,7 +17,7 @@ use crate::object_names as names;
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
-use super::{check_type, decode, encode_stored, internal, key_for, written, Api, Target, Write};
+use super::{check_type, decode, internal, key_for, written, Api, Target, Write};
 
 /// The cluster's mutating webhooks as a write runs them: given the object and the defaults to
 /// apply again after each change.
@@ -148,7 +148,7 @@ impl Api {
             }
             // As kube-apiserver's quota admission, a dry run is refused what the create would be.
             let used = self.store.usage();
-            let after = used.with_created(&key, &encode_stored(rt, &object)?);
+            let after = used.with_created(&key, &self.encode_stored(rt, &object)?);
             self.store
                 .quota()
                 .check(used, after, true)
@@ -157,7 +157,7 @@ impl Api {
         }
         let stored = self
             .store
-            .create(&key, encode_stored(rt, &object)?)
+            .create(&key, self.encode_stored(rt, &object)?)
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, &name))?;
         self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         rt.strategy.after_create(self, &name)?;
@@ -219,7 +219,7 @@ impl Api {
         }
         let encoded = prepared
             .iter()
-            .map(|p| Ok((p.key.clone(), encode_stored(p.rt, &p.object)?)))
+            .map(|p| Ok((p.key.clone(), self.encode_stored(p.rt, &p.object)?)))
             .collect::<ApiResult<Vec<_>>>()?;
         let stored = self.store.create_all(encoded).map_err(|e| {
             let key = match &e {

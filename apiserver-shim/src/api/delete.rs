@@ -11,8 +11,7 @@ use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
 use super::{
-    encode_stored, internal, list_kind, parse_resource_version, shown, written, Api, DeleteParams,
-    ListParams, Target,
+    internal, list_kind, parse_resource_version, written, Api, DeleteParams, ListParams, Target,
 };
 
 /// The end of one try at a delete.
@@ -59,7 +58,7 @@ impl Api {
     fn try_delete(&self, target: &Target<'_>, name: &str, params: &DeleteParams) -> ApiResult<Try> {
         let rt = target.rt;
         let (key, current) = self.stored(target, name)?;
-        let old = shown(rt, &current)?;
+        let old = self.shown(rt, &current)?;
         if let Some(uid) = &params.uid {
             let actual = meta_str(&old, "uid").unwrap_or_default();
             if actual != uid {
@@ -134,7 +133,7 @@ impl Api {
             // A step of a delete: not bounded by the store's quota.
             let stored = match self.store.update_to_delete(
                 &key,
-                encode_stored(rt, &marked)?,
+                self.encode_stored(rt, &marked)?,
                 Some(current.mod_revision),
             ) {
                 Ok(stored) => stored,
@@ -146,7 +145,7 @@ impl Api {
             let answer = written(marked, &stored);
             rt.strategy.after_marked(self, name)?;
             return Ok(Try::Done(match self.store.get(&key).map_err(internal)? {
-                Some(still) => shown(rt, &still),
+                Some(still) => self.shown(rt, &still),
                 None => Ok(answer),
             }));
         }

@@ -310,20 +310,67 @@ impl Api {
     }
 }
 
-/// A stored object as `rt`'s version shows it.
-fn shown(rt: &ResourceType, object: &Object) -> ApiResult<Value> {
-    Ok(present(rt, decode(object)?, object.mod_revision))
-}
-
-/// A stored object, decoded, as `rt`'s version shows it (written at `revision`): a custom
-/// resource in the version asked for, with the defaults of its schema; a built-in kind's object
-/// converted from its storage version.
-pub fn present(rt: &ResourceType, object: Value, revision: Revision) -> Value {
-    let mut object = crd::present(rt, object, revision);
-    if rt.custom.is_none() && !rt.is_storage_version() {
-        rt.strategy.convert_from_storage(&mut object);
+impl Api {
+    /// A stored object as `rt`'s version shows it.
+    fn shown(&self, rt: &ResourceType, object: &Object) -> ApiResult<Value> {
+        self.present(rt, decode(object)?, object.mod_revision)
     }
-    object
+
+    /// A stored object, decoded, as `rt`'s version shows it (written at `revision`): a custom
+    /// resource in the version asked for (converted by its definition's webhook where it has
+    /// one), with the defaults of its schema; a built-in kind's object converted from its
+    /// storage version.
+    pub fn present(
+        &self,
+        rt: &ResourceType,
+        object: Value,
+        revision: Revision,
+    ) -> ApiResult<Value> {
+        let mut shown = self.present_all(rt, vec![(object, revision)])?;
+        Ok(shown.pop().expect("one object in, one out"))
+    }
+
+    /// [`Api::present`] for many objects, those a webhook converts converted in one call.
+    pub fn present_all(
+        &self,
+        rt: &ResourceType,
+        objects: Vec<(Value, Revision)>,
+    ) -> ApiResult<Vec<Value>> {
+        let objects = match crd::conversion_webhook(rt) {
+            Some(hook) => {
+                let (values, revisions): (Vec<Value>, Vec<Revision>) = objects.into_iter().unzip();
+                let converted =
+                    crd::conversion::convert(self, rt, hook, values, &rt.group_version())?;
+                converted.into_iter().zip(revisions).collect()
+            }
+            None => objects,
+        };
+        Ok(objects
+            .into_iter()
+            .map(|(object, revision)| {
+                let mut object = crd::present(rt, object, revision);
+                if rt.custom.is_none() && !rt.is_storage_version() {
+                    rt.strategy.convert_from_storage(&mut object);
+                }
+                object
+            })
+            .collect())
+    }
+
+    /// An object as stored: a custom resource in its definition's storage version (converted
+    /// by its webhook where it has one), a built-in kind's object converted to its storage
+    /// version.
+    fn encode_stored(&self, rt: &ResourceType, object: &Value) -> ApiResult<Bytes> {
+        match (&rt.custom, crd::conversion_webhook(rt)) {
+            (Some(custom), Some(hook)) if custom.storage_version != rt.version => {
+                let to = crd::storage_api_version(rt, custom);
+                let mut stored =
+                    crd::conversion::convert(self, rt, hook, vec![object.clone()], &to)?;
+                encode(&stored.pop().expect("one object in, one out"))
+            }
+            _ => encode_stored(rt, object),
+        }
+    }
 }
 
 /// The kind of `rt`'s lists.

@@ -9,12 +9,12 @@ use crate::object::{self};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
 
-use super::{decode, list_kind, prefix_for, shown, Api, ListParams, ListVersion, Listed, Target};
+use super::{decode, list_kind, prefix_for, Api, ListParams, ListVersion, Listed, Target};
 
 impl Api {
     /// GET one object.
     pub fn get(&self, target: &Target<'_>, name: &str) -> ApiResult<Value> {
-        shown(target.rt, &self.stored(target, name)?.1)
+        self.shown(target.rt, &self.stored(target, name)?.1)
     }
 
     /// GET one object as JSON bytes, without decoding and re-encoding it.
@@ -25,7 +25,7 @@ impl Api {
             .flatten();
         match spliced {
             Some(bytes) => Ok(bytes),
-            None => serde_json::to_vec(&shown(target.rt, &object)?)
+            None => serde_json::to_vec(&self.shown(target.rt, &object)?)
                 .map_err(|e| ApiError::internal(format!("cannot encode object: {e}"))),
         }
     }
@@ -34,7 +34,12 @@ impl Api {
     pub fn list(&self, target: &Target<'_>, params: &ListParams) -> ApiResult<Value> {
         let listed = self.list_objects(target, params)?;
         let rt = target.rt;
-        let items = listed.items.iter().map(|o| shown(rt, o)).collect::<ApiResult<Vec<Value>>>()?;
+        let decoded = listed
+            .items
+            .iter()
+            .map(|o| Ok((decode(o)?, o.mod_revision)))
+            .collect::<ApiResult<Vec<_>>>()?;
+        let items = self.present_all(rt, decoded)?;
         Ok(json!({
             "kind": list_kind(rt),
             "apiVersion": target.rt.group_version(),
@@ -46,6 +51,11 @@ impl Api {
     /// LIST, as a `<Kind>List` in JSON bytes, built from the stored bytes of the items without
     /// decoding and re-encoding them (a selector still decodes each candidate to test it).
     pub fn list_json(&self, target: &Target<'_>, params: &ListParams) -> ApiResult<Vec<u8>> {
+        if crd::conversion_webhook(target.rt).is_some() {
+            // Converted in one call for the whole page.
+            return serde_json::to_vec(&self.list(target, params)?)
+                .map_err(|e| ApiError::internal(format!("cannot encode list: {e}")));
+        }
         let listed = self.list_objects(target, params)?;
         let size: usize = listed.items.iter().map(|o| o.value.len() + 32).sum();
         let mut out = Vec::with_capacity(size + 256);
@@ -69,7 +79,7 @@ impl Api {
                     object.mod_revision,
                 );
             if !spliced {
-                serde_json::to_writer(&mut out, &shown(target.rt, object)?)
+                serde_json::to_writer(&mut out, &self.shown(target.rt, object)?)
                     .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))?;
             }
         }

@@ -11,9 +11,7 @@ use crate::object::{self, finalizers, is_deleting, meta_str, metadata_mut};
 use crate::resource::Subresource;
 use crate::status::{ApiError, ApiResult};
 
-use super::{
-    check_type, encode_stored, parse_resource_version, shown, written, Api, Part, Target, Write,
-};
+use super::{check_type, parse_resource_version, written, Api, Part, Target, Write};
 
 impl Api {
     /// UPDATE (PUT), of the object or of its status.
@@ -85,7 +83,7 @@ impl Api {
                 ));
             }
         }
-        let old = shown(rt, &current)?;
+        let old = self.shown(rt, &current)?;
         let mut new = match part {
             Part::Whole => object,
             Part::Status => rt.strategy.prepare_status_update(&old, object),
@@ -196,7 +194,7 @@ impl Api {
         }
         let stored = self
             .store
-            .update(&key, encode_stored(rt, &new)?, Some(current.mod_revision))
+            .update(&key, self.encode_stored(rt, &new)?, Some(current.mod_revision))
             .map_err(|e| ApiError::from_store(e, rt.group, rt.plural, name))?;
         self.wrote(rt, !matches!(write.owner, Owner::Server))?;
         Ok(written(new, &stored))

@@ -303,7 +303,7 @@ fn a_default_added_later_shows_on_objects_stored_before_it() {
 }
 
 #[test]
-fn webhook_conversion_is_refused() {
+fn webhook_conversion_needs_a_client_config() {
     let dir = tempfile::tempdir().expect("dir");
     let api = open(dir.path());
     let mut webhook = definition("ml.carrel.dev", "jobs", "Job");
@@ -312,7 +312,9 @@ fn webhook_conversion_is_refused() {
     let refused = create_definition(&api, webhook).expect_err("refused");
     assert_eq!(refused.code(), 422);
     assert!(
-        refused.message().contains("spec.conversion.strategy: Unsupported value: \"Webhook\""),
+        refused.message().contains(
+            "spec.conversion.webhook.clientConfig: Required value: required when strategy is set to Webhook"
+        ),
         "{}",
         refused.message()
     );

@@ -8,11 +8,13 @@
 //! deprecation warning. The registry is rebuilt from the stored definitions after each write of
 //! one, so a new type is served by the next request.
 //!
-//! Versions convert with strategy `None`: every version has the same fields and an object is
-//! read in any served version by rewriting its `apiVersion` ([`present`]); it is stored in the
-//! storage version of the moment.
+//! Versions convert with strategy `None`, where every version has the same fields and an object
+//! is read in any served version by rewriting its `apiVersion` ([`present`]), or with strategy
+//! `Webhook`, by a call of the definition's conversion webhook ([`conversion`]); an object is
+//! stored in the storage version of the moment.
 
 mod columns;
+pub mod conversion;
 pub mod limits;
 pub mod strategy;
 mod validate;
@@ -69,6 +71,9 @@ pub struct Custom {
     /// The revision of the definition's last write: objects written after it were defaulted by
     /// this schema when written.
     pub defined_at: carrel_store::Revision,
+    /// The webhook objects are converted between versions with (`strategy: Webhook`); none
+    /// when versions differ only in `apiVersion` (`strategy: None`).
+    pub conversion: Option<crate::admission::webhook::Hook>,
 }
 
 /// Where the `scale` subresource reads and writes replicas.
@@ -467,6 +472,10 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
             terminating,
             defaults,
             defined_at,
+            conversion: conversion::hook_of(
+                crd.metadata.name.as_deref().unwrap_or_default(),
+                spec.conversion.as_ref(),
+            ),
         };
         types.push(ResourceType {
             group: intern(&spec.group),
@@ -486,8 +495,9 @@ pub fn types_of(object: &Value) -> Vec<ResourceType> {
     types
 }
 
-/// A custom resource as read in `rt`'s version: conversion strategy `None` rewrites only
-/// `apiVersion`, and the schema's defaults are applied (as kube-apiserver defaults what it reads
+/// A custom resource as read in `rt`'s version (converted already, where its definition
+/// converts by webhook): conversion strategy `None` rewrites only `apiVersion`, and the
+/// schema's defaults are applied (as kube-apiserver defaults what it reads
 /// from storage: an object stored before a default existed shows it). Built-in types are shown
 /// as stored.
 /// `revision` is the one the object was written at.
@@ -533,6 +543,11 @@ pub fn shown_as_stored(rt: &ResourceType, stored: &[u8], revision: carrel_store:
     let rest = stored.strip_prefix(br#"{"apiVersion":""#).unwrap_or_default();
     let group_version = rt.group_version();
     rest.strip_prefix(group_version.as_bytes()).is_some_and(|r| r.first() == Some(&b'"'))
+}
+
+/// The conversion webhook of `rt`'s definition, if it converts by one.
+pub fn conversion_webhook(rt: &ResourceType) -> Option<&crate::admission::webhook::Hook> {
+    rt.custom.as_ref()?.conversion.as_ref()
 }
 
 /// The `apiVersion` a custom resource is stored with.
@@ -721,6 +736,9 @@ mod tests {
 
 #[cfg(test)]
 mod api_tests;
+
+#[cfg(test)]
+mod conversion_tests;
 
 #[cfg(test)]
 pub(crate) mod limit_tests;

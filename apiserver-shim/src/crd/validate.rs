@@ -139,7 +139,39 @@ pub fn validate(object: &Value, old: Option<&Value>, built_in: &Registry) -> Api
                     );
                 }
             }
-            "Webhook" => p.unsupported("spec.conversion.strategy", "Webhook", &["None"]),
+            "Webhook" => match conversion.webhook.as_ref() {
+                None => p.required(
+                    "spec.conversion.webhook",
+                    "required when strategy is set to Webhook",
+                ),
+                Some(webhook) => {
+                    let mut e = crate::validation::Errors::default();
+                    use crate::registry::admissionregistration as hooks;
+                    match &webhook.client_config {
+                        None => e.required(
+                            "spec.conversion.webhook.clientConfig",
+                            "required when strategy is set to Webhook",
+                        ),
+                        Some(config) => hooks::client_config(
+                            config.url.as_deref(),
+                            config.service.as_ref().map(|s| hooks::ServiceRef {
+                                name: &s.name,
+                                namespace: &s.namespace,
+                                path: s.path.as_deref(),
+                                port: s.port,
+                            }),
+                            "spec.conversion.webhook.clientConfig",
+                            &mut e,
+                        ),
+                    }
+                    hooks::review_versions(
+                        &webhook.conversion_review_versions,
+                        "spec.conversion.webhook.conversionReviewVersions",
+                        &mut e,
+                    );
+                    p.0.extend(e.0);
+                }
+            },
             other => p.unsupported("spec.conversion.strategy", other, &["None", "Webhook"]),
         }
     }

@@ -171,7 +171,17 @@ pub(super) async fn watch_stream(
                     {
                         encoder.stored(&event)
                     } else {
-                        let Some((kind, object)) = translate(&api, &rt, &params, &event) else {
+                        let translated = if crate::crd::conversion_webhook(&rt).is_some() {
+                            // The conversion webhook is called and waited for off the workers.
+                            let (api, rt, params) = (api.clone(), rt.clone(), params.clone());
+                            tokio::task::spawn_blocking(move || translate(&api, &rt, &params, &event))
+                                .await
+                                .ok()
+                                .flatten()
+                        } else {
+                            translate(&api, &rt, &params, &event)
+                        };
+                        let Some((kind, object)) = translated else {
                             continue;
                         };
                         encoder.event(kind, &object)
@@ -208,7 +218,12 @@ pub(super) fn translate(
     params: &ListParams,
     event: &carrel_store::Event,
 ) -> Option<(&'static str, Value)> {
-    let object = crate::api::present(rt, decode_event_object(event).ok()?, event.revision);
+    let object = match api.present(rt, decode_event_object(event).ok()?, event.revision) {
+        Ok(object) => object,
+        // An object its definition's webhook could not convert: an ERROR event, as
+        // kube-apiserver ends a watch whose object cannot be decoded.
+        Err(e) => return Some(("ERROR", e.to_status())),
+    };
     let selected = |o: &Value| api.selected(rt, o, params);
     match event.kind {
         carrel_store::EventKind::Created => selected(&object).then_some(("ADDED", object)),

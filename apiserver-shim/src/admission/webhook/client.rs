@@ -73,12 +73,25 @@ pub enum CallError {
     Response { hook: String, reason: String },
 }
 
-/// The answer of a webhook: the `response` of its `AdmissionReview`, whose `uid` has been
-/// checked against the request's.
+impl CallError {
+    /// What went wrong, without the webhook's name: `Post "<url>": <reason>` for a call, the
+    /// reason for an answer (as a conversion error reports it).
+    pub fn cause(&self) -> String {
+        match self {
+            CallError::Call { url, reason, .. } => format!("Post \"{url}\": {reason}"),
+            CallError::Response { reason, .. } => reason.clone(),
+        }
+    }
+}
+
+/// The answer of a webhook: the `response` of its review, whose `uid` has been checked against
+/// the request's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answer(pub Value);
 
-/// Call `hook` with `review` (an `admission.k8s.io/v1` `AdmissionReview` with its `request`).
+/// Call `hook` with `review` (an `admission.k8s.io/v1` `AdmissionReview`, or an
+/// `apiextensions.k8s.io/v1` `ConversionReview`, with its `request`): the answer must be a review
+/// of the same kind answering it.
 pub async fn call(
     hook: &Hook,
     review: &Value,
@@ -111,9 +124,12 @@ pub async fn call(
     let answer: Value = serde_json::from_slice(&bytes)
         .map_err(|_| invalid("the response body is not a JSON AdmissionReview".into()))?;
     let (api_version, kind) = (answer["apiVersion"].as_str(), answer["kind"].as_str());
-    if api_version != Some("admission.k8s.io/v1") || kind != Some("AdmissionReview") {
+    let (sent_version, sent_kind) = (review["apiVersion"].as_str(), review["kind"].as_str());
+    if api_version != sent_version || kind != sent_kind {
         return Err(invalid(format!(
-            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {}, Kind={}",
+            "expected webhook response of {}, Kind={}, got {}, Kind={}",
+            sent_version.unwrap_or("/"),
+            sent_kind.unwrap_or_default(),
             api_version.unwrap_or("/"),
             kind.unwrap_or_default()
         )));

@@ -434,10 +434,11 @@ fn apply_patch(
 }
 
 /// A call on its way.
-struct Pending(mpsc::Receiver<Result<Answer, CallError>>, String);
+pub(crate) struct Pending(mpsc::Receiver<Result<Answer, CallError>>, String);
 
 impl Pending {
-    fn wait(self) -> Result<Answer, CallError> {
+    /// Its outcome, once it has one (the call is bounded by the webhook's timeout).
+    pub(crate) fn wait(self) -> Result<Answer, CallError> {
         self.0.recv().unwrap_or_else(|_| {
             Err(CallError::Call { hook: self.1, url: String::new(), reason: "call lost".into() })
         })
@@ -469,19 +470,35 @@ fn start(
         let _ = tx.send(Err(e));
         return Ok(Some(pending));
     }
-    let review = review(a, matched);
-    let resolved = match &webhook.hook.endpoint {
+    Ok(Some(send_with(resolver, &webhook.hook, review(a, matched), tx, pending)))
+}
+
+/// Send `review` to `hook`, a webhook of the cluster of `api` (its Services, its egress): the
+/// call on its way.
+pub(crate) fn send(api: &Api, hook: &Hook, review: Value) -> Pending {
+    let (tx, rx) = mpsc::sync_channel(1);
+    send_with(&ClusterServices(api), hook, review, tx, Pending(rx, hook.name.clone()))
+}
+
+fn send_with(
+    resolver: &ClusterServices<'_>,
+    hook: &Hook,
+    review: Value,
+    tx: mpsc::SyncSender<Result<Answer, CallError>>,
+    pending: Pending,
+) -> Pending {
+    let resolved = match &hook.endpoint {
         Endpoint::Service { namespace, name, port, .. } => {
             Resolved(Some(resolver.resolve_port(namespace, name, *port)))
         }
         Endpoint::Url(_) => Resolved(None),
     };
-    let hook = webhook.hook.clone();
+    let hook = hook.clone();
     let egress = resolver.0.service_network.webhook_egress();
     runtime().spawn(async move {
         let _ = tx.send(call(&hook, &review, egress, &resolved).await);
     });
-    Ok(Some(pending))
+    pending
 }
 
 /// The runtime webhook calls are made on: one worker, started with the first call.

@@ -8,7 +8,7 @@ pub mod egress;
 #[cfg(test)]
 mod dispatch_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use carrel_schema::{CompileError, Expression};
 

@@ -17,11 +17,11 @@ use crate::tls::Certificates;
 
 /// A webhook server; what it was last asked (path and query, body), by path, and how many
 /// times each path was asked.
-pub(super) struct Server {
-    pub(super) address: SocketAddr,
-    pub(super) ca: Vec<u8>,
-    pub(super) asked: Arc<Mutex<HashMap<String, (String, Value)>>>,
-    pub(super) calls: Arc<Mutex<HashMap<String, usize>>>,
+pub(crate) struct Server {
+    pub(crate) address: SocketAddr,
+    pub(crate) ca: Vec<u8>,
+    pub(crate) asked: Arc<Mutex<HashMap<String, (String, Value)>>>,
+    pub(crate) calls: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 /// A JSONPatch answer.
@@ -49,6 +49,9 @@ fn answer(path: &str, review: &Value) -> (u16, Value) {
         )
     };
     let object = &review["request"]["object"];
+    if review["kind"] == "ConversionReview" {
+        return (200, convert(path, review));
+    }
     match path {
         "/deny" => {
             reply(json!({"allowed": false, "status": {"message": "no configmaps named bad"}}))
@@ -95,7 +98,40 @@ fn answer(path: &str, review: &Value) -> (u16, Value) {
     }
 }
 
-pub(super) async fn serve() -> Server {
+/// A conversion webhook's answer: `/convert` turns `spec.color` (v1) into `spec.colour` (v2)
+/// and back and labels what it converted `converted: "yes"`; `/convert-fail` fails.
+fn convert(path: &str, review: &Value) -> Value {
+    let request = &review["request"];
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let (from, to) =
+        if desired.ends_with("/v2") { ("color", "colour") } else { ("colour", "color") };
+    let result = match path {
+        "/convert-fail" => json!({"status": "Failure", "message": "no colour for you"}),
+        _ => json!({"status": "Success"}),
+    };
+    let converted: Vec<Value> = request["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let mut o = o.clone();
+            o["apiVersion"] = json!(desired);
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                if let Some(v) = spec.remove(from) {
+                    spec.insert(to.into(), v);
+                }
+            }
+            o["metadata"]["labels"]["converted"] = json!("yes");
+            // Not the webhook's to change: restored by the server.
+            o["metadata"]["name"] = json!("renamed");
+            o
+        })
+        .collect();
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+           "response": {"uid": request["uid"], "convertedObjects": converted, "result": result}})
+}
+
+pub(crate) async fn serve() -> Server {
     let certs = Certificates::generate(&["hook.default.svc".into(), "127.0.0.1".into()]).unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config().unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

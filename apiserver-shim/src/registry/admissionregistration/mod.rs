@@ -180,18 +180,18 @@ fn webhooks(hooks: &[ValidatingWebhook], e: &mut Errors) {
     for (i, hook) in hooks.iter().enumerate() {
         let path = format!("webhooks[{i}]");
         webhook(hook, &path, e);
-        review_versions(hook.admission_review_versions.as_slice(), &path, e);
+        let versions = hook.admission_review_versions.as_slice();
+        review_versions(versions, &format!("{path}.admissionReviewVersions"), e);
         if !hook.name.is_empty() && !names.insert(hook.name.as_str()) {
             e.duplicate(&format!("{path}.name"), &quote(&hook.name));
         }
     }
 }
 
-/// `validateAdmissionReviewVersions`.
-fn review_versions(versions: &[String], path: &str, e: &mut Errors) {
-    let path = format!("{path}.admissionReviewVersions");
+/// `validateAdmissionReviewVersions` (and `validateConversionReviewVersions`, at `path`).
+pub(crate) fn review_versions(versions: &[String], path: &str, e: &mut Errors) {
     if versions.is_empty() {
-        e.required(&path, "must specify one of v1, v1beta1");
+        e.required(path, "must specify one of v1, v1beta1");
         return;
     }
     let mut seen = BTreeSet::new();
@@ -203,7 +203,7 @@ fn review_versions(versions: &[String], path: &str, e: &mut Errors) {
     }
     if !versions.iter().any(|v| REVIEW_VERSIONS.contains(&v.as_str())) {
         e.invalid(
-            &path,
+            path,
             &go_strings("string", Some(versions)),
             "must include at least one of v1, v1beta1",
         );
@@ -264,35 +264,13 @@ fn webhook(hook: &ValidatingWebhook, path: &str, e: &mut Errors) {
     label_selector(hook.namespace_selector.as_ref(), &format!("{path}.namespaceSelector"), e);
     label_selector(hook.object_selector.as_ref(), &format!("{path}.objectSelector"), e);
     let config = &hook.client_config;
-    let config_path = format!("{path}.clientConfig");
-    match (&config.url, &config.service) {
-        (Some(url), None) => webhook_url(url, &format!("{config_path}.url"), e),
-        (None, Some(service)) => {
-            let path = format!("{config_path}.service");
-            for (field, value) in [("name", &service.name), ("namespace", &service.namespace)] {
-                if value.is_empty() {
-                    e.required(&format!("{path}.{field}"), "service name is required");
-                } else {
-                    e.invalid_each(
-                        &format!("{path}.{field}"),
-                        value,
-                        carrel_machinery::names::dns1123_label(value),
-                    );
-                }
-            }
-            if let Some(p) = service.path.as_deref() {
-                webhook_path(p, &format!("{path}.path"), e);
-            }
-            if let Some(port) = service.port.filter(|p| !(1..=65535).contains(p)) {
-                e.invalid(
-                    &format!("{path}.port"),
-                    &port.to_string(),
-                    "port is not valid: must be between 1 and 65535, inclusive",
-                );
-            }
-        }
-        _ => e.required(&config_path, "exactly one of url or service is required"),
-    }
+    let service = config.service.as_ref().map(|s| ServiceRef {
+        name: &s.name,
+        namespace: &s.namespace,
+        path: s.path.as_deref(),
+        port: s.port,
+    });
+    client_config(config.url.as_deref(), service, &format!("{path}.clientConfig"), e);
     let conditions = hook.match_conditions.as_deref().unwrap_or_default();
     if conditions.len() > MAX_MATCH_CONDITIONS {
         e.push(
@@ -326,6 +304,52 @@ fn webhook(hook: &ValidatingWebhook, path: &str, e: &mut Errors) {
         } else if let Err(why) = crate::admission::webhook::compile_condition(src) {
             e.invalid(&path, &quote(src), &format!("compilation failed: {why}"));
         }
+    }
+}
+
+/// A webhook's `clientConfig.service`, of either API that has one.
+pub(crate) struct ServiceRef<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub path: Option<&'a str>,
+    pub port: Option<i32>,
+}
+
+/// A webhook's `clientConfig` (admission or conversion): exactly one of a URL
+/// (`ValidateWebhookURL`) and a Service (`ValidateWebhookService`).
+pub(crate) fn client_config(
+    url: Option<&str>,
+    service: Option<ServiceRef<'_>>,
+    config_path: &str,
+    e: &mut Errors,
+) {
+    match (url, service) {
+        (Some(url), None) => webhook_url(url, &format!("{config_path}.url"), e),
+        (None, Some(service)) => {
+            let path = format!("{config_path}.service");
+            for (field, value) in [("name", service.name), ("namespace", service.namespace)] {
+                if value.is_empty() {
+                    e.required(&format!("{path}.{field}"), &format!("service {field} is required"));
+                } else {
+                    e.invalid_each(
+                        &format!("{path}.{field}"),
+                        value,
+                        carrel_machinery::names::dns1123_label(value),
+                    );
+                }
+            }
+            if let Some(p) = service.path {
+                webhook_path(p, &format!("{path}.path"), e);
+            }
+            if let Some(port) = service.port.filter(|p| !(1..=65535).contains(p)) {
+                e.invalid(
+                    &format!("{path}.port"),
+                    &port.to_string(),
+                    "port is not valid: must be between 1 and 65535, inclusive",
+                );
+            }
+        }
+        _ => e.required(config_path, "exactly one of url or service is required"),
     }
 }
 
