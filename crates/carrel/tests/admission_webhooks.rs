@@ -1,7 +1,8 @@
-//! Admission webhooks in tenants, end to end: `carrel up` with two tenants, webhook
-//! configurations applied with real kubectl, and a webhook server of this test (TLS with its own
-//! CA on a loopback port) that labels, refuses and warns, reached by URL and by a Service of the
-//! tenant. One tenant's webhooks never see another's requests.
+//! Webhooks in tenants, end to end: `carrel up` with two tenants, admission webhook
+//! configurations and a definition converted by a webhook applied with real kubectl, and a
+//! webhook server of this test (TLS with its own CA on a loopback port) that labels, refuses,
+//! warns and converts, reached by URL and by a Service of the tenant. One tenant's webhooks never
+//! see another's requests.
 
 mod common;
 
@@ -32,6 +33,9 @@ struct Hooks {
 
 fn answer(path: &str, review: &Value) -> Value {
     let request = &review["request"];
+    if review["kind"] == "ConversionReview" {
+        return convert(request);
+    }
     let mut response = json!({"uid": request["uid"], "allowed": true});
     match path {
         "/label" => {
@@ -59,6 +63,31 @@ fn answer(path: &str, review: &Value) -> Value {
         _ => {}
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+}
+
+/// Shirts' conversion: v1's `spec.color` is v2's `spec.colour`.
+fn convert(request: &Value) -> Value {
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let (from, to) =
+        if desired.ends_with("/v2") { ("color", "colour") } else { ("colour", "color") };
+    let converted: Vec<Value> = request["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let mut o = o.clone();
+            o["apiVersion"] = json!(desired);
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                if let Some(v) = spec.remove(from) {
+                    spec.insert(to.into(), v);
+                }
+            }
+            o
+        })
+        .collect();
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+           "response": {"uid": request["uid"], "convertedObjects": converted,
+                        "result": {"status": "Success"}}})
 }
 
 fn serve() -> Hooks {
@@ -362,5 +391,103 @@ webhooks:
             && out.contains("webhooks[0].sideEffects: Unsupported value: \"Some\""),
         "{out}"
     );
+    up.stop();
+}
+
+/// Shirts in two versions, converted by the test's webhook through the Service `default/hooks`.
+fn shirts(hooks: &Hooks) -> String {
+    let schema = |field: &str| {
+        format!(
+            "    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              {field}: {{type: string}}
+"
+        )
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: shirts.wear.carrel.dev
+spec:
+  group: wear.carrel.dev
+  scope: Namespaced
+  names: {{plural: shirts, kind: Shirt}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+{}  - name: v2
+    served: true
+    storage: false
+{}  conversion:
+    strategy: Webhook
+    webhook:
+      conversionReviewVersions: [v1]
+      clientConfig:
+        service: {{namespace: default, name: hooks, port: {}, path: /convert}}
+        caBundle: {}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hooks
+  namespace: default
+spec:
+  type: ExternalName
+  externalName: localhost
+",
+        schema("color"),
+        schema("colour"),
+        hooks.port,
+        hooks.ca_bundle()
+    )
+}
+
+#[test]
+fn a_webhook_converts_custom_resources_for_kubectl_and_the_python_client() {
+    let hooks = serve();
+    let data = tempfile::tempdir().unwrap();
+    let up = Up::start_args(data.path(), &[]);
+    let a = create(&up, "team-a", &[]);
+    apply(&up, &a, "shirts", &shirts(&hooks));
+    eventually("shirts served", Duration::from_secs(10), || {
+        let out = up.kubectl(&a, &["get", "shirts.v2.wear.carrel.dev"]);
+        (out.status.success(), stderr(&out))
+    });
+    apply(
+        &up,
+        &a,
+        "red",
+        "apiVersion: wear.carrel.dev/v1\nkind: Shirt\nmetadata: {name: red, namespace: default}\nspec: {color: red}\n",
+    );
+    apply(
+        &up,
+        &a,
+        "blue",
+        "apiVersion: wear.carrel.dev/v2\nkind: Shirt\nmetadata: {name: blue, namespace: default}\nspec: {colour: blue}\n",
+    );
+    for (version, kubectl) in kubectls() {
+        for (api_version, field) in [("v1", "color"), ("v2", "colour")] {
+            let resource = format!("shirts.{api_version}.wear.carrel.dev");
+            for name in ["red", "blue"] {
+                let jsonpath = format!("jsonpath={{.apiVersion}} {{.spec.{field}}}");
+                let got =
+                    ok(up.kubectl_at(&kubectl, &a, &["get", &resource, name, "-o", &jsonpath]));
+                assert_eq!(
+                    got,
+                    format!("wear.carrel.dev/{api_version} {name}"),
+                    "kubectl {version}"
+                );
+            }
+        }
+    }
+    assert!(hooks.count("/convert") > 0);
+    common::python("conversion.py", &a);
     up.stop();
 }
