@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Result};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use schemars::SchemaGenerator;
 
 use crate::output::{self, Mode};
@@ -45,14 +46,18 @@ pub fn generate(mode: Mode) -> Result<()> {
     protobuf::kinds(&mut generator);
     // Schemas the server publishes beyond the kinds the protobuf decoder takes.
     generator.subschema_for::<CustomResourceDefinition>();
+    generator.subschema_for::<APIService>();
     generator.subschema_for::<meta::APIResourceList>();
     generator.subschema_for::<meta::Status>();
     let definitions = generator.definitions().clone();
 
     let mut entries: Vec<Entry> = Vec::new();
     for (schema, definition) in &definitions {
-        // k8s-pb's module is `apiextensions_apiserver` where the schema name has a dash.
-        let pb_name = schema.replace("apiextensions-apiserver", "apiextensions_apiserver");
+        // k8s-pb's modules are `apiextensions_apiserver` and `kube_aggregator` where the schema
+        // names have a dash.
+        let pb_name = schema
+            .replace("apiextensions-apiserver", "apiextensions_apiserver")
+            .replace("kube-aggregator", "kube_aggregator");
         let Some(key) = protobuf::key_of_schema_name(&pb_name, &messages) else { continue };
         let props = Props::of(definition);
         let message = &messages[&key];

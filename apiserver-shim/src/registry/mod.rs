@@ -27,6 +27,7 @@ pub use form::{Decode, Validate};
 
 pub mod admissionregistration;
 pub mod apiextensions;
+pub mod apiregistration;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;
@@ -390,5 +391,6 @@ pub static BUILT_IN: &[ResourceType] = &[
     admissionregistration::validatingadmissionpolicybindings::TYPE,
     admissionregistration::validatingwebhookconfigurations::TYPE,
     admissionregistration::mutatingwebhookconfigurations::TYPE,
+    apiregistration::apiservices::TYPE,
     apiextensions::customresourcedefinitions::TYPE,
 ];

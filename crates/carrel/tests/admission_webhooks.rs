@@ -375,6 +375,30 @@ webhooks:
     ok(up.kubectl(&a, &["create", "serviceaccount", "late"]));
     assert_eq!(hooks.count("/slow"), 2, "called both times");
 
+    // An aggregated API's registration, as metrics servers and adapters ship it: stored, and
+    // shown as not forwarded to its Service.
+    apply(
+        &up,
+        &a,
+        "apiservice",
+        "apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta1.custom.metrics.k8s.io
+spec:
+  group: custom.metrics.k8s.io
+  version: v1beta1
+  service: {namespace: monitoring, name: adapter}
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  insecureSkipTLSVerify: true
+",
+    );
+    let listed = ok(up.kubectl(&a, &["get", "apiservices"]));
+    let line = listed.lines().find(|l| l.starts_with("v1beta1.custom.metrics.k8s.io")).unwrap();
+    let cells: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cells[1..4], ["monitoring/adapter", "False", "(NotProxied)"], "{listed}");
+
     // A configuration kube-apiserver refuses is refused.
     let file = up.home.path().join("bad.yaml");
     std::fs::write(
