@@ -9,9 +9,10 @@
 //! is not an `AdmissionReview` is repeated to the client: the address is the tenant's choice,
 //! what answers there may not be.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{self, header, Method, Request, Uri};
@@ -246,13 +247,62 @@ impl Target {
     }
 }
 
-/// Connect, verify, POST `body`, and read the answer (at most [`MAX_RESPONSE_BYTES`]).
-async fn exchange(
+/// How long a connection to a webhook is kept for the next call (Go's `IdleConnTimeout`, which
+/// kube-apiserver's webhook transport keeps).
+const IDLE: Duration = Duration::from_secs(90);
+
+/// The most idle connections kept to one webhook.
+const IDLE_PER_HOOK: usize = 8;
+
+/// What a connection was made for: where it was dialled, the name verified, what was trusted
+/// and the egress policy it was dialled under. A connection is reused only for the same.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct PoolKey {
+    dial: String,
+    port: u16,
+    server_name: String,
+    ca_bundle: Option<Vec<u8>>,
+    egress: Egress,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Body>;
+
+/// Idle connections to webhooks, kept for their next call (a webhook is usually called again
+/// soon, and a TLS handshake costs more than the call).
+fn pool() -> &'static parking_lot::Mutex<HashMap<PoolKey, Vec<(Sender, Instant)>>> {
+    static POOL: OnceLock<parking_lot::Mutex<HashMap<PoolKey, Vec<(Sender, Instant)>>>> =
+        OnceLock::new();
+    POOL.get_or_init(Default::default)
+}
+
+/// An idle connection for `key` still open, if one is kept.
+fn reuse(key: &PoolKey) -> Option<Sender> {
+    let mut pool = pool().lock();
+    let idle = pool.get_mut(key)?;
+    while let Some((sender, since)) = idle.pop() {
+        if since.elapsed() < IDLE && sender.is_ready() {
+            return Some(sender);
+        }
+    }
+    None
+}
+
+/// Keep `sender` for the next call to `key`.
+fn keep(key: PoolKey, sender: Sender) {
+    let mut pool = pool().lock();
+    let idle = pool.entry(key).or_default();
+    idle.retain(|(s, since)| since.elapsed() < IDLE && !s.is_closed());
+    if idle.len() < IDLE_PER_HOOK {
+        idle.push((sender, Instant::now()));
+    }
+}
+
+/// A new connection to `target`, verified with `ca_bundle`.
+async fn connect(
     target: &Target,
     ca_bundle: Option<&[u8]>,
-    body: Vec<u8>,
     egress: Egress,
-) -> Result<(http::StatusCode, bytes::Bytes), String> {
+) -> Result<Sender, String> {
     let config = client_config(ca_bundle)?;
     let mut last = String::from("dial tcp: no address");
     let mut stream = None;
@@ -271,26 +321,69 @@ async fn exchange(
         .connect(target.server_name.clone(), stream)
         .await
         .map_err(|e| format!("tls: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|e| e.to_string())?;
-    let driver = tokio::spawn(connection);
+    // Runs as long as the connection is open: until the webhook closes it, or the pool lets
+    // its sender go.
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+/// POST `body` to `target` over a kept connection or a new one, and read the answer (at most
+/// [`MAX_RESPONSE_BYTES`]); the connection is kept again when the answer was read whole.
+async fn exchange(
+    target: &Target,
+    ca_bundle: Option<&[u8]>,
+    body: Vec<u8>,
+    egress: Egress,
+) -> Result<(http::StatusCode, bytes::Bytes), String> {
+    let key = PoolKey {
+        dial: match &target.dial {
+            Dial::Ip(ip) => ip.to_string(),
+            Dial::Name(name) => name.clone(),
+        },
+        port: target.port,
+        server_name: format!("{:?}", target.server_name),
+        ca_bundle: ca_bundle.map(<[u8]>::to_vec),
+        egress,
+    };
     let authority = target.url.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
-    let request = Request::builder()
-        .method(Method::POST)
-        .uri(target.url.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
-        .header(header::HOST, authority)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::ACCEPT, "application/json, */*")
-        .body(Body::from(body))
-        .map_err(|e| e.to_string())?;
-    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let request = || {
+        Request::builder()
+            .method(Method::POST)
+            .uri(target.url.path_and_query().map(|p| p.as_str()).unwrap_or("/"))
+            .header(header::HOST, authority.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, */*")
+            .body(Body::from(body.clone()))
+            .map_err(|e| e.to_string())
+    };
+    // A kept connection the webhook closed meanwhile fails before anything was sent: then a
+    // new one is made.
+    let (mut sender, response) = match reuse(&key) {
+        Some(mut sender) => match sender.send_request(request()?).await {
+            Ok(response) => (sender, response),
+            Err(_) => {
+                let mut sender = connect(target, ca_bundle, egress).await?;
+                let response = sender.send_request(request()?).await.map_err(|e| e.to_string())?;
+                (sender, response)
+            }
+        },
+        None => {
+            let mut sender = connect(target, ca_bundle, egress).await?;
+            let response = sender.send_request(request()?).await.map_err(|e| e.to_string())?;
+            (sender, response)
+        }
+    };
     let status = response.status();
     let bytes =
         axum::body::to_bytes(Body::new(response.into_body()), MAX_RESPONSE_BYTES).await.map_err(
             |_| format!("the response is longer than {MAX_RESPONSE_BYTES} bytes or cut short"),
         )?;
-    driver.abort();
+    if sender.ready().await.is_ok() {
+        keep(key, sender);
+    }
     Ok((status, bytes))
 }
 

@@ -9,7 +9,7 @@
 use std::net::IpAddr;
 
 /// The addresses webhooks may be called at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Egress {
     loopback: bool,
 }

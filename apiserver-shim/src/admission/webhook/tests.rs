@@ -22,6 +22,8 @@ pub(crate) struct Server {
     pub(crate) ca: Vec<u8>,
     pub(crate) asked: Arc<Mutex<HashMap<String, (String, Value)>>>,
     pub(crate) calls: Arc<Mutex<HashMap<String, usize>>>,
+    /// The connections it accepted.
+    pub(crate) connections: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A JSONPatch answer.
@@ -139,8 +141,11 @@ pub(crate) async fn serve() -> Server {
     let asked = Arc::new(Mutex::new(HashMap::new()));
     let calls = Arc::new(Mutex::new(HashMap::new()));
     let (seen, counted) = (asked.clone(), calls.clone());
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let accepted = connections.clone();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
+            accepted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let (acceptor, seen, counted) = (acceptor.clone(), seen.clone(), counted.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(stream).await else { return };
@@ -163,8 +168,12 @@ pub(crate) async fn serve() -> Server {
                             seen.lock().insert(uri.path().to_owned(), (query, review));
                             *counted.lock().entry(uri.path().to_owned()).or_insert(0) += 1;
                             let reply = serde_json::to_vec(&reply).unwrap();
+                            let mut response = Response::builder().status(status);
+                            if uri.path() == "/close" {
+                                response = response.header("connection", "close");
+                            }
                             Ok::<_, std::convert::Infallible>(
-                                Response::builder().status(status).body(Body::from(reply)).unwrap(),
+                                response.body(Body::from(reply)).unwrap(),
                             )
                         }
                     });
@@ -174,7 +183,7 @@ pub(crate) async fn serve() -> Server {
             });
         }
     });
-    Server { address, ca: certs.ca_pem.into_bytes(), asked, calls }
+    Server { address, ca: certs.ca_pem.into_bytes(), asked, calls, connections }
 }
 
 fn review() -> Value {
@@ -295,4 +304,31 @@ async fn what_cannot_be_called_is_reported_in_kube_apiservers_words_and_no_more(
     )
     .await;
     assert!(err.ends_with("unsupported protocol scheme"), "{err}");
+}
+
+#[tokio::test]
+async fn a_connection_is_kept_for_the_next_call_unless_the_webhook_closes_it() {
+    let server = serve().await;
+    let port = server.address.port();
+    let connections = || server.connections.load(std::sync::atomic::Ordering::SeqCst);
+    let at =
+        |path: &str| hook(Endpoint::Url(format!("https://127.0.0.1:{port}{path}")), &server.ca, 4);
+    for _ in 0..3 {
+        call(&at("/validate"), &review(), Egress::with_loopback(), &Services).await.unwrap();
+    }
+    assert_eq!(connections(), 1, "one TLS connection for three calls");
+    // A webhook that closes its connection after answering: the next call makes a new one.
+    call(&at("/close"), &review(), Egress::with_loopback(), &Services).await.unwrap();
+    call(&at("/validate"), &review(), Egress::with_loopback(), &Services).await.unwrap();
+    assert_eq!(connections(), 2);
+    // The new one is kept in turn; a connection serves only what it was made for.
+    call(&at("/validate"), &review(), Egress::with_loopback(), &Services).await.unwrap();
+    assert_eq!(connections(), 2);
+    let other_ca = hook(
+        Endpoint::Url(format!("https://127.0.0.1:{port}/validate")),
+        &[server.ca.clone(), b"\n".to_vec()].concat(),
+        4,
+    );
+    call(&other_ca, &review(), Egress::with_loopback(), &Services).await.unwrap();
+    assert_eq!(connections(), 3, "another caBundle is another connection");
 }
