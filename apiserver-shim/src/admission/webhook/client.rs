@@ -267,11 +267,13 @@ struct PoolKey {
 
 type Sender = hyper::client::conn::http1::SendRequest<Body>;
 
+/// The idle connections kept, by what they were made for, each with when it went idle.
+type Pool = parking_lot::Mutex<HashMap<PoolKey, Vec<(Sender, Instant)>>>;
+
 /// Idle connections to webhooks, kept for their next call (a webhook is usually called again
 /// soon, and a TLS handshake costs more than the call).
-fn pool() -> &'static parking_lot::Mutex<HashMap<PoolKey, Vec<(Sender, Instant)>>> {
-    static POOL: OnceLock<parking_lot::Mutex<HashMap<PoolKey, Vec<(Sender, Instant)>>>> =
-        OnceLock::new();
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(Default::default)
 }
 
