@@ -10,6 +10,8 @@ use carrel_apiserver::tls::Certificates;
 use carrel_apiserver::{router, Api, Server};
 use carrel_store::{Options, SledStore};
 
+pub mod webhooks;
+
 /// A running API server over a fresh store, stopped when dropped.
 #[derive(Debug)]
 pub struct TestServer {

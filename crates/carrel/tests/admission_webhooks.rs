@@ -6,31 +6,17 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
+use carrel_e2e::webhooks::WebhookServer;
 use carrel_e2e::{fails, ok};
 use common::{apply, create, eventually, kubectls, Up};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 
-/// The reviews the server was sent, by path.
-type Asked = Arc<Mutex<HashMap<String, Vec<Value>>>>;
-
-/// A webhook server: `/label` adds the label `mutated: "yes"`, `/deny` refuses objects whose
-/// name starts with `bad`, `/warn` allows with a warning, `/slow` allows after 1.5 s. Its certificate names `127.0.0.1` and
-/// the Service `hooks.default.svc`.
-struct Hooks {
-    port: u16,
-    ca_pem: String,
-    asked: Asked,
-    _runtime: tokio::runtime::Runtime,
-}
-
+/// The webhook server's answers: `/label` adds the label `mutated: "yes"`, `/deny` refuses
+/// objects whose name starts with `bad`, `/warn` allows with a warning, `/slow` allows after
+/// 1.5 s; a ConversionReview converts shirts.
 fn answer(path: &str, review: &Value) -> Value {
     let request = &review["request"];
     if review["kind"] == "ConversionReview" {
@@ -91,65 +77,17 @@ fn convert(request: &Value) -> Value {
 }
 
 fn serve() -> Hooks {
-    let names = ["127.0.0.1".to_owned(), "hooks.default.svc".to_owned()];
-    let certs = carrel_apiserver::tls::Certificates::generate(&names).unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(certs.server_config().unwrap());
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let asked: Asked = Arc::default();
-    let seen = asked.clone();
-    runtime.spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (acceptor, seen) = (acceptor.clone(), seen.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else { return };
-                let service = hyper::service::service_fn(
-                    move |request: hyper::Request<hyper::body::Incoming>| {
-                        let seen = seen.clone();
-                        async move {
-                            let path = request.uri().path().to_owned();
-                            let body = request.into_body().collect().await?.to_bytes();
-                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            seen.lock().entry(path.clone()).or_default().push(review.clone());
-                            let reply = tokio::task::spawn_blocking(move || answer(&path, &review))
-                                .await
-                                .unwrap();
-                            Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
-                                reply.to_string(),
-                            ))))
-                        }
-                    },
-                );
-                let io = hyper_util::rt::TokioIo::new(tls);
-                let _ =
-                    hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
-            });
-        }
-    });
-    Hooks { port, ca_pem: certs.ca_pem, asked, _runtime: runtime }
+    WebhookServer::start(answer)
 }
 
-impl Hooks {
-    fn ca_bundle(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
-    }
+type Hooks = WebhookServer;
 
-    fn count(&self, path: &str) -> usize {
-        self.asked.lock().get(path).map_or(0, Vec::len)
-    }
-
-    fn last(&self, path: &str) -> Value {
-        self.asked.lock()[path].last().cloned().unwrap()
-    }
-
-    /// The configurations of tenant A: a mutating webhook on configmaps and pods by URL, a
-    /// refusing one by URL and a warning one by the Service `default/hooks`.
-    fn manifests(&self) -> String {
-        let (port, ca) = (self.port, self.ca_bundle());
-        format!(
-            "apiVersion: admissionregistration.k8s.io/v1
+/// The configurations of tenant A: a mutating webhook on configmaps and pods by URL, a
+/// refusing one by URL and a warning one by the Service `default/hooks`.
+fn manifests(hooks: &Hooks) -> String {
+    let (port, ca) = (hooks.port, hooks.ca_bundle());
+    format!(
+        "apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata:
   name: label
@@ -207,8 +145,7 @@ spec:
   type: ExternalName
   externalName: localhost
 "
-        )
-    }
+    )
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -222,7 +159,7 @@ fn webhooks_label_refuse_and_warn_through_every_kubectl_and_only_in_their_tenant
     let up = Up::start_args(data.path(), &[]);
     let a = create(&up, "team-a", &[]);
     let b = create(&up, "team-b", &[]);
-    apply(&up, &a, "hooks", &hooks.manifests());
+    apply(&up, &a, "hooks", &manifests(&hooks));
     let listed = ok(up.kubectl(&a, &["get", "validatingwebhookconfigurations"]));
     assert!(listed.starts_with("NAME") && listed.contains("checks   2 "), "{listed}");
 

@@ -1,0 +1,99 @@
+//! A webhook server for tests and benchmarks: HTTPS with a CA of its own on a loopback port,
+//! answering each review (admission or conversion) with what a function of the path and the
+//! review says, and counting what it was sent.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+/// How many reviews were sent to each path, and the last one.
+type Asked = Arc<Mutex<HashMap<String, (usize, Value)>>>;
+
+/// A running webhook server; stopped when dropped.
+#[derive(Debug)]
+pub struct WebhookServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// The CA its certificate (for `127.0.0.1` and `hooks.default.svc`) is signed by, PEM.
+    pub ca_pem: String,
+    asked: Asked,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl WebhookServer {
+    /// Serve, answering a review sent to a path with `answer(path, review)`; `answer` runs on a
+    /// blocking thread, so it may take its time.
+    pub fn start(answer: fn(&str, &Value) -> Value) -> WebhookServer {
+        let names = ["127.0.0.1".to_owned(), "hooks.default.svc".to_owned()];
+        let certs = carrel_apiserver::tls::Certificates::generate(&names).expect("certificates");
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(certs.server_config().expect("a server config"));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let listener =
+            runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("a port");
+        let port = listener.local_addr().expect("an address").port();
+        let asked: Asked = Arc::default();
+        let seen = asked.clone();
+        runtime.spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                let (acceptor, seen) = (acceptor.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else { return };
+                    let service = hyper::service::service_fn(
+                        move |request: hyper::Request<hyper::body::Incoming>| {
+                            let seen = seen.clone();
+                            async move {
+                                let path = request.uri().path().to_owned();
+                                let body = request.into_body().collect().await?.to_bytes();
+                                let review: Value =
+                                    serde_json::from_slice(&body).unwrap_or_default();
+                                {
+                                    let mut seen = seen.lock();
+                                    let entry = seen.entry(path.clone()).or_default();
+                                    *entry = (entry.0 + 1, review.clone());
+                                }
+                                let reply =
+                                    tokio::task::spawn_blocking(move || answer(&path, &review))
+                                        .await
+                                        .expect("an answer");
+                                Ok::<_, hyper::Error>(hyper::Response::new(Full::new(Bytes::from(
+                                    reply.to_string(),
+                                ))))
+                            }
+                        },
+                    );
+                    let io = hyper_util::rt::TokioIo::new(tls);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                });
+            }
+        });
+        WebhookServer { port, ca_pem: certs.ca_pem, asked, _runtime: runtime }
+    }
+
+    /// The CA as a `caBundle` field holds it (base64).
+    pub fn ca_bundle(&self) -> String {
+        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
+    }
+
+    /// How many reviews were sent to `path`.
+    pub fn count(&self, path: &str) -> usize {
+        self.asked.lock().get(path).map_or(0, |(n, _)| *n)
+    }
+
+    /// The last review sent to `path`.
+    pub fn last(&self, path: &str) -> Value {
+        self.asked.lock()[path].1.clone()
+    }
+}
