@@ -22,6 +22,7 @@ pub struct WebhookServer {
     /// The CA its certificate (for `127.0.0.1` and `hooks.default.svc`) is signed by, PEM.
     pub ca_pem: String,
     asked: Asked,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
     _runtime: tokio::runtime::Runtime,
 }
 
@@ -43,8 +44,11 @@ impl WebhookServer {
         let port = listener.local_addr().expect("an address").port();
         let asked: Asked = Arc::default();
         let seen = asked.clone();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let accepted = connections.clone();
         runtime.spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let _ = stream.set_nodelay(true);
                 let (acceptor, seen) = (acceptor.clone(), seen.clone());
                 tokio::spawn(async move {
@@ -79,7 +83,7 @@ impl WebhookServer {
                 });
             }
         });
-        WebhookServer { port, ca_pem: certs.ca_pem, asked, _runtime: runtime }
+        WebhookServer { port, ca_pem: certs.ca_pem, asked, connections, _runtime: runtime }
     }
 
     /// The CA as a `caBundle` field holds it (base64).
@@ -90,6 +94,11 @@ impl WebhookServer {
     /// How many reviews were sent to `path`.
     pub fn count(&self, path: &str) -> usize {
         self.asked.lock().get(path).map_or(0, |(n, _)| *n)
+    }
+
+    /// How many connections it accepted.
+    pub fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The last review sent to `path`.

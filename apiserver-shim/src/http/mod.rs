@@ -324,14 +324,15 @@ fn in_place<T>(f: impl FnOnce() -> T) -> Option<T> {
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> ApiResult<T> + Send + 'static,
 ) -> ApiResult<T> {
+    use crate::admission::webhook::dispatch::on_request_thread;
     use tokio::runtime::{Handle, RuntimeFlavor};
     if Handle::current().runtime_flavor() == RuntimeFlavor::MultiThread {
         // The worker thread becomes a blocking thread for the call and hands its other tasks
         // to a fresh worker: no round trip through the blocking pool for the common case of a
         // store call that does not wait long.
-        return tokio::task::block_in_place(f);
+        return tokio::task::block_in_place(|| on_request_thread(f));
     }
-    tokio::task::spawn_blocking(f)
+    tokio::task::spawn_blocking(|| on_request_thread(f))
         .await
         .map_err(|e| ApiError::internal(format!("request task failed: {e}")))?
 }

@@ -174,7 +174,11 @@ pub(super) async fn watch_stream(
                         let translated = if crate::crd::conversion_webhook(&rt).is_some() {
                             // The conversion webhook is called and waited for off the workers.
                             let (api, rt, params) = (api.clone(), rt.clone(), params.clone());
-                            tokio::task::spawn_blocking(move || translate(&api, &rt, &params, &event))
+                            tokio::task::spawn_blocking(move || {
+                                crate::admission::webhook::dispatch::on_request_thread(|| {
+                                    translate(&api, &rt, &params, &event)
+                                })
+                            })
                                 .await
                                 .ok()
                                 .flatten()

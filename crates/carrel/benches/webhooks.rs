@@ -202,6 +202,11 @@ fn main() -> BenchResult<()> {
             without.push(timed(plain.clone(), configmap(i)?).await?);
         }
         let elapsed = start.elapsed();
+        println!(
+            "connections to the webhook after {} creates through it: {}",
+            CREATES + 20,
+            hooks.connections()
+        );
         let sent = Bytes::from(hooks.last("/allow").to_string());
         let mut webhook = webhook_client(&hooks).await?;
         for _ in 0..20 {
@@ -246,12 +251,24 @@ fn main() -> BenchResult<()> {
             v1.create(&post, &serde_json::from_value(shirt)?).await?;
         }
         let (mut lists, mut direct) = (Vec::new(), Vec::new());
-        let before = hooks.count("/convert");
-        let listed = v2.list(&ListParams::default()).await?;
-        if listed.items.len() != OBJECTS || hooks.count("/convert") != before + 1 {
-            return Err("the list was not converted in one review".into());
+        // The review of the whole list, for the baseline (the tenant's controllers watch shirts
+        // too, and their events are converted one by one meanwhile).
+        let mut review = Value::Null;
+        for _ in 0..10 {
+            let listed = v2.list(&ListParams::default()).await?;
+            if listed.items.len() != OBJECTS {
+                return Err("a short list".into());
+            }
+            let last = hooks.last("/convert");
+            if last["request"]["objects"].as_array().map_or(0, Vec::len) == OBJECTS {
+                review = last;
+                break;
+            }
         }
-        let review = Bytes::from(hooks.last("/convert").to_string());
+        if review.is_null() {
+            return Err("no review of the whole list was seen".into());
+        }
+        let review = Bytes::from(review.to_string());
         for _ in 0..LISTS {
             let start = Instant::now();
             let listed = v2.list(&ListParams::default()).await?;

@@ -16,8 +16,10 @@
 //! calls only webhooks without side effects (`None`, `NoneOnDryRun`); the others refuse it with a
 //! 400. Warnings of every answer become the request's `Warning` headers.
 //!
-//! The calls go out on a runtime of their own ([`runtime`]), so that the request, which runs on
-//! a blocking thread as every store call does, waits for them wherever it runs.
+//! A request runs off its runtime's async workers, as every store call does; where the HTTP
+//! layer says so ([`on_request_thread`]), its thread drives its webhook calls on its own
+//! runtime, with no hand-off to another thread; elsewhere (a test, a caller of [`crate::Api`] of
+//! its own) they go out on a runtime of webhook calls ([`runtime`]).
 //!
 //! Left out, as kube-apiserver has them: `admissionReviewVersions` without `v1` (a webhook that
 //! accepts only `v1beta1` fails as a call that could not be made); `CONNECT` requests (exec,
@@ -26,6 +28,8 @@
 //! `authorizer` in match conditions (refused when the configuration is written); audit
 //! annotations are logged with `tracing`, there being no audit log.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
@@ -250,9 +254,10 @@ pub fn validate(api: &Api, attributes: &Attributes<'_>) -> ApiResult<()> {
             calls.push((webhook, pending));
         }
     }
+    let (webhooks, pending): (Vec<&Webhook>, Vec<Pending>) = calls.into_iter().unzip();
     let mut first = None;
-    for (webhook, pending) in calls {
-        let outcome = pending.wait().and_then(|answer| {
+    for (webhook, outcome) in webhooks.into_iter().zip(wait_all(pending)) {
+        let outcome = outcome.and_then(|answer| {
             if answer.0.get("patch").is_some_and(|p| !p.is_null()) {
                 return Err(CallError::Response {
                     hook: webhook.hook.name.clone(),
@@ -433,16 +438,67 @@ fn apply_patch(
     Ok(changed)
 }
 
-/// A call on its way.
-pub(crate) struct Pending(mpsc::Receiver<Result<Answer, CallError>>, String);
+/// A call, ready to be made.
+pub(crate) struct Pending(Pin<Box<dyn Future<Output = Result<Answer, CallError>> + Send>>);
 
 impl Pending {
-    /// Its outcome, once it has one (the call is bounded by the webhook's timeout).
-    pub(crate) fn wait(self) -> Result<Answer, CallError> {
-        self.0.recv().unwrap_or_else(|_| {
-            Err(CallError::Call { hook: self.1, url: String::new(), reason: "call lost".into() })
-        })
+    fn ready(outcome: Result<Answer, CallError>) -> Pending {
+        Pending(Box::pin(std::future::ready(outcome)))
     }
+
+    /// Make the call and wait for its outcome (bounded by the webhook's timeout).
+    pub(crate) fn wait(self) -> Result<Answer, CallError> {
+        let mut outcomes = wait_all(vec![self]);
+        outcomes.pop().expect("one call, one outcome")
+    }
+}
+
+thread_local! {
+    /// Whether this thread runs a request off its runtime's workers (in `block_in_place` or on
+    /// the blocking pool), where it may drive the runtime's futures itself.
+    static REQUEST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f`, a request's work off the async workers of its runtime: webhook calls made within it
+/// are driven by this thread on that runtime, with no hand-off to another thread.
+pub fn on_request_thread<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            REQUEST_THREAD.set(self.0);
+        }
+    }
+    let _reset = Reset(REQUEST_THREAD.replace(true));
+    f()
+}
+
+/// Make `calls` at once and wait for all their outcomes, in order: on the request's own runtime
+/// where its thread may drive it ([`on_request_thread`]), else on a runtime of webhook calls.
+fn wait_all(calls: Vec<Pending>) -> Vec<Result<Answer, CallError>> {
+    let count = calls.len();
+    let all = futures::future::join_all(calls.into_iter().map(|p| p.0));
+    if REQUEST_THREAD.get() {
+        // A multi-threaded runtime's workers drive its IO while this thread waits; a
+        // current-thread runtime's could be the one this thread stands in for.
+        let handle = tokio::runtime::Handle::try_current()
+            .ok()
+            .filter(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if let Some(handle) = handle {
+            return handle.block_on(all);
+        }
+    }
+    let (tx, rx) = mpsc::sync_channel(1);
+    runtime().spawn(async move {
+        let _ = tx.send(all.await);
+    });
+    rx.recv().unwrap_or_else(|_| {
+        let lost = || CallError::Call {
+            hook: String::new(),
+            url: String::new(),
+            reason: "the call was lost".into(),
+        };
+        (0..count).map(|_| Err(lost())).collect()
+    })
 }
 
 /// Start a call of `webhook` about the request as type `matched`: `None` when nothing is to be
@@ -459,34 +515,23 @@ fn start(
             "admission webhook \"{name}\" does not support dry run"
         )));
     }
-    let (tx, rx) = mpsc::sync_channel(1);
-    let pending = Pending(rx, name.clone());
     if !webhook.spec.admission_review_versions.iter().any(|v| v == "v1") {
-        let e = CallError::Call {
+        return Ok(Some(Pending::ready(Err(CallError::Call {
             hook: name.clone(),
             url: String::new(),
             reason: "webhook does not accept the v1 AdmissionReview this server sends".into(),
-        };
-        let _ = tx.send(Err(e));
-        return Ok(Some(pending));
+        }))));
     }
-    Ok(Some(send_with(resolver, &webhook.hook, review(a, matched), tx, pending)))
+    Ok(Some(send_with(resolver, &webhook.hook, review(a, matched))))
 }
 
-/// Send `review` to `hook`, a webhook of the cluster of `api` (its Services, its egress): the
-/// call on its way.
+/// A call of `hook`, a webhook of the cluster of `api` (its Services, its egress), with
+/// `review`.
 pub(crate) fn send(api: &Api, hook: &Hook, review: Value) -> Pending {
-    let (tx, rx) = mpsc::sync_channel(1);
-    send_with(&ClusterServices(api), hook, review, tx, Pending(rx, hook.name.clone()))
+    send_with(&ClusterServices(api), hook, review)
 }
 
-fn send_with(
-    resolver: &ClusterServices<'_>,
-    hook: &Hook,
-    review: Value,
-    tx: mpsc::SyncSender<Result<Answer, CallError>>,
-    pending: Pending,
-) -> Pending {
+fn send_with(resolver: &ClusterServices<'_>, hook: &Hook, review: Value) -> Pending {
     let resolved = match &hook.endpoint {
         Endpoint::Service { namespace, name, port, .. } => {
             Resolved(Some(resolver.resolve_port(namespace, name, *port)))
@@ -495,13 +540,11 @@ fn send_with(
     };
     let hook = hook.clone();
     let egress = resolver.0.service_network.webhook_egress();
-    runtime().spawn(async move {
-        let _ = tx.send(call(&hook, &review, egress, &resolved).await);
-    });
-    pending
+    Pending(Box::pin(async move { call(&hook, &review, egress, &resolved).await }))
 }
 
-/// The runtime webhook calls are made on: one worker, started with the first call.
+/// The runtime webhook calls are made on where a request's thread cannot drive its own: one
+/// worker, started with the first such call.
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
