@@ -9,7 +9,7 @@ use base64::Engine;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use parking_lot::Mutex;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// How many reviews were sent to each path, and the last one.
 type Asked = Arc<Mutex<HashMap<String, (usize, Value)>>>;
@@ -105,4 +105,30 @@ impl WebhookServer {
     pub fn last(&self, path: &str) -> Value {
         self.asked.lock()[path].1.clone()
     }
+}
+
+/// The answer of a conversion webhook for the shirts of the tests and benchmarks to a
+/// ConversionReview's `request`: v1's `spec.color` is v2's `spec.colour`.
+pub fn convert_shirts(request: &Value) -> Value {
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let (from, to) =
+        if desired.ends_with("/v2") { ("color", "colour") } else { ("colour", "color") };
+    let converted: Vec<Value> = request["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| {
+            let mut o = o.clone();
+            o["apiVersion"] = json!(desired);
+            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
+                if let Some(v) = spec.remove(from) {
+                    spec.insert(to.into(), v);
+                }
+            }
+            o
+        })
+        .collect();
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+           "response": {"uid": request["uid"], "convertedObjects": converted,
+                        "result": {"status": "Success"}}})
 }

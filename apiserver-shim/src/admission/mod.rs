@@ -19,6 +19,7 @@ pub mod limit_ranges;
 pub(crate) mod matching;
 pub mod podsecurity;
 pub mod policy;
+pub mod reloaded;
 pub mod request;
 pub mod resource_quota;
 pub mod webhook;

@@ -27,16 +27,11 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub fn hook_of(name: &str, conversion: Option<&ext::CustomResourceConversion>) -> Option<Hook> {
     let conversion = conversion.filter(|c| c.strategy == "Webhook")?;
     let config = conversion.webhook.as_ref()?.client_config.as_ref()?;
-    let endpoint = match (&config.url, &config.service) {
-        (_, Some(s)) => Endpoint::Service {
-            namespace: s.namespace.clone(),
-            name: s.name.clone(),
-            port: s.port.and_then(|p| u16::try_from(p).ok()).unwrap_or(443),
-            path: s.path.clone(),
-        },
-        (Some(url), None) => Endpoint::Url(url.clone()),
-        (None, None) => return None,
-    };
+    let service = config
+        .service
+        .as_ref()
+        .map(|s| (s.namespace.as_str(), s.name.as_str(), s.port, s.path.as_deref()));
+    let endpoint = Endpoint::of(config.url.as_deref(), service)?;
     Some(Hook {
         name: name.to_owned(),
         endpoint,

@@ -19,7 +19,7 @@ mod up;
 use std::time::{Duration, Instant};
 
 use carrel_bench::{median, ms, ratio, runtime, section, verdict, watchdog, Run, Table};
-use carrel_e2e::webhooks::WebhookServer;
+use carrel_e2e::webhooks::{convert_shirts, WebhookServer};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -43,27 +43,7 @@ fn answer(_path: &str, review: &Value) -> Value {
         return json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                       "response": {"uid": request["uid"], "allowed": true}});
     }
-    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
-    let (from, to) =
-        if desired.ends_with("/v2") { ("color", "colour") } else { ("colour", "color") };
-    let converted: Vec<Value> = request["objects"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| {
-            let mut o = o.clone();
-            o["apiVersion"] = json!(desired);
-            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
-                if let Some(v) = spec.remove(from) {
-                    spec.insert(to.into(), v);
-                }
-            }
-            o
-        })
-        .collect();
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-           "response": {"uid": request["uid"], "convertedObjects": converted,
-                        "result": {"status": "Success"}}})
+    convert_shirts(request)
 }
 
 /// A kept TLS connection to the webhook, as the baseline's client.

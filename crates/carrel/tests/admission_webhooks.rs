@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine;
-use carrel_e2e::webhooks::WebhookServer;
+use carrel_e2e::webhooks::{convert_shirts, WebhookServer};
 use carrel_e2e::{fails, ok};
 use common::{apply, create, eventually, kubectls, Up};
 use serde_json::{json, Value};
@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 fn answer(path: &str, review: &Value) -> Value {
     let request = &review["request"];
     if review["kind"] == "ConversionReview" {
-        return convert(request);
+        return convert_shirts(request);
     }
     let mut response = json!({"uid": request["uid"], "allowed": true});
     match path {
@@ -49,31 +49,6 @@ fn answer(path: &str, review: &Value) -> Value {
         _ => {}
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
-}
-
-/// Shirts' conversion: v1's `spec.color` is v2's `spec.colour`.
-fn convert(request: &Value) -> Value {
-    let desired = request["desiredAPIVersion"].as_str().unwrap_or_default();
-    let (from, to) =
-        if desired.ends_with("/v2") { ("color", "colour") } else { ("colour", "color") };
-    let converted: Vec<Value> = request["objects"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| {
-            let mut o = o.clone();
-            o["apiVersion"] = json!(desired);
-            if let Some(spec) = o.get_mut("spec").and_then(Value::as_object_mut) {
-                if let Some(v) = spec.remove(from) {
-                    spec.insert(to.into(), v);
-                }
-            }
-            o
-        })
-        .collect();
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-           "response": {"uid": request["uid"], "convertedObjects": converted,
-                        "result": {"status": "Success"}}})
 }
 
 fn serve() -> Hooks {

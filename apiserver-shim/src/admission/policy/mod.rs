@@ -39,7 +39,6 @@ pub mod cel;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use carrel_schema::{Activation, Bound, Expression};
@@ -47,34 +46,30 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     ValidatingAdmissionPolicyBindingSpec, ValidatingAdmissionPolicySpec,
 };
-use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::matching;
+use super::reloaded::{stored, Reloaded};
 use super::request::{in_version, namespace_object, request_value};
 pub use super::request::{Attributes, Operation, Requester};
 use crate::api::{Api, ListParams, Target};
 use crate::registry::admissionregistration::{
     validatingadmissionpolicies, validatingadmissionpolicybindings, GROUP,
 };
-use crate::resource::{built_in, ResourceType};
+use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, DeniedReason};
 use crate::validation::Selector;
 
 /// The policies and bindings of a cluster, compiled, as of a generation of their writes.
-#[derive(Debug, Default)]
-pub struct Cache {
-    generation: AtomicU64,
-    loaded: Mutex<Option<(u64, Arc<Loaded>)>>,
-}
+pub type Cache = Reloaded<Loaded>;
 
 /// Note a write of a policy or a binding: the next request reads them again.
 pub fn changed(api: &Api) {
-    api.policies.generation.fetch_add(1, Ordering::AcqRel);
+    api.policies.changed();
 }
 
 #[derive(Debug, Default)]
-struct Loaded {
+pub struct Loaded {
     policies: HashMap<String, Policy>,
     /// By name, in name order.
     bindings: Vec<Binding>,
@@ -179,26 +174,19 @@ impl Policy {
 /// The cluster's policies and bindings as of now: read and compiled again after a write of
 /// either.
 fn load(api: &Api) -> ApiResult<Arc<Loaded>> {
-    let generation = api.policies.generation.load(Ordering::Acquire);
-    if let Some((at, loaded)) = &*api.policies.loaded.lock() {
-        if *at == generation {
-            return Ok(loaded.clone());
-        }
-    }
-    let items = |rt: &ResourceType| -> ApiResult<Vec<Value>> {
-        let rt = built_in(rt.group, rt.plural).expect("a built-in type");
-        let list = api.list(&Target { rt, namespace: None }, &ListParams::default())?;
-        Ok(list["items"].as_array().cloned().unwrap_or_default())
-    };
+    api.policies.get(|| load_from(api))
+}
+
+fn load_from(api: &Api) -> ApiResult<Loaded> {
     let mut loaded = Loaded::default();
-    for item in items(&validatingadmissionpolicies::TYPE)? {
+    for item in stored(api, &validatingadmissionpolicies::TYPE)? {
         // What is stored was validated: it decodes.
         if let Ok(policy) = serde_json::from_value::<ValidatingAdmissionPolicy>(item) {
             let policy = Policy::compile(policy);
             loaded.policies.insert(policy.name.clone(), policy);
         }
     }
-    for item in items(&validatingadmissionpolicybindings::TYPE)? {
+    for item in stored(api, &validatingadmissionpolicybindings::TYPE)? {
         if let Ok(binding) = serde_json::from_value::<ValidatingAdmissionPolicyBinding>(item) {
             loaded.bindings.push(Binding {
                 name: binding.metadata.name.unwrap_or_default(),
@@ -206,8 +194,6 @@ fn load(api: &Api) -> ApiResult<Arc<Loaded>> {
             });
         }
     }
-    let loaded = Arc::new(loaded);
-    *api.policies.loaded.lock() = Some((generation, loaded.clone()));
     Ok(loaded)
 }
 

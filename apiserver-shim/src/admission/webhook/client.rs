@@ -35,6 +35,26 @@ pub enum Endpoint {
     Service { namespace: String, name: String, port: u16, path: Option<String> },
 }
 
+impl Endpoint {
+    /// A `clientConfig`'s endpoint (admission or conversion): its Service (its port 443 unless
+    /// it says), else its URL; `None` for one with neither.
+    pub fn of(
+        url: Option<&str>,
+        service: Option<(&str, &str, Option<i32>, Option<&str>)>,
+    ) -> Option<Endpoint> {
+        match (url, service) {
+            (_, Some((namespace, name, port, path))) => Some(Endpoint::Service {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                port: port.and_then(|p| u16::try_from(p).ok()).unwrap_or(443),
+                path: path.map(str::to_owned),
+            }),
+            (Some(url), None) => Some(Endpoint::Url(url.to_owned())),
+            (None, None) => None,
+        }
+    }
+}
+
 /// Where a Service of the cluster is reached from the API server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServiceAddress {

@@ -30,7 +30,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
@@ -39,13 +38,13 @@ use carrel_schema::{Activation, Expression};
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ValidatingWebhook,
 };
-use parking_lot::Mutex;
 use serde_json::{json, Value};
 
 use super::client::{call, Answer, CallError, Endpoint, Hook, ServiceAddress, ServiceResolver};
 use crate::admission::matching;
+use crate::admission::reloaded::{stored, Reloaded};
 use crate::admission::request::{in_version, namespace_object, request_value, Attributes};
-use crate::api::{Api, ListParams, Target};
+use crate::api::{Api, Target};
 use crate::registry::admissionregistration::{
     mutatingwebhookconfigurations, validatingwebhookconfigurations, webhooks_of, GROUP,
 };
@@ -53,19 +52,15 @@ use crate::resource::{built_in, ResourceType};
 use crate::status::{ApiError, ApiResult};
 
 /// The webhooks of a cluster, read once per change of their configurations.
-#[derive(Debug, Default)]
-pub struct Cache {
-    generation: AtomicU64,
-    loaded: Mutex<Option<(u64, Arc<Loaded>)>>,
-}
+pub type Cache = Reloaded<Loaded>;
 
 /// Note a write of a webhook configuration: the next request reads them again.
 pub fn changed(api: &Api) {
-    api.webhooks.generation.fetch_add(1, Ordering::AcqRel);
+    api.webhooks.changed();
 }
 
 #[derive(Debug, Default)]
-struct Loaded {
+pub struct Loaded {
     mutating: Vec<Webhook>,
     validating: Vec<Webhook>,
 }
@@ -112,15 +107,12 @@ impl Webhook {
             })
             .collect();
         let config = &spec.client_config;
-        let endpoint = match (&config.url, &config.service) {
-            (_, Some(s)) => Endpoint::Service {
-                namespace: s.namespace.clone(),
-                name: s.name.clone(),
-                port: s.port.and_then(|p| u16::try_from(p).ok()).unwrap_or(443),
-                path: s.path.clone(),
-            },
-            (url, None) => Endpoint::Url(url.clone().unwrap_or_default()),
-        };
+        let service = config
+            .service
+            .as_ref()
+            .map(|s| (s.namespace.as_str(), s.name.as_str(), s.port, s.path.as_deref()));
+        let endpoint = Endpoint::of(config.url.as_deref(), service)
+            .unwrap_or_else(|| Endpoint::Url(String::new()));
         let hook = Hook {
             name: spec.name.clone(),
             endpoint,
@@ -140,19 +132,12 @@ impl Webhook {
 
 /// The cluster's webhooks as of now: read again after a write of a configuration.
 fn load(api: &Api) -> ApiResult<Arc<Loaded>> {
-    let generation = api.webhooks.generation.load(Ordering::Acquire);
-    if let Some((at, loaded)) = &*api.webhooks.loaded.lock() {
-        if *at == generation {
-            return Ok(loaded.clone());
-        }
-    }
-    let items = |rt: &ResourceType| -> ApiResult<Vec<Value>> {
-        let rt = built_in(rt.group, rt.plural).expect("a built-in type");
-        let list = api.list(&Target { rt, namespace: None }, &ListParams::default())?;
-        Ok(list["items"].as_array().cloned().unwrap_or_default())
-    };
+    api.webhooks.get(|| load_from(api))
+}
+
+fn load_from(api: &Api) -> ApiResult<Loaded> {
     let mut loaded = Loaded::default();
-    for item in items(&mutatingwebhookconfigurations::TYPE)? {
+    for item in stored(api, &mutatingwebhookconfigurations::TYPE)? {
         let reinvoke: Vec<bool> = item["webhooks"]
             .as_array()
             .into_iter()
@@ -162,11 +147,9 @@ fn load(api: &Api) -> ApiResult<Arc<Loaded>> {
         let hooks = webhooks_of(&item).into_iter().zip(reinvoke);
         loaded.mutating.extend(hooks.map(|(spec, reinvoke)| Webhook::new(spec, reinvoke)));
     }
-    for item in items(&validatingwebhookconfigurations::TYPE)? {
+    for item in stored(api, &validatingwebhookconfigurations::TYPE)? {
         loaded.validating.extend(webhooks_of(&item).into_iter().map(|s| Webhook::new(s, false)));
     }
-    let loaded = Arc::new(loaded);
-    *api.webhooks.loaded.lock() = Some((generation, loaded.clone()));
     Ok(loaded)
 }
 

@@ -282,29 +282,14 @@ fn webhook(hook: &ValidatingWebhook, path: &str, e: &mut Errors) {
             ),
         );
     }
-    let mut names = BTreeSet::new();
-    for (i, condition) in conditions.iter().enumerate() {
-        let path = format!("{path}.matchConditions[{i}]");
-        if condition.name.is_empty() {
-            e.required(&format!("{path}.name"), "");
-        } else {
-            e.invalid_each(
-                &format!("{path}.name"),
-                &condition.name,
-                carrel_machinery::names::qualified_name(&condition.name),
-            );
-            if !names.insert(condition.name.as_str()) {
-                e.duplicate(&format!("{path}.name"), &quote(&condition.name));
-            }
-        }
-        let src = &condition.expression;
-        let path = format!("{path}.expression");
-        if src.trim().is_empty() {
-            e.required(&path, "");
-        } else if let Err(why) = crate::admission::webhook::compile_condition(src) {
-            e.invalid(&path, &quote(src), &format!("compilation failed: {why}"));
-        }
-    }
+    match_conditions(
+        conditions,
+        path,
+        &|src| {
+            crate::admission::webhook::compile_condition(src).map(drop).map_err(|e| e.to_string())
+        },
+        e,
+    );
 }
 
 /// A webhook's `clientConfig.service`, of either API that has one.
@@ -408,4 +393,46 @@ fn webhook_columns() -> Vec<Value> {
         crate::table::col("Webhooks", "integer", "The number of webhooks"),
         crate::table::AGE,
     ])
+}
+
+/// The cells of a webhook configuration of either kind: its name, how many webhooks, its age.
+fn webhook_cells(object: &Value) -> Vec<Value> {
+    vec![
+        crate::table::name_cell(object),
+        webhooks_of(object).len().into(),
+        crate::table::age_cell(object),
+    ]
+}
+
+/// The `matchConditions` of a policy or a webhook at `path`: names required, qualified and
+/// unique; each expression required and compiled by `compile`.
+fn match_conditions(
+    conditions: &[k8s_openapi::api::admissionregistration::v1::MatchCondition],
+    path: &str,
+    compile: &dyn Fn(&str) -> Result<(), String>,
+    e: &mut Errors,
+) {
+    let mut names = BTreeSet::new();
+    for (i, condition) in conditions.iter().enumerate() {
+        let path = format!("{path}.matchConditions[{i}]");
+        if condition.name.is_empty() {
+            e.required(&format!("{path}.name"), "");
+        } else {
+            e.invalid_each(
+                &format!("{path}.name"),
+                &condition.name,
+                carrel_machinery::names::qualified_name(&condition.name),
+            );
+            if !names.insert(condition.name.as_str()) {
+                e.duplicate(&format!("{path}.name"), &quote(&condition.name));
+            }
+        }
+        let src = &condition.expression;
+        let path = format!("{path}.expression");
+        if src.trim().is_empty() {
+            e.required(&path, "");
+        } else if let Err(why) = compile(src) {
+            e.invalid(&path, &quote(src), &format!("compilation failed: {why}"));
+        }
+    }
 }

@@ -5,7 +5,7 @@
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use serde_json::{json, Value};
 
-use super::{default_webhooks, webhooks, webhooks_of, GROUP};
+use super::{default_webhooks, webhooks, GROUP};
 use crate::admission::webhook as called;
 use crate::api::Api;
 use crate::defaults::set_default;
@@ -13,7 +13,6 @@ use crate::object::go_quote as quote;
 use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
-use crate::table;
 use crate::validation::Errors;
 
 /// The `mutatingwebhookconfigurations` resource type.
@@ -95,7 +94,7 @@ impl Strategy for MutatingWebhookConfigurations {
     }
 
     fn cells(&self, _rt: &ResourceType, object: &Value) -> Vec<Value> {
-        vec![table::name_cell(object), webhooks_of(object).len().into(), table::age_cell(object)]
+        super::webhook_cells(object)
     }
 
     fn after_write(&self, api: &Api, _rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {

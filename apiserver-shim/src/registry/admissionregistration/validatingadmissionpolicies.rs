@@ -146,23 +146,13 @@ fn policy_spec(spec: &ValidatingAdmissionPolicySpec, e: &mut Errors) {
     }
     let all_variables: Vec<&str> =
         spec.variables.iter().flatten().map(|v| v.name.as_str()).collect();
-    let mut names = BTreeSet::new();
-    for (i, condition) in spec.match_conditions.iter().flatten().enumerate() {
-        let path = format!("spec.matchConditions[{i}]");
-        if condition.name.is_empty() {
-            e.required(&format!("{path}.name"), "");
-        } else {
-            e.invalid_each(
-                &format!("{path}.name"),
-                &condition.name,
-                carrel_machinery::names::qualified_name(&condition.name),
-            );
-            if !names.insert(condition.name.clone()) {
-                e.duplicate(&format!("{path}.name"), &quote(&condition.name));
-            }
-        }
-        expression(&condition.expression, &format!("{path}.expression"), &all_variables, e);
-    }
+    let conditions = spec.match_conditions.as_deref().unwrap_or_default();
+    super::match_conditions(
+        conditions,
+        "spec",
+        &|src| cel::compile(src, &all_variables).map(drop).map_err(|e| e.to_string()),
+        e,
+    );
     let mut variables: Vec<&str> = Vec::new();
     for (i, variable) in spec.variables.iter().flatten().enumerate() {
         let path = format!("spec.variables[{i}]");

@@ -5,13 +5,12 @@
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use serde_json::Value;
 
-use super::{default_webhooks, webhooks, webhooks_of, GROUP};
+use super::{default_webhooks, webhooks, GROUP};
 use crate::admission::webhook as called;
 use crate::api::Api;
 use crate::registry::{served, Strategy, Validate, NONE};
 use crate::resource::ResourceType;
 use crate::status::ApiResult;
-use crate::table;
 use crate::validation::Errors;
 
 /// The `validatingwebhookconfigurations` resource type.
@@ -67,7 +66,7 @@ impl Strategy for ValidatingWebhookConfigurations {
     }
 
     fn cells(&self, _rt: &ResourceType, object: &Value) -> Vec<Value> {
-        vec![table::name_cell(object), webhooks_of(object).len().into(), table::age_cell(object)]
+        super::webhook_cells(object)
     }
 
     fn after_write(&self, api: &Api, _rt: &ResourceType, _aggregate: bool) -> ApiResult<()> {
