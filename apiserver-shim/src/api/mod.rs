@@ -326,8 +326,15 @@ impl Api {
         object: Value,
         revision: Revision,
     ) -> ApiResult<Value> {
-        let mut shown = self.present_all(rt, vec![(object, revision)])?;
-        Ok(shown.pop().expect("one object in, one out"))
+        let object = match crd::conversion_webhook(rt) {
+            Some(hook) => {
+                let converted =
+                    crd::conversion::convert(self, rt, hook, vec![object], &rt.group_version())?;
+                converted.into_iter().next().expect("one object in, one out")
+            }
+            None => object,
+        };
+        Ok(in_version(rt, object, revision))
     }
 
     /// [`Api::present`] for many objects, those a webhook converts converted in one call.
@@ -345,16 +352,7 @@ impl Api {
             }
             None => objects,
         };
-        Ok(objects
-            .into_iter()
-            .map(|(object, revision)| {
-                let mut object = crd::present(rt, object, revision);
-                if rt.custom.is_none() && !rt.is_storage_version() {
-                    rt.strategy.convert_from_storage(&mut object);
-                }
-                object
-            })
-            .collect())
+        Ok(objects.into_iter().map(|(object, revision)| in_version(rt, object, revision)).collect())
     }
 
     /// An object as stored: a custom resource in its definition's storage version (converted
@@ -371,6 +369,17 @@ impl Api {
             _ => encode_stored(rt, object),
         }
     }
+}
+
+/// A stored object, decoded and in `rt`'s version already where a webhook converts its kind, as
+/// `rt` shows it: a custom resource's `apiVersion` and schema defaults, a built-in kind's object
+/// converted from its storage version.
+fn in_version(rt: &ResourceType, object: Value, revision: Revision) -> Value {
+    let mut object = crd::present(rt, object, revision);
+    if rt.custom.is_none() && !rt.is_storage_version() {
+        rt.strategy.convert_from_storage(&mut object);
+    }
+    object
 }
 
 /// The kind of `rt`'s lists.

@@ -153,17 +153,10 @@ fn load_from(api: &Api) -> ApiResult<Loaded> {
     Ok(loaded)
 }
 
-/// The webhooks of `kind` that may apply to the request: none for admission's own
-/// configuration, which no webhook may lock (as kube-apiserver exempts it).
-fn relevant<'l>(
-    loaded: &'l Loaded,
-    a: &Attributes<'_>,
-    pick: fn(&Loaded) -> &Vec<Webhook>,
-) -> &'l [Webhook] {
-    if a.rt.group == GROUP {
-        return &[];
-    }
-    pick(loaded)
+/// Whether the request is about admission's own configuration, which no webhook may lock (as
+/// kube-apiserver exempts it).
+fn exempt(a: &Attributes<'_>) -> bool {
+    a.rt.group == GROUP
 }
 
 /// Call the mutating webhooks that select the request, on `object` (the object to be stored,
@@ -175,8 +168,11 @@ pub fn mutate(
     object: &mut Value,
     defaults: &dyn Fn(&mut Value),
 ) -> ApiResult<()> {
+    if exempt(attributes) {
+        return Ok(());
+    }
     let loaded = load(api)?;
-    let hooks = relevant(&loaded, attributes, |l| &l.mutating);
+    let hooks = &loaded.mutating;
     if hooks.is_empty() {
         return Ok(());
     }
@@ -221,8 +217,11 @@ pub fn mutate(
 /// Call the validating webhooks that select the request, all at once: the first refusal (in
 /// webhook order) refuses it.
 pub fn validate(api: &Api, attributes: &Attributes<'_>) -> ApiResult<()> {
+    if exempt(attributes) {
+        return Ok(());
+    }
     let loaded = load(api)?;
-    let hooks = relevant(&loaded, attributes, |l| &l.validating);
+    let hooks = &loaded.validating;
     if hooks.is_empty() {
         return Ok(());
     }
