@@ -16,6 +16,7 @@ pub mod event_ttl;
 pub mod fieldpath;
 pub mod fields;
 pub mod flowcontrol;
+pub mod go_json;
 pub mod health;
 pub mod http;
 pub mod intake;

@@ -79,9 +79,14 @@ pub fn normalize_metadata(object: &mut Value) {
     });
 }
 
-/// An object's stored JSON (compact, as `serde_json` writes it) with `"resourceVersion":"<rv>"`
-/// put first in its top-level `metadata`, without decoding it; `None` when the bytes have no
+/// An object's stored JSON (compact) with `"resourceVersion":"<rv>"` in its top-level
+/// `metadata` where kube-apiserver writes it, without decoding it; `None` when the bytes have no
 /// top-level `metadata` object. Serving a read this way skips a parse and a re-encode.
+///
+/// Bytes of a typed object (stored as [`crate::go_json`] writes them, starting `{"kind":`) have
+/// their metadata in `ObjectMeta`'s order: the version goes after `name`, `generateName`,
+/// `namespace`, `selfLink` and `uid`. Any other bytes (a custom resource's) have sorted keys:
+/// the version goes before the first key that sorts after it.
 pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(json.len() + 40);
     splice_resource_version_into(&mut out, json, rv).then_some(out)
@@ -91,17 +96,105 @@ pub fn splice_resource_version(json: &[u8], rv: u64) -> Option<Vec<u8>> {
 /// object after object into one); false, and `out` unchanged, for bytes without a top-level
 /// `metadata` object.
 pub fn splice_resource_version_into(out: &mut Vec<u8>, json: &[u8], rv: u64) -> bool {
-    let Some(at) = metadata_start(json) else { return false };
-    out.extend_from_slice(&json[..at]);
+    splice_into(out, json, 0, rv)
+}
+
+/// [`splice_resource_version_into`] for an item of a list: a typed object's bytes lose their
+/// `kind` and `apiVersion`, as Go writes the items of a typed list.
+pub fn splice_list_item_into(out: &mut Vec<u8>, json: &[u8], rv: u64) -> bool {
+    match crate::go_json::type_meta_end(json) {
+        Some(from) => {
+            let len = out.len();
+            out.push(b'{');
+            let spliced = splice_into(out, json, from, rv);
+            if !spliced {
+                out.truncate(len);
+            }
+            spliced
+        }
+        None => splice_into(out, json, 0, rv),
+    }
+}
+
+/// The splice of `json` from `from` on (what comes before is left out).
+fn splice_into(out: &mut Vec<u8>, json: &[u8], from: usize, rv: u64) -> bool {
+    let Some(start) = metadata_start(json) else { return false };
+    let typed = json.starts_with(b"{\"kind\":");
+    let goes_after = |key: &[u8]| {
+        if typed {
+            !matches!(key, b"name" | b"generateName" | b"namespace" | b"selfLink" | b"uid")
+        } else {
+            key > b"resourceVersion".as_slice()
+        }
+    };
+    let Some(at) = member_position(json, start, goes_after) else { return false };
+    out.extend_from_slice(&json[from..at]);
+    let at_end = json[at] == b'}';
+    if at_end && at != start {
+        out.push(b',');
+    }
     out.extend_from_slice(b"\"resourceVersion\":\"");
     // Writing to a `Vec` cannot fail.
     let _ = std::io::Write::write_fmt(out, format_args!("{rv}"));
     out.push(b'"');
-    if json.get(at) != Some(&b'}') {
+    if !at_end {
         out.push(b',');
     }
     out.extend_from_slice(&json[at..]);
     true
+}
+
+/// In the object whose members begin at `start`, where the first member whose key `goes_after`
+/// begins, or else the object's closing brace.
+fn member_position(json: &[u8], start: usize, goes_after: impl Fn(&[u8]) -> bool) -> Option<usize> {
+    let mut i = start;
+    loop {
+        match *json.get(i)? {
+            b'}' => return Some(i),
+            b'"' => {}
+            _ => return None,
+        }
+        let key_end = string_end(json, i + 1)?;
+        if goes_after(&json[i + 1..key_end]) {
+            return Some(i);
+        }
+        if json.get(key_end + 1) != Some(&b':') {
+            return None;
+        }
+        i = value_end(json, key_end + 2)?;
+        if json.get(i) == Some(&b',') {
+            i += 1;
+        }
+    }
+}
+
+/// Where the JSON value that begins at `from` ends (the index after it).
+fn value_end(json: &[u8], from: usize) -> Option<usize> {
+    match *json.get(from)? {
+        b'"' => Some(string_end(json, from + 1)? + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = from;
+            loop {
+                match *json.get(i)? {
+                    b'"' => i = string_end(json, i + 1)?,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let rest = json.get(from..)?;
+            Some(from + rest.iter().position(|b| matches!(b, b',' | b'}' | b']'))?)
+        }
+    }
 }
 
 /// Where the members of the top-level `metadata` object of `json` begin.
@@ -146,6 +239,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_resource_version_goes_where_kube_apiserver_writes_it() {
+        let typed = crate::go_json::to_vec(&json!({"kind": "ConfigMap", "apiVersion": "v1",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u", "labels": {"x": "{}"},
+                "creationTimestamp": "2026-01-01T00:00:00Z"}, "data": {"k": "v"}}));
+        let shown = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"n","uid":"u","resourceVersion":"5","creationTimestamp":"2026-01-01T00:00:00Z","labels":{"x":"{}"}},"data":{"k":"v"}}"#;
+        assert_eq!(String::from_utf8(splice_resource_version(&typed, 5).unwrap()).unwrap(), shown);
+        // As an item of its list: without its kind and apiVersion.
+        let mut item = Vec::new();
+        assert!(splice_list_item_into(&mut item, &typed, 5));
+        assert_eq!(
+            String::from_utf8(item).unwrap(),
+            format!("{{{}", &shown[shown.find("\"metadata\"").unwrap()..])
+        );
+        // Metadata with only a name, or nothing: the version last, or alone.
+        let only = crate::go_json::to_vec(
+            &json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "a"}}),
+        );
+        assert_eq!(
+            splice_resource_version(&only, 1).unwrap(),
+            br#"{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"1"}}"#
+        );
+        assert_eq!(
+            splice_resource_version(br#"{"kind":"Namespace","apiVersion":"v1","metadata":{}}"#, 1)
+                .unwrap(),
+            br#"{"kind":"Namespace","apiVersion":"v1","metadata":{"resourceVersion":"1"}}"#
+        );
+        // Sorted keys (a custom resource): before the first key that sorts after it.
+        let custom = br#"{"apiVersion":"x/v1","kind":"S","metadata":{"annotations":{"uid":"1"},"name":"a","uid":"u"}}"#;
+        assert_eq!(
+            splice_resource_version(custom, 2).unwrap(),
+            br#"{"apiVersion":"x/v1","kind":"S","metadata":{"annotations":{"uid":"1"},"name":"a","resourceVersion":"2","uid":"u"}}"#
+        );
+        let mut item = Vec::new();
+        assert!(splice_list_item_into(&mut item, custom, 2));
+        assert!(item.starts_with(br#"{"apiVersion":"x/v1","kind":"S""#));
+    }
+
+    #[test]
     fn the_resource_version_goes_into_the_top_level_metadata_only() {
         for object in [
             json!({"apiVersion": "v1", "data": {"metadata": "{\"x\":1}", "\"metadata\":{": "y"}, "kind": "ConfigMap", "metadata": {"name": "a"}}),
@@ -161,6 +292,7 @@ mod tests {
             assert_eq!(parsed, expected);
         }
         assert_eq!(splice_resource_version(br#"{"kind":"metadata"}"#, 1), None);
+        assert_eq!(splice_resource_version(br#"{"metadata":{"name":"a"#, 1), None);
         assert_eq!(splice_resource_version(b"}}", 1), None);
         // A string left open, or an escape at the very end: no metadata, no panic.
         assert_eq!(splice_resource_version(br#"{"data":"abc"#, 1), None);

@@ -727,61 +727,14 @@ impl IntoResponse for ApiError {
 /// The API's result type.
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// A `Status` as kube-apiserver writes it: its fields in the order of Go's `metav1.Status`
-/// (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`, `details`, `code`; details
-/// and causes likewise), compact, with the newline Go's JSON encoder ends a value with. Fields
-/// beyond those come after them, by name.
+/// A `Status` as kube-apiserver writes it ([`crate::go_json`]): its fields in the order of Go's
+/// `metav1.Status` (`kind`, `apiVersion`, `metadata`, `status`, `message`, `reason`, `details`,
+/// `code`; details and causes likewise), compact, with the newline Go's JSON encoder ends a value
+/// with.
 pub fn encode_status(status: &Value) -> Vec<u8> {
-    const STATUS: &[&str] =
-        &["kind", "apiVersion", "metadata", "status", "message", "reason", "details", "code"];
-    const DETAILS: &[&str] = &["name", "group", "kind", "uid", "causes", "retryAfterSeconds"];
-    const CAUSE: &[&str] = &["reason", "message", "field"];
-    fn ordered(
-        value: &Value,
-        order: &[&str],
-        out: &mut String,
-        inner: &dyn Fn(&str, &Value, &mut String),
-    ) {
-        let Some(map) = value.as_object() else {
-            out.push_str(&value.to_string());
-            return;
-        };
-        let rest = map.keys().filter(|k| !order.contains(&k.as_str())).map(String::as_str);
-        let keys: Vec<&str> =
-            order.iter().copied().filter(|k| map.contains_key(*k)).chain(rest).collect();
-        out.push('{');
-        for (i, key) in keys.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&Value::from(*key).to_string());
-            out.push(':');
-            inner(key, &map[*key], out);
-        }
-        out.push('}');
-    }
-    let cause = |_: &str, v: &Value, out: &mut String| out.push_str(&v.to_string());
-    let details = |key: &str, v: &Value, out: &mut String| match (key, v.as_array()) {
-        ("causes", Some(causes)) => {
-            out.push('[');
-            for (i, c) in causes.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                ordered(c, CAUSE, out, &cause);
-            }
-            out.push(']');
-        }
-        _ => out.push_str(&v.to_string()),
-    };
-    let top = |key: &str, v: &Value, out: &mut String| match key {
-        "details" => ordered(v, DETAILS, out, &details),
-        _ => out.push_str(&v.to_string()),
-    };
-    let mut out = String::new();
-    ordered(status, STATUS, &mut out, &top);
-    out.push('\n');
-    out.into_bytes()
+    let mut out = crate::go_json::to_vec(status);
+    out.push(b'\n');
+    out
 }
 
 #[cfg(test)]

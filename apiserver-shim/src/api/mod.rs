@@ -12,6 +12,7 @@ use carrel_store::{Object, Revision, Store};
 use crate::admission::policy::{self, Requester};
 use crate::admission::Admission;
 use crate::crd;
+use crate::go_json;
 use crate::managed::Owner;
 use crate::object::metadata_mut;
 pub use crate::registry::core::services::network::ServiceNetwork;
@@ -476,15 +477,17 @@ pub fn decode_event_object(event: &carrel_store::Event) -> ApiResult<Value> {
     decode(&event.object())
 }
 
+/// An object as stored: as kube-apiserver writes it ([`go_json`]), without its
+/// `resourceVersion` (the store's revision is the version).
 pub(crate) fn encode(object: &Value) -> ApiResult<Bytes> {
     let encoded = if object.pointer("/metadata/resourceVersion").is_some() {
         let mut stored = object.clone();
         metadata_mut(&mut stored).remove("resourceVersion");
-        serde_json::to_vec(&stored)
+        go_json::to_vec(&stored)
     } else {
-        serde_json::to_vec(object)
+        go_json::to_vec(object)
     };
-    encoded.map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))
+    Ok(Bytes::from(encoded))
 }
 
 /// The object just written, as the API shows it: with the write's revision.

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use carrel_store::{ListOptions as StoreListOptions, Revision, Store, Watch};
 
 use crate::crd;
+use crate::go_json;
 use crate::object::{self};
 use crate::resource::ResourceType;
 use crate::status::{ApiError, ApiResult, Cause};
@@ -25,8 +26,7 @@ impl Api {
             .flatten();
         match spliced {
             Some(bytes) => Ok(bytes),
-            None => serde_json::to_vec(&self.shown(target.rt, &object)?)
-                .map_err(|e| ApiError::internal(format!("cannot encode object: {e}"))),
+            None => Ok(go_json::to_vec(&self.shown(target.rt, &object)?)),
         }
     }
 
@@ -53,37 +53,27 @@ impl Api {
     pub fn list_json(&self, target: &Target<'_>, params: &ListParams) -> ApiResult<Vec<u8>> {
         if crd::conversion_webhook(target.rt).is_some() {
             // Converted in one call for the whole page.
-            return serde_json::to_vec(&self.list(target, params)?)
-                .map_err(|e| ApiError::internal(format!("cannot encode list: {e}")));
+            return Ok(go_json::to_vec(&self.list(target, params)?));
         }
         let listed = self.list_objects(target, params)?;
         let size: usize = listed.items.iter().map(|o| o.value.len() + 32).sum();
         let mut out = Vec::with_capacity(size + 256);
-        let head = json!({
-            "kind": list_kind(target.rt),
-            "apiVersion": target.rt.group_version(),
-            "metadata": listed.metadata(),
-        });
-        let head = serde_json::to_vec(&head)
-            .map_err(|e| ApiError::internal(format!("cannot encode list: {e}")))?;
-        out.extend_from_slice(&head[..head.len() - 1]);
-        out.extend_from_slice(b",\"items\":[");
+        let api_version = target.rt.group_version();
+        let typed = target.rt.custom.is_none() && go_json::is_typed(&api_version, target.rt.kind);
+        let list =
+            go_json::list_head(&api_version, &list_kind(target.rt), typed, &listed.metadata());
+        out.extend_from_slice(&list.head);
         for (i, object) in listed.items.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
             let spliced = crd::shown_as_stored(target.rt, &object.value, object.mod_revision)
-                && object::splice_resource_version_into(
-                    &mut out,
-                    &object.value,
-                    object.mod_revision,
-                );
+                && object::splice_list_item_into(&mut out, &object.value, object.mod_revision);
             if !spliced {
-                serde_json::to_writer(&mut out, &self.shown(target.rt, object)?)
-                    .map_err(|e| ApiError::internal(format!("cannot encode object: {e}")))?;
+                go_json::write_item(&mut out, &self.shown(target.rt, object)?);
             }
         }
-        out.extend_from_slice(b"]}");
+        out.extend_from_slice(&list.tail);
         Ok(out)
     }
 

@@ -534,9 +534,15 @@ fn sets_defaults(schema: &Value) -> bool {
 /// as they are): for a built-in type, when it is the version its kind is stored in; for a custom
 /// resource, when it was stored in the version asked for and after the definition last changed
 /// (or its schema has no defaults), so that no default is missing. Stored objects are serialised
-/// with their keys in order, so `apiVersion` comes first.
+/// with their keys in order, so `apiVersion` comes first. A built-in kind's object is shown as
+/// stored in its storage version, unless it was stored before objects were written in their
+/// Go order ([`crate::go_json`]): such bytes are re-encoded.
 pub fn shown_as_stored(rt: &ResourceType, stored: &[u8], revision: carrel_store::Revision) -> bool {
-    let Some(custom) = &rt.custom else { return rt.strategy.is_storage_version() };
+    let Some(custom) = &rt.custom else {
+        return rt.strategy.is_storage_version()
+            && (stored.starts_with(br#"{"kind":"#)
+                || !crate::go_json::is_typed(&rt.group_version(), rt.kind));
+    };
     if custom.written_before(revision) {
         return false;
     }

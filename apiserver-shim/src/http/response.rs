@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use crate::discovery;
+use crate::go_json;
 use crate::http::table::{self, TableOptions};
 use crate::resource::ResourceType;
 
@@ -13,7 +14,7 @@ use super::request::{accept, include_object, wants_partial_metadata, Query};
 
 /// `value` as JSON, ended with a newline as Go's JSON encoder ends what kube-apiserver writes.
 pub(super) fn json_response(code: StatusCode, value: &Value) -> Response {
-    let mut body = serde_json::to_vec(value).unwrap_or_default();
+    let mut body = go_json::to_vec(value);
     body.push(b'\n');
     json_bytes_response(code, body)
 }

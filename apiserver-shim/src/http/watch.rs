@@ -302,9 +302,12 @@ impl EventEncoder {
     }
 
     fn raw(&self, kind: &str, object: &Value) -> Bytes {
-        let mut line =
-            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-        line.push(b'\n');
+        let mut line = Vec::with_capacity(256);
+        line.extend_from_slice(b"{\"type\":\"");
+        line.extend_from_slice(kind.as_bytes());
+        line.extend_from_slice(b"\",\"object\":");
+        crate::go_json::write(&mut line, object);
+        line.extend_from_slice(b"}\n");
         Bytes::from(line)
     }
 }

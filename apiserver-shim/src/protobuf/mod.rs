@@ -42,18 +42,19 @@ const GO_ZERO_TIME: i64 = -62_135_596_800;
 
 /// One message of the schema.
 #[derive(Debug)]
-struct Message {
+pub(crate) struct Message {
     /// The proto name, e.g. `k8s.io.api.core.v1.ConfigMap`.
-    name: &'static str,
+    pub(crate) name: &'static str,
     /// How the message appears in JSON.
-    shape: Shape,
-    /// Its fields, in declaration order.
-    fields: &'static [Field],
+    pub(crate) shape: Shape,
+    /// Its fields, in declaration order: the order of the Go struct's fields, which is the
+    /// order Go's JSON encoder writes them in.
+    pub(crate) fields: &'static [Field],
 }
 
 /// How a message appears in JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
+pub(crate) enum Shape {
     /// An object with the fields under their JSON names.
     Object,
     /// A proto-only wrapper of a list (`ExtraValue`): the list of its `items`.
@@ -76,12 +77,12 @@ enum Shape {
 
 /// One field of a message.
 #[derive(Debug)]
-struct Field {
+pub(crate) struct Field {
     tag: u32,
-    json: &'static str,
+    pub(crate) json: &'static str,
     /// The type (of the elements, or of the values of a map).
-    ty: Ty,
-    card: Card,
+    pub(crate) ty: Ty,
+    pub(crate) card: Card,
 }
 
 impl Field {
@@ -92,7 +93,7 @@ impl Field {
 
 /// A field's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Ty {
+pub(crate) enum Ty {
     String,
     Bytes,
     Bool,
@@ -108,7 +109,7 @@ enum Ty {
 
 /// A field's cardinality.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Card {
+pub(crate) enum Card {
     /// Present in JSON whenever it is on the wire, zero or not.
     Optional,
     /// A string or bytes field left out of JSON when empty.
@@ -136,6 +137,22 @@ pub fn decode_request(body: &[u8]) -> Result<Value, ApiError> {
 /// The message a kind is decoded as, e.g. `k8s.io.api.core.v1.ConfigMap` for `v1`, `ConfigMap`.
 pub fn message_name(api_version: &str, kind: &str) -> Option<&'static str> {
     kind_index(api_version, kind).map(|i| schema::MESSAGES[i].name)
+}
+
+/// The message of a kind, e.g. `core.v1.Pod` for `v1`, `Pod`.
+pub(crate) fn kind_message(api_version: &str, kind: &str) -> Option<&'static Message> {
+    kind_index(api_version, kind).map(|i| &schema::MESSAGES[i])
+}
+
+/// The message at an index of the table, as a [`Ty::Msg`] names it.
+pub(crate) fn message_at(index: usize) -> &'static Message {
+    &schema::MESSAGES[index]
+}
+
+/// The message with a proto name, e.g. `k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta`.
+pub(crate) fn message_named(name: &str) -> Option<&'static Message> {
+    let i = schema::MESSAGES.binary_search_by(|m| m.name.cmp(name)).ok()?;
+    Some(&schema::MESSAGES[i])
 }
 
 fn kind_index(api_version: &str, kind: &str) -> Option<usize> {

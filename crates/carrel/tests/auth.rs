@@ -82,6 +82,36 @@ fn a_tenant_is_reached_by_its_tls_server_name_whatever_path_a_client_sends() {
         let list = ok(up.kubectl_at(&kubectl, &b, &raw));
         assert!(list.contains("ConfigMapList") && !list.contains("only-in-a"), "kubectl {version}");
     }
+    // Bodies as kube-apiserver writes them: an object in its Go struct's order, a typed list's
+    // items without their kind.
+    let path = "/api/v1/namespaces/default/configmaps/only-in-a";
+    let got = ok(up.kubectl(&a, &["get", "--raw", path]));
+    let v: serde_json::Value = serde_json::from_str(&got).unwrap();
+    let m = &v["metadata"];
+    let field = |v: &serde_json::Value| v.as_str().unwrap_or_else(|| panic!("{got}")).to_owned();
+    let expected = format!(
+        concat!(
+            r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"only-in-a","#,
+            r#""namespace":"default","uid":"{}","resourceVersion":"{}","creationTimestamp":"{}"}}}}"#
+        ),
+        field(&m["uid"]),
+        field(&m["resourceVersion"]),
+        field(&m["creationTimestamp"]),
+    );
+    assert_eq!(got.trim_end(), expected);
+    let list = ok(up.kubectl(&a, &raw));
+    assert!(
+        list.starts_with(
+            r#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":""#
+        ),
+        "{list}"
+    );
+    assert!(
+        list.contains(
+            r#""items":[{"metadata":{"name":"kube-root-ca.crt","namespace":"default","uid":""#
+        ),
+        "{list}"
+    );
     // A server name selects a tenant, never credentials: team-a's certificate asking for
     // team-b's name is refused, and a name no tenant has tells nothing more.
     for (name, what) in [("team-b", "another tenant"), ("nobody", "no tenant")] {
