@@ -137,7 +137,13 @@ fn resource_path(
     segments: &[&str],
 ) -> ApiResult<ResourcePath> {
     let registry = server.api.registry();
-    path_of(group, segments, |plural| registry.get(group, version, plural).cloned())
+    path_of(group, segments, |plural| registry.get(group, version, plural).cloned()).map_err(|e| {
+        match crate::registry::apiregistration::apiservices::unproxied(&server.api, group, version)
+        {
+            Some(refused) => refused,
+            None => e,
+        }
+    })
 }
 
 /// The resource path `segments` name after the path of `group` and a version, with the types

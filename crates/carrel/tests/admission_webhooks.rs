@@ -310,6 +310,14 @@ spec:
     let line = listed.lines().find(|l| l.starts_with("v1beta1.custom.metrics.k8s.io")).unwrap();
     let cells: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(cells[1..4], ["monitoring/adapter", "False", "(NotProxied)"], "{listed}");
+    // A request for it is refused as kube-aggregator refuses an unavailable API, saying why.
+    let raw = ["get", "--raw", "/apis/custom.metrics.k8s.io/v1beta1/namespaces/a/pods/*/load"];
+    let out = fails(up.kubectl(&a, &raw));
+    assert!(
+        out.contains("ServiceUnavailable")
+            && out.contains("served by Service monitoring/adapter, and this server does not proxy"),
+        "{out}"
+    );
 
     // A configuration kube-apiserver refuses is refused.
     let file = up.home.path().join("bad.yaml");

@@ -5,7 +5,9 @@
 //! metrics server) apply unchanged. Carrel does not forward requests to an APIService's Service:
 //! its status, which is the server's to write, says so — `Available: False`, reason
 //! `NotProxied` — where a local APIService (no Service) is `Available: True` as
-//! kube-aggregator answers it.
+//! kube-aggregator answers it. A request for such an API is refused with a 503, as
+//! kube-aggregator refuses a request for an API whose APIService is not available, in words that
+//! say why ([`unproxied`]).
 
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use serde_json::{json, Value};
@@ -32,6 +34,23 @@ pub const TYPE: ResourceType = served(
     STATUS,
     &APIServices,
 );
+
+/// The refusal of a request under `/apis/<group>/<version>` that no served type answers, where
+/// an APIService registers that group-version with a Service: kube-aggregator's 503 for an API
+/// that is not available, saying that this server does not proxy it.
+pub fn unproxied(api: &Api, group: &str, version: &str) -> Option<crate::status::ApiError> {
+    let target = crate::api::Target { rt: &TYPE, namespace: None };
+    let object = api.get(&target, &format!("{version}.{group}")).ok()?;
+    let service = object.pointer("/spec/service")?;
+    let field = |name: &str| service.get(name).and_then(Value::as_str).unwrap_or_default();
+    Some(crate::status::ApiError::unavailable(format!(
+        "the server is currently unable to handle the request: the aggregated API \
+         {version}.{group} is served by Service {}/{}, and this server does not proxy \
+         aggregated APIs (APIService {version}.{group}: Available=False, NotProxied)",
+        field("namespace"),
+        field("name"),
+    )))
+}
 
 /// The strategy for APIServices.
 #[derive(Debug)]
