@@ -274,8 +274,9 @@ const IDLE: Duration = Duration::from_secs(90);
 /// The most idle connections kept to one webhook.
 const IDLE_PER_HOOK: usize = 8;
 
-/// What a connection was made for: where it was dialled, the name verified, what was trusted
-/// and the egress policy it was dialled under. A connection is reused only for the same.
+/// What a connection was made for: where it was dialled, the name verified, what was trusted,
+/// the egress policy it was dialled under and the runtime it was made on. A connection is
+/// reused only for the same.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct PoolKey {
     dial: String,
@@ -283,12 +284,24 @@ struct PoolKey {
     server_name: String,
     ca_bundle: Option<Vec<u8>>,
     egress: Egress,
+    /// The runtime whose IO driver the connection's socket is registered with: a call drives
+    /// its connection itself, which only a call on that runtime can.
+    runtime: tokio::runtime::Id,
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Body>;
+/// A connection to a webhook: the sender of its requests and the connection itself, which is
+/// driven by the call that uses it (no task of its own, so a call's bytes go out and come in on
+/// the thread that waits for them, with no hand-off between threads).
+struct Connection {
+    sender: hyper::client::conn::http1::SendRequest<Body>,
+    io: hyper::client::conn::http1::Connection<
+        TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+        Body,
+    >,
+}
 
 /// The idle connections kept, by what they were made for, each with when it went idle.
-type Pool = parking_lot::Mutex<HashMap<PoolKey, Vec<(Sender, Instant)>>>;
+type Pool = parking_lot::Mutex<HashMap<PoolKey, Vec<(Connection, Instant)>>>;
 
 /// Idle connections to webhooks, kept for their next call (a webhook is usually called again
 /// soon, and a TLS handshake costs more than the call).
@@ -297,25 +310,28 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(Default::default)
 }
 
-/// An idle connection for `key` still open, if one is kept.
-fn reuse(key: &PoolKey) -> Option<Sender> {
+/// An idle connection for `key` still usable, if one is kept.
+fn reuse(key: &PoolKey) -> Option<Connection> {
     let mut pool = pool().lock();
     let idle = pool.get_mut(key)?;
-    while let Some((sender, since)) = idle.pop() {
-        if since.elapsed() < IDLE && sender.is_ready() {
-            return Some(sender);
+    while let Some((mut connection, since)) = idle.pop() {
+        // What came in while it was idle (the webhook closing it) is read now: a connection
+        // that ended is not used.
+        let ended = futures::FutureExt::now_or_never(&mut connection.io).is_some();
+        if since.elapsed() < IDLE && !ended && !connection.sender.is_closed() {
+            return Some(connection);
         }
     }
     None
 }
 
-/// Keep `sender` for the next call to `key`.
-fn keep(key: PoolKey, sender: Sender) {
+/// Keep `connection` for the next call to `key`.
+fn keep(key: PoolKey, connection: Connection) {
     let mut pool = pool().lock();
     let idle = pool.entry(key).or_default();
-    idle.retain(|(s, since)| since.elapsed() < IDLE && !s.is_closed());
+    idle.retain(|(c, since)| since.elapsed() < IDLE && !c.sender.is_closed());
     if idle.len() < IDLE_PER_HOOK {
-        idle.push((sender, Instant::now()));
+        idle.push((connection, Instant::now()));
     }
 }
 
@@ -324,7 +340,7 @@ async fn connect(
     target: &Target,
     ca_bundle: Option<&[u8]>,
     egress: Egress,
-) -> Result<Sender, String> {
+) -> Result<Connection, String> {
     let config = client_config(ca_bundle)?;
     let mut last = String::from("dial tcp: no address");
     let mut stream = None;
@@ -343,17 +359,57 @@ async fn connect(
         .connect(target.server_name.clone(), stream)
         .await
         .map_err(|e| format!("tls: {e}"))?;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+    let (sender, io) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|e| e.to_string())?;
-    // Runs as long as the connection is open: until the webhook closes it, or the pool lets
-    // its sender go.
-    tokio::spawn(connection);
-    Ok(sender)
+    Ok(Connection { sender, io })
 }
 
-/// POST `body` to `target` over a kept connection or a new one, and read the answer (at most
-/// [`MAX_RESPONSE_BYTES`]); the connection is kept again when the answer was read whole.
+/// Why an exchange over a connection failed.
+enum Failed {
+    /// Nothing was sent: the connection was closed before (a kept one the webhook closed
+    /// meanwhile); another connection may be tried.
+    Unsent(String),
+    /// The request went out, or may have.
+    Sent(String),
+}
+
+/// One request over `connection`, driven to the end of its answer (at most
+/// [`MAX_RESPONSE_BYTES`]) together with the connection itself.
+async fn send(
+    connection: &mut Connection,
+    request: Request<Body>,
+) -> Result<(http::StatusCode, bytes::Bytes), Failed> {
+    let Connection { sender, io } = connection;
+    let exchange = async {
+        let response = sender.send_request(request).await.map_err(|e| {
+            if e.is_canceled() || e.is_closed() {
+                Failed::Unsent(e.to_string())
+            } else {
+                Failed::Sent(e.to_string())
+            }
+        })?;
+        let status = response.status();
+        let bytes = axum::body::to_bytes(Body::new(response.into_body()), MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|_| {
+                Failed::Sent(format!(
+                    "the response is longer than {MAX_RESPONSE_BYTES} bytes or cut short"
+                ))
+            })?;
+        Ok((status, bytes))
+    };
+    tokio::pin!(exchange);
+    tokio::select! {
+        biased;
+        answer = &mut exchange => answer,
+        // The connection ended before the answer did: the exchange sees why.
+        _ = &mut *io => exchange.await,
+    }
+}
+
+/// POST `body` to `target` over a kept connection or a new one, and read the answer; the
+/// connection is kept again when the answer was read whole and the connection can go on.
 async fn exchange(
     target: &Target,
     ca_bundle: Option<&[u8]>,
@@ -369,8 +425,10 @@ async fn exchange(
         server_name: format!("{:?}", target.server_name),
         ca_bundle: ca_bundle.map(<[u8]>::to_vec),
         egress,
+        runtime: tokio::runtime::Handle::current().id(),
     };
     let authority = target.url.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+    let body = bytes::Bytes::from(body);
     let request = || {
         Request::builder()
             .method(Method::POST)
@@ -383,30 +441,38 @@ async fn exchange(
     };
     // A kept connection the webhook closed meanwhile fails before anything was sent: then a
     // new one is made.
-    let (mut sender, response) = match reuse(&key) {
-        Some(mut sender) => match sender.send_request(request()?).await {
-            Ok(response) => (sender, response),
-            Err(_) => {
-                let mut sender = connect(target, ca_bundle, egress).await?;
-                let response = sender.send_request(request()?).await.map_err(|e| e.to_string())?;
-                (sender, response)
+    if let Some(mut connection) = reuse(&key) {
+        match send(&mut connection, request()?).await {
+            Ok(answer) => {
+                keep_if_ready(key, connection).await;
+                return Ok(answer);
             }
-        },
-        None => {
-            let mut sender = connect(target, ca_bundle, egress).await?;
-            let response = sender.send_request(request()?).await.map_err(|e| e.to_string())?;
-            (sender, response)
+            Err(Failed::Sent(reason)) => return Err(reason),
+            Err(Failed::Unsent(_)) => {}
         }
-    };
-    let status = response.status();
-    let bytes =
-        axum::body::to_bytes(Body::new(response.into_body()), MAX_RESPONSE_BYTES).await.map_err(
-            |_| format!("the response is longer than {MAX_RESPONSE_BYTES} bytes or cut short"),
-        )?;
-    if sender.ready().await.is_ok() {
-        keep(key, sender);
     }
-    Ok((status, bytes))
+    let mut connection = connect(target, ca_bundle, egress).await?;
+    match send(&mut connection, request()?).await {
+        Ok(answer) => {
+            keep_if_ready(key, connection).await;
+            Ok(answer)
+        }
+        Err(Failed::Sent(reason) | Failed::Unsent(reason)) => Err(reason),
+    }
+}
+
+/// Keep `connection` when it can take another request: its answer was read whole and the
+/// webhook did not ask to close it.
+async fn keep_if_ready(key: PoolKey, mut connection: Connection) {
+    let Connection { sender, io } = &mut connection;
+    let ready = tokio::select! {
+        biased;
+        ready = sender.ready() => ready.is_ok(),
+        _ = &mut *io => false,
+    };
+    if ready {
+        keep(key, connection);
+    }
 }
 
 /// TLS as a webhook client: trusting `ca_bundle` alone, or the machine's roots without one.

@@ -332,3 +332,22 @@ async fn a_connection_is_kept_for_the_next_call_unless_the_webhook_closes_it() {
     call(&other_ca, &review(), Egress::with_loopback(), &Services).await.unwrap();
     assert_eq!(connections(), 3, "another caBundle is another connection");
 }
+
+#[tokio::test]
+async fn a_connection_made_on_another_runtime_is_not_used() {
+    let server = serve().await;
+    let port = server.address.port();
+    let hook = hook(Endpoint::Url(format!("https://127.0.0.1:{port}/validate")), &server.ca, 4);
+    let elsewhere = hook.clone();
+    // A call on a runtime of its own, which then ends: its connection is kept, but its socket
+    // belonged to that runtime's IO driver.
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(call(&elsewhere, &review(), Egress::with_loopback(), &Services)).unwrap();
+    })
+    .await
+    .unwrap();
+    // Here it would never be driven: this call makes its own.
+    call(&hook, &review(), Egress::with_loopback(), &Services).await.unwrap();
+    assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
