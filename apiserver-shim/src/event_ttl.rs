@@ -108,14 +108,6 @@ mod tests {
 
     use crate::api::Write;
 
-    fn api() -> (tempfile::TempDir, Api) {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
-                .unwrap();
-        (dir, Api::new(Arc::new(store)).unwrap())
-    }
-
     fn event(api: &Api, group: &str, name: &str, last: &str) {
         let rt = built_in(group, "events").unwrap();
         let target = Target { rt, namespace: Some("default".into()) };
@@ -143,7 +135,7 @@ mod tests {
 
     #[test]
     fn events_older_than_the_ttl_go_and_the_rest_stay() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         let created = Utc::now();
         let at = |minutes: i64| {
             (created + chrono::Duration::minutes(minutes))

@@ -321,17 +321,8 @@ fn fill(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    use carrel_store::{Options, SledStore};
 
     use crate::api::Write;
-
-    fn api() -> (tempfile::TempDir, Api) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path().join("s"), Options::create()).unwrap();
-        (dir, Api::new(Arc::new(store)).unwrap())
-    }
 
     fn limit_range(api: &Api, limits: Value) {
         let rt = crate::resource::built_in("", "limitranges").unwrap();
@@ -350,7 +341,7 @@ mod tests {
 
     #[test]
     fn container_defaults_fill_in_what_a_container_leaves_out_and_say_so() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         limit_range(
             &api,
             json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"},
@@ -369,7 +360,7 @@ mod tests {
 
     #[test]
     fn bounds_are_refused_in_kube_apiservers_words_all_at_once() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         limit_range(
             &api,
             json!([{"type": "Container", "min": {"cpu": "100m"}, "max": {"memory": "1Gi"},
@@ -395,7 +386,7 @@ mod tests {
 
     #[test]
     fn a_pod_item_bounds_the_sum_of_its_containers() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         limit_range(&api, json!([{"type": "Pod", "max": {"cpu": "1"}}]));
         let rt = crate::resource::built_in("", "pods").unwrap();
         let target = Target { rt, namespace: Some("default".into()) };

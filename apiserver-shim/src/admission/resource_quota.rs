@@ -91,14 +91,6 @@ mod tests {
     use crate::admission::{TenantAdmission, TenantPolicy};
     use crate::api::Write;
 
-    fn api() -> (tempfile::TempDir, Api) {
-        let dir = tempfile::tempdir().expect("dir");
-        let store =
-            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
-                .expect("store");
-        (dir, Api::new(Arc::new(store)).expect("api"))
-    }
-
     fn create(api: &Api, group: &str, plural: &str, object: Value) -> ApiResult<Value> {
         let rt = crate::resource::built_in(group, plural).expect("type");
         let target = Target { rt, namespace: Some("default".into()) };
@@ -117,7 +109,7 @@ mod tests {
 
     #[test]
     fn creates_over_a_quota_are_refused_with_kube_apiservers_words() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         quota(
             &api,
             "q",
@@ -158,7 +150,7 @@ mod tests {
 
     #[test]
     fn a_quota_on_cpu_makes_every_container_specify_it_and_dry_runs_are_checked_too() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         quota(&api, "compute", json!({"hard": {"limits.cpu": "1", "requests.memory": "1Gi"}}));
         let e = create(&api, "", "pods", pod("p", json!({"requests": {"memory": "1Gi"}})))
             .expect_err("no cpu limit");
@@ -179,7 +171,7 @@ mod tests {
 
     #[test]
     fn deployments_are_counted_by_their_group_resource() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         quota(&api, "apps", json!({"hard": {"count/deployments.apps": "0"}}));
         let deployment = json!({"metadata": {"name": "web"}, "spec": {
             "selector": {"matchLabels": {"app": "web"}},
@@ -196,14 +188,14 @@ mod tests {
 
     #[test]
     fn tenants_get_quotas_checked_after_their_own_admission() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         api.set_admission(Arc::new(TenantAdmission::new(TenantPolicy::default())));
         quota(&api, "q", json!({"hard": {"pods": "1"}}));
         create(&api, "", "pods", pod("a", json!({}))).expect("first");
         let e = create(&api, "", "pods", pod("b", json!({}))).expect_err("second");
         assert!(e.message().contains("exceeded quota: q, requested: pods=1"), "{}", e.message());
         // Serialised: pods created at once never overrun the quota.
-        let (_dir, api) = super::tests::api();
+        let (_dir, api) = crate::api::scratch();
         let api = Arc::new(api);
         quota(&api, "q", json!({"hard": {"pods": "3"}}));
         let handles: Vec<_> = (0..8)

@@ -505,5 +505,16 @@ fn internal(e: carrel_store::Error) -> ApiError {
     }
 }
 
+/// An API over a new store in a temporary directory, which must outlive it: what unit tests
+/// start from.
+#[cfg(test)]
+pub(crate) fn scratch() -> (tempfile::TempDir, Api) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store =
+        carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
+            .expect("a store");
+    (dir, Api::new(Arc::new(store)).expect("an API"))
+}
+
 #[cfg(test)]
 mod tests;

@@ -6,14 +6,6 @@ use super::Requester;
 use crate::api::{Api, DeleteParams, Target, Write};
 use crate::status::ApiResult;
 
-fn api() -> (tempfile::TempDir, Api) {
-    let dir = tempfile::tempdir().expect("dir");
-    let store =
-        carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
-            .expect("store");
-    (dir, Api::new(Arc::new(store)).expect("api"))
-}
-
 fn target<'a>(
     api: &'a Api,
     group: &str,
@@ -80,7 +72,7 @@ fn create_deployment(api: &Api, ns: &str, d: Value, write: &Write) -> ApiResult<
 
 #[test]
 fn a_policy_is_defaulted_and_an_expression_that_does_not_compile_is_refused() {
-    let (_dir, api) = api();
+    let (_dir, api) = crate::api::scratch();
     let created = policy(
         &api,
         "replicas",
@@ -151,7 +143,7 @@ fn a_policy_is_defaulted_and_an_expression_that_does_not_compile_is_refused() {
 
 #[test]
 fn deny_refuses_in_kubernetes_words_warn_warns_and_dry_runs_are_checked() {
-    let (_dir, api) = api();
+    let (_dir, api) = crate::api::scratch();
     policy(
         &api,
         "replicas",
@@ -247,7 +239,7 @@ fn deny_refuses_in_kubernetes_words_warn_warns_and_dry_runs_are_checked() {
 
 #[test]
 fn reasons_messages_params_variables_and_failure_policies() {
-    let (_dir, api) = api();
+    let (_dir, api) = crate::api::scratch();
     create_in(
         &api,
         "",
@@ -362,7 +354,7 @@ fn reasons_messages_params_variables_and_failure_policies() {
 
 #[test]
 fn subresources_match_only_rules_naming_them() {
-    let (_dir, api) = api();
+    let (_dir, api) = crate::api::scratch();
     policy(
         &api,
         "status-only",
@@ -390,7 +382,7 @@ fn subresources_match_only_rules_naming_them() {
 
 #[test]
 fn policies_run_before_the_tenants_own_admission_and_cannot_switch_it_off() {
-    let (_dir, api) = api();
+    let (_dir, api) = crate::api::scratch();
     api.set_admission(Arc::new(crate::admission::TenantAdmission::default()));
     let pods = json!({"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
         "operations": ["CREATE"], "resources": ["pods"]}]});

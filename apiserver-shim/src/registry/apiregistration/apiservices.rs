@@ -255,21 +255,12 @@ impl Strategy for APIServices {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use serde_json::{json, Value};
 
     use crate::api::{Api, Target, Write};
     use crate::resource::built_in;
     use crate::status::ApiResult;
-
-    fn api() -> (tempfile::TempDir, Api) {
-        let dir = tempfile::tempdir().expect("dir");
-        let store =
-            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
-                .expect("store");
-        (dir, Api::new(Arc::new(store)).expect("api"))
-    }
 
     fn create(api: &Api, object: Value) -> ApiResult<Value> {
         let rt = built_in("apiregistration.k8s.io", "apiservices").expect("served");
@@ -283,7 +274,7 @@ mod tests {
 
     #[test]
     fn apiservices_are_stored_with_a_status_that_says_what_is_served() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         let metrics = create(
             &api,
             service(

@@ -180,19 +180,10 @@ pub fn bind(api: &Api, target: &Target<'_>, name: &str, binding: &Value) -> ApiR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-
-    fn api() -> (tempfile::TempDir, Api) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store =
-            carrel_store::SledStore::open(dir.path().join("s"), carrel_store::Options::create())
-                .expect("store");
-        (dir, Api::new(Arc::new(store)).expect("api"))
-    }
 
     #[test]
     fn a_pod_is_bound_once() {
-        let (_dir, api) = api();
+        let (_dir, api) = crate::api::scratch();
         let rt = crate::resource::built_in("", "pods").expect("pods").clone();
         let target = Target { rt: &rt, namespace: Some("default".into()) };
         let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}});
