@@ -107,6 +107,34 @@ impl WebhookServer {
     }
 }
 
+/// The shirts of the tests and benchmarks: `shirts.wear.carrel.dev`, v1 (stored) with
+/// `spec.color` and v2 with `spec.colour`, converted by the webhook at `client_config` (a
+/// conversion webhook's `clientConfig`).
+pub fn shirts_definition(client_config: Value) -> Value {
+    let schema = |field: &str| {
+        json!({"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {field: {"type": "string"}}}}}})
+    };
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "shirts.wear.carrel.dev"},
+        "spec": {
+            "group": "wear.carrel.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "shirts", "kind": "Shirt"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema("color")},
+                {"name": "v2", "served": true, "storage": false, "schema": schema("colour")},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": client_config,
+            }},
+        },
+    })
+}
+
 /// The answer of a conversion webhook for the shirts of the tests and benchmarks to a
 /// ConversionReview's `request`: v1's `spec.color` is v2's `spec.colour`.
 pub fn convert_shirts(request: &Value) -> Value {

@@ -19,7 +19,7 @@ mod up;
 use std::time::{Duration, Instant};
 
 use carrel_bench::{median, ms, ratio, runtime, section, verdict, watchdog, Run, Table};
-use carrel_e2e::webhooks::{convert_shirts, WebhookServer};
+use carrel_e2e::webhooks::{convert_shirts, shirts_definition, WebhookServer};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -92,32 +92,6 @@ async fn round_trip(
         return Err("the webhook answered nothing".into());
     }
     Ok(elapsed)
-}
-
-fn shirts_definition(hooks: &WebhookServer) -> Value {
-    let schema = |field: &str| {
-        json!({"openAPIV3Schema": {"type": "object", "properties": {
-            "spec": {"type": "object", "properties": {field: {"type": "string"}}}}}})
-    };
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "shirts.wear.carrel.dev"},
-        "spec": {
-            "group": "wear.carrel.dev",
-            "scope": "Namespaced",
-            "names": {"plural": "shirts", "kind": "Shirt"},
-            "versions": [
-                {"name": "v1", "served": true, "storage": true, "schema": schema("color")},
-                {"name": "v2", "served": true, "storage": false, "schema": schema("colour")},
-            ],
-            "conversion": {"strategy": "Webhook", "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": {"url": format!("https://127.0.0.1:{}/convert", hooks.port),
-                                 "caBundle": hooks.ca_bundle()},
-            }},
-        },
-    })
 }
 
 /// What the round-trip client of another process is told: the webhook's port, its CA and the
@@ -271,7 +245,9 @@ fn main() -> BenchResult<()> {
         // Conversion: OBJECTS shirts stored in v1, listed in v2.
         let definitions: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
             Api::all(client.clone());
-        definitions.create(&post, &serde_json::from_value(shirts_definition(&hooks))?).await?;
+        let by_url = json!({"url": format!("https://127.0.0.1:{}/convert", hooks.port),
+                            "caBundle": hooks.ca_bundle()});
+        definitions.create(&post, &serde_json::from_value(shirts_definition(by_url))?).await?;
         let resource = |version: &str| {
             let gvk = GroupVersionKind::gvk("wear.carrel.dev", version, "Shirt");
             ApiResource::from_gvk_with_plural(&gvk, "shirts")

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine;
-use carrel_e2e::webhooks::{convert_shirts, WebhookServer};
+use carrel_e2e::webhooks::{convert_shirts, shirts_definition, WebhookServer};
 use carrel_e2e::{fails, ok};
 use common::{apply, create, eventually, kubectls, Up};
 use serde_json::{json, Value};
@@ -338,44 +338,15 @@ spec:
     up.stop();
 }
 
-/// Shirts in two versions, converted by the test's webhook through the Service `default/hooks`.
+/// Shirts in two versions, converted by the test's webhook through the Service `default/hooks`
+/// (a definition in JSON, which is YAML too, and the Service).
 fn shirts(hooks: &Hooks) -> String {
-    let schema = |field: &str| {
-        format!(
-            "    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            properties:
-              {field}: {{type: string}}
-"
-        )
-    };
+    let by_service = json!({
+        "service": {"namespace": "default", "name": "hooks", "port": hooks.port, "path": "/convert"},
+        "caBundle": hooks.ca_bundle(),
+    });
     format!(
-        "apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: shirts.wear.carrel.dev
-spec:
-  group: wear.carrel.dev
-  scope: Namespaced
-  names: {{plural: shirts, kind: Shirt}}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-{}  - name: v2
-    served: true
-    storage: false
-{}  conversion:
-    strategy: Webhook
-    webhook:
-      conversionReviewVersions: [v1]
-      clientConfig:
-        service: {{namespace: default, name: hooks, port: {}, path: /convert}}
-        caBundle: {}
+        "{}
 ---
 apiVersion: v1
 kind: Service
@@ -386,10 +357,7 @@ spec:
   type: ExternalName
   externalName: localhost
 ",
-        schema("color"),
-        schema("colour"),
-        hooks.port,
-        hooks.ca_bundle()
+        shirts_definition(by_service)
     )
 }
 
