@@ -179,6 +179,21 @@ impl Tokens {
     }
 }
 
+/// A client of `server`, a secured server in this process, as `account`: the account and its
+/// RBAC are created in the server's store (or brought up to date), and every request carries a
+/// token for it signed with `signer` for `issuer`, so the server's RBAC allows it exactly
+/// `account.rules`.
+pub fn service_account_client(
+    server: Arc<Server>,
+    account: &ServiceAccount,
+    signer: Signer,
+    issuer: &str,
+) -> Result<kube::Client, LocalClientError> {
+    let uid = account.ensure(server.api())?;
+    let tokens = Tokens::new(signer, issuer, &account.namespace, &account.name, &uid);
+    Ok(client(router(server), Some(Arc::new(tokens)), "default"))
+}
+
 /// A client of `router` (a server's, or every cluster's of a listener) in this process, sending
 /// `tokens`' bearer tokens when given (none: for a server served open); `default_namespace` is
 /// the client's default.

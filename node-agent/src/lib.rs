@@ -8,13 +8,15 @@
 //! - [`cdi`]: a CDI spec naming the node's claimed devices.
 //! - [`metrics`]: Prometheus metrics in DCGM exporter style.
 //!
-//! [`Agent`] runs them all for one node.
+//! [`Agent`] runs them all for one node. What the agent does on the host, as RBAC rules, is in
+//! [`rbac`].
 
 pub mod cdi;
 pub mod claims;
 pub mod enforce;
 pub mod metrics;
 pub mod publish;
+pub mod rbac;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -40,7 +40,7 @@
 //! syncer has taken up (`carrel up` gives their room in its intake window back).
 //!
 //! Host names come from [`host_names`] only; translations between tenant and host objects are
-//! pure, in [`translate`].
+//! pure, in [`translate`]. What the syncer does on the host, as RBAC rules, is in [`rbac`].
 
 mod claims;
 mod class_mirrors;
@@ -55,6 +55,7 @@ mod network_policies;
 mod passes;
 pub mod placement;
 mod pods;
+pub mod rbac;
 mod services;
 pub mod taken_up;
 mod tokens;

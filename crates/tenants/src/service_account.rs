@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use carrel_apiserver::auth::token::Signer;
-use carrel_apiserver::local_client::{self, LocalClientError, ServiceAccount, Tokens};
+use carrel_apiserver::local_client::{self, LocalClientError, ServiceAccount};
 use carrel_apiserver::Server;
 use serde_json::{json, Value};
 
@@ -43,12 +43,10 @@ pub fn in_process_client(
     host: Arc<Server>,
     tokens: Option<(Signer, &str)>,
 ) -> Result<kube::Client, LocalClientError> {
-    let tokens = match tokens {
+    match tokens {
         Some((signer, issuer)) => {
-            let uid = service_account().ensure(host.api())?;
-            Some(Arc::new(Tokens::new(signer, issuer, NAMESPACE, NAME, &uid)))
+            local_client::service_account_client(host, &service_account(), signer, issuer)
         }
-        None => None,
-    };
-    Ok(local_client::client(carrel_apiserver::http::router(host), tokens, "default"))
+        None => Ok(local_client::client(carrel_apiserver::http::router(host), None, "default")),
+    }
 }
