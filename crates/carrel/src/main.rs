@@ -7,6 +7,7 @@ mod host;
 mod metrics;
 mod pod_streams;
 mod run;
+mod serve;
 mod syncers;
 mod tenant;
 mod up;
@@ -33,6 +34,9 @@ struct Cli {
 enum Command {
     /// Run the host API and the tenant manager in one process until Ctrl-C.
     Up(up::Args),
+    /// Serve tenants for a real host cluster: the tenant manager and the syncers, reaching the
+    /// host as its client (in-cluster, or --host-kubeconfig), until SIGTERM.
+    Serve(serve::Args),
     /// Create, list, inspect and delete tenants.
     #[command(subcommand)]
     Tenant(tenant::Command),
@@ -56,6 +60,9 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Up(args) => up::up(args).await.map(|()| 0),
+            Command::Serve(args) => {
+                serve::serve(cli.host_kubeconfig.as_deref(), args).await.map(|()| 0)
+            }
             Command::Tenant(command) => {
                 tenant::run(cli.host_kubeconfig.as_deref(), command).await.map(|()| 0)
             }

@@ -16,6 +16,7 @@ use carrel_apiserver::http::clusters_router;
 use carrel_apiserver::http::Clusters;
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
+use carrel_apiserver::local_client::ServiceAccount;
 use carrel_apiserver::tenant::descriptors::Descriptors;
 use carrel_apiserver::tls::IN_CLUSTER_NAMES;
 use carrel_apiserver::tls::{self, Certificates};
@@ -35,7 +36,7 @@ use crate::pod_streams::SimPodStreams;
 use crate::syncers::{SimPodLogs, Syncers};
 
 /// How long a new pod holds its room in the sync window if its syncer never takes it up.
-const INTAKE_LIMIT: Duration = Duration::from_secs(2);
+pub(crate) const INTAKE_LIMIT: Duration = Duration::from_secs(2);
 
 /// The issuer of the host API's service-account tokens.
 const HOST_ISSUER: &str = "https://kubernetes.default.svc";
@@ -79,6 +80,10 @@ pub struct Args {
     /// started apart, as against a real host cluster. No sync window then.
     #[arg(long, conflicts_with = "sync_window")]
     no_syncers: bool,
+    /// Serve the host only: no tenant manager and no syncers here. Tenants are served by
+    /// `carrel serve` processes that reach this host as their host cluster, as on a real one.
+    #[arg(long, conflicts_with = "sync_window")]
+    no_tenants: bool,
     /// Close a tenant's cluster (its store, its syncer) once no request has reached it for
     /// this long, as a Go duration (`90s`, `5m`); its next request opens it again, in a few
     /// milliseconds. `0s` keeps every tenant open.
@@ -104,7 +109,7 @@ pub struct Args {
 }
 
 /// A non-negative Go duration.
-fn go_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn go_duration(text: &str) -> Result<Duration, String> {
     let nanos = carrel_machinery::duration::parse(text).map_err(|e| e.to_string())?;
     let nanos = u64::try_from(nanos).map_err(|_| format!("{text} is negative"))?;
     Ok(Duration::from_nanos(nanos))
@@ -135,15 +140,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     // What in-cluster clients are given as the API's address: on a wildcard listener, this
     // machine's loopback (every pod of `carrel up` runs here).
-    let advertised = match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
-        }
-        IpAddr::V6(ip) if ip.is_unspecified() => {
-            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
-        }
-        _ => addr,
-    };
+    let advertised = advertised(addr);
     // The names kube-apiserver's serving certificate carries, so that in-cluster clients
     // verify it by `kubernetes.default.svc` as by the address.
     let mut hosts = vec![addr.ip().to_string(), "127.0.0.1".to_owned(), "localhost".to_owned()];
@@ -212,9 +209,19 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // would a real cluster's: here in this process, with no socket, as the host's admin (whom
     // the host kubeconfig's certificate names). One client, cloned for each.
     let client = local_client::loopback(host_server.clone(), host_admin(), "default");
+    // Syncers and node agents are the host's service accounts with the rules their code keeps
+    // (`carrel_syncer::rbac`, `carrel_node_agent::rbac`), as the manifests grant them on a real
+    // host: the host's RBAC holds them to least privilege here too.
+    let syncers_client = component_client(&host_server, &data, "syncer", {
+        let mut rules = carrel_syncer::rbac::rules();
+        rules.extend(carrel_syncer::rbac::views_rules());
+        rules
+    })?;
+    let agents_client =
+        component_client(&host_server, &data, "node-agent", carrel_node_agent::rbac::rules())?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     // The window needs syncers that give room back; syncers run apart know nothing of it.
-    let window = if args.no_syncers {
+    let window = if args.no_syncers || args.no_tenants {
         0
     } else {
         args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine)
@@ -222,13 +229,13 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let intake = (window > 0).then(|| PodIntake::new(window, INTAKE_LIMIT));
     tracing::debug!(window, "sync window");
     let mut syncers = Syncers::new(
-        client.clone(),
+        syncers_client,
         tokio::runtime::Handle::current(),
         Some(certs.ca_pem.clone()),
         Duration::from_secs(10),
         intake.map(Arc::new),
     );
-    if args.no_syncers {
+    if args.no_syncers || args.no_tenants {
         syncers = syncers.logs_only();
     }
     let upstream = if args.dns_upstream.is_empty() {
@@ -246,7 +253,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     syncers = syncers.with_dns(dns).with_tenant_api(api.0, api.1);
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
-    if !args.tenant_idle_after.is_zero() {
+    if !args.tenant_idle_after.is_zero() && !args.no_tenants {
         manager.close_idle_tenants(args.tenant_idle_after);
         syncers.open_idle_tenants_when_due(clusters.clone());
     }
@@ -262,7 +269,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         let mut config = AgentConfig::new(&name);
         config.inventory_interval = Duration::from_secs(2);
         config.cdi_dir = Some(data.join("cdi"));
-        let agent = Agent::new(client.clone(), Arc::new(backend), Arc::new(PodMap::new()), config);
+        let agent =
+            Agent::new(agents_client.clone(), Arc::new(backend), Arc::new(PodMap::new()), config);
         // The node's kubelet, played beside its agent.
         let kubelet = Kubelet::new(client.clone(), &name, args.sim_max_pods, node_logs.clone())
             .with_views(streams.clone());
@@ -285,8 +293,6 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // dependents, and deletes in the foreground or orphaning.
     let host_controllers = carrel_controllers::Context::new(client.clone());
     tasks.push(tokio::spawn(carrel_controllers::gc::run(host_controllers, stop_rx.clone())));
-    // Client connections may not take the descriptors the stores need: those of the process,
-    // and those of the host store and of every tenant's store served.
     let mut limits = args.listener.limits();
     // Loopback is exempt from the per-address limit (the total still counts it), as when this
     // process's own syncers and node agents connected from there: `carrel-syncer` processes
@@ -294,12 +300,56 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     if !args.no_syncers || args.sim_nodes > 0 {
         limits.per_ip_exempt = vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
     }
+    descriptors(&mut limits, &clusters, &manager);
+    let config = certs.server_config().context("TLS configuration")?;
+    let manager_task = if args.no_tenants {
+        None
+    } else {
+        manager.resume().await.context("resuming tenants")?;
+        Some(tokio::spawn(manager.run(Duration::from_secs(1), stop_rx)))
+    };
+    announce(&endpoint, &kubeconfig_path, clusters.names().len(), args.sim_nodes, &args.sim_gpus);
+    let router = clusters_router(clusters);
+    listener::serve(listener, Some(config), router, limits, shutdown_signal()).await;
+    let _ = stop_tx.send(true);
+    syncers.stop_all();
+    if let Some(task) = manager_task {
+        let _ = task.await;
+    }
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    stopped();
+    Ok(())
+}
+
+/// What in-cluster clients are given as the API's address for a listener on `addr`: on a
+/// wildcard listener, this machine's loopback.
+pub(crate) fn advertised(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port())
+        }
+        _ => addr,
+    }
+}
+
+/// Client connections may not take the descriptors the stores need: those of the process, and
+/// those of the root's store and of every tenant's store served. A new tenant is served only
+/// while the listener's reckoning leaves room for it: its store's reserve, beside the stores'
+/// reserves and the connections open now. Otherwise it goes Failed with the reason, before any
+/// connection or store would fail, and the tenants served keep working.
+pub(crate) fn descriptors(
+    limits: &mut listener::Limits,
+    clusters: &Arc<Clusters>,
+    manager: &Manager,
+) {
     let stores = clusters.clone();
     limits.fd_reserve =
         FdReserve::new(FD_RESERVE_BASE, FD_RESERVE_PER_STORE, move || 1 + stores.open_count());
-    // A new tenant is served only while the listener's reckoning leaves room for it: its
-    // store's reserve, beside the stores' reserves and the connections open now. Otherwise it goes Failed with the reason, before any connection or
-    // store would fail, and the tenants served keep working.
     let (stores, gate) = (clusters.clone(), limits.gate.clone());
     let in_use = move || {
         let nofile = rlimit::getrlimit(rlimit::Resource::NOFILE)?.0;
@@ -312,21 +362,23 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         FD_RESERVE_PER_STORE,
         Arc::new(in_use),
     ));
-    manager.resume().await.context("resuming tenants")?;
-    let config = certs.server_config().context("TLS configuration")?;
+}
 
-    let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
-    announce(&endpoint, &kubeconfig_path, clusters.names().len(), args.sim_nodes, &args.sim_gpus);
-    let router = clusters_router(clusters);
-    listener::serve(listener, Some(config), router, limits, shutdown_signal()).await;
-    let _ = stop_tx.send(true);
-    syncers.stop_all();
-    let _ = manager_task.await;
-    for task in tasks {
-        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
-    }
-    stopped();
-    Ok(())
+/// The client of the host's service account `carrel/<name>`, allowed `rules`.
+fn component_client(
+    host: &Arc<Server>,
+    data: &std::path::Path,
+    name: &str,
+    rules: Vec<serde_json::Value>,
+) -> anyhow::Result<kube::Client> {
+    let signer = Signer::load_or_generate(&data.join("pki")).context("the host's token key")?;
+    let account = ServiceAccount {
+        namespace: carrel_tenants::service_account::NAMESPACE.to_owned(),
+        name: name.to_owned(),
+        rules,
+    };
+    local_client::service_account_client(host.clone(), &account, signer, HOST_ISSUER)
+        .with_context(|| format!("the {name}'s client of the host"))
 }
 
 /// Who the host's admin kubeconfig authenticates as (its certificate's CN and O), and so who the
@@ -347,7 +399,7 @@ fn ensure_namespace(host: &Api, name: &str) -> anyhow::Result<()> {
     }
 }
 
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let terminated = async {
         match term.as_mut() {

@@ -1,0 +1,207 @@
+//! `carrel serve`: tenants' API servers for a real host cluster, one listener. The tenant
+//! manager and every tenant's syncer run in this process and reach the host only through a
+//! `kube::Client` (in-cluster configuration, or `--host-kubeconfig`), with the rights of the
+//! `carrel:apiserver` ClusterRole in `manifests/`; nothing of the host is served here.
+//!
+//! The listener's root serves no cluster of its own: a request that names no tenant (by path,
+//! TLS server name or its token's issuer) reaches an empty API that authenticates nobody, so it
+//! is answered 401, as kube-apiserver answers a credential it does not know, and the health
+//! paths answer as a kube-apiserver's do.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use carrel_apiserver::access::Security;
+use carrel_apiserver::http::{clusters_router, Clusters};
+use carrel_apiserver::intake::PodIntake;
+use carrel_apiserver::listener::{self, ListenerFlags};
+use carrel_apiserver::tls::{Certificates, IN_CLUSTER_NAMES};
+use carrel_apiserver::{Api, Server, ServiceNetwork};
+use carrel_store::{Options, SledStore};
+use carrel_tenants::Manager;
+
+use crate::syncers::Syncers;
+use crate::up::{descriptors, go_duration, shutdown_signal, INTAKE_LIMIT};
+
+/// The issuer named by the root's (unused) token settings; no token is ever issued for it.
+const FRONT_ISSUER: &str = "https://carrel.invalid/front";
+
+/// `carrel serve` options.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where the tenants' stores and the serving certificates are kept (a persistent volume).
+    #[arg(long, default_value = "/var/lib/carrel")]
+    data_dir: PathBuf,
+    /// The address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "0.0.0.0:6443")]
+    listen: SocketAddr,
+    /// The URL clients reach this server at (`https://carrel.example.com`): tenant kubeconfigs
+    /// and `Tenant.status.endpoint` name it, and the serving certificate covers its host.
+    /// Default: the listener's address (its loopback one on a wildcard listener).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Where tenants' workloads reach their tenant API, as HOST:PORT (the Service in front of
+    /// this server): their host pods' `KUBERNETES_SERVICE_HOST`/`PORT` name it, and the serving
+    /// certificate covers it. Default: the endpoint's host and port.
+    #[arg(long, value_name = "HOST:PORT")]
+    tenant_api_address: Option<String>,
+    /// Close a tenant's cluster once no request has reached it for this long, as a Go duration;
+    /// `0s` keeps every tenant open.
+    #[arg(long, default_value = "5m", value_parser = go_duration)]
+    tenant_idle_after: Duration,
+    /// The IPv4 range tenants' Services' cluster IPs are given from: the host's
+    /// `--service-cluster-ip-range`, so that host Services can hold their tenant Services'
+    /// addresses.
+    #[arg(long, default_value = "10.96.0.0/12", value_parser = ServiceNetwork::from_cidr)]
+    service_cidr: ServiceNetwork,
+    /// How many new pods, across tenants, may be stored before their syncers have taken them up.
+    /// Default: half the cores, at least one. 0 lets every create through at once.
+    #[arg(long)]
+    sync_window: Option<usize>,
+    #[command(flatten)]
+    listener: ListenerFlags,
+}
+
+/// The host and port of an `https://host[:port][/…]` URL; 443 where it names none.
+fn host_and_port(url: &str) -> anyhow::Result<(String, u16)> {
+    let uri: hyper::http::Uri = url.parse().with_context(|| format!("{url} is not a URL"))?;
+    if uri.scheme_str() != Some("https") {
+        anyhow::bail!("{url} is not an https:// URL");
+    }
+    let host = uri.host().with_context(|| format!("{url} names no host"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    Ok((host, uri.port_u16().unwrap_or(443)))
+}
+
+/// HOST:PORT.
+fn split_host_port(text: &str) -> anyhow::Result<(String, u16)> {
+    let (host, port) = text.rsplit_once(':').with_context(|| format!("{text} is not HOST:PORT"))?;
+    let port = port.parse().with_context(|| format!("{text} is not HOST:PORT"))?;
+    Ok((host.trim_start_matches('[').trim_end_matches(']').to_owned(), port))
+}
+
+/// Run until SIGTERM or Ctrl-C.
+pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> anyhow::Result<()> {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
+    let host = match host_kubeconfig {
+        Some(path) => crate::host::client(Some(path)).await?,
+        None => kube::Client::try_default()
+            .await
+            .context("no host: not in a cluster, and no --host-kubeconfig or $KUBECONFIG")?,
+    };
+    let data = &args.data_dir;
+    std::fs::create_dir_all(data)
+        .with_context(|| format!("creating the data directory {}", data.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let endpoint = match &args.endpoint {
+        Some(endpoint) => endpoint.trim_end_matches('/').to_owned(),
+        None => format!("https://{}", crate::up::advertised(addr)),
+    };
+    let (endpoint_host, _) = host_and_port(&endpoint)?;
+    let tenant_api = match &args.tenant_api_address {
+        Some(address) => split_host_port(address)?,
+        None => host_and_port(&endpoint)?,
+    };
+
+    let mut hosts = vec![endpoint_host, tenant_api.0.clone(), "localhost".to_owned()];
+    if !addr.ip().is_unspecified() {
+        hosts.push(addr.ip().to_string());
+    }
+    hosts.extend(IN_CLUSTER_NAMES.iter().map(|n| (*n).to_owned()));
+    hosts.push(args.service_cidr.first().to_string());
+    hosts.sort();
+    hosts.dedup();
+    let certs = Certificates::load_or_generate(&data.join("pki"), &hosts)
+        .context("the serving certificates")?;
+
+    // The root: an API nobody can authenticate to (its CA's key is thrown away at once).
+    let front_store = SledStore::open(data.join("front"), Options::create())
+        .with_context(|| format!("opening {}", data.join("front").display()))?;
+    let front = Api::new_in(Arc::new(front_store), args.service_cidr.clone())
+        .map_err(|e| anyhow::anyhow!("bootstrapping the front API: {e}"))?;
+    let nobody = Certificates::generate(&[]).context("a CA for the front API")?;
+    let security = Security::new(nobody.ca_der()?, None, FRONT_ISSUER);
+    let root = Arc::new(Server::secured(Arc::new(front), "", Arc::new(security)));
+    let clusters = Arc::new(Clusters::new(root));
+
+    let api_ip = tenant_api.0.parse::<IpAddr>().ok();
+    let mut network = args.service_cidr.clone();
+    if let Some(ip) = api_ip {
+        network = network.with_api_endpoint(SocketAddr::new(ip, tenant_api.1));
+    }
+    let manager = Arc::new(Manager::new(
+        host.clone(),
+        clusters.clone(),
+        data,
+        &endpoint,
+        Some(certs.ca_pem.clone()),
+    ));
+    manager.set_service_network(network);
+    manager.name_tenants_in_kubeconfigs();
+
+    let window = args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine);
+    let intake = (window > 0).then(|| Arc::new(PodIntake::new(window, INTAKE_LIMIT)));
+    let syncers = Syncers::new(
+        host,
+        tokio::runtime::Handle::current(),
+        Some(certs.ca_pem.clone()),
+        Duration::from_secs(10),
+        intake,
+    )
+    .with_tenant_api(tenant_api.0.clone(), tenant_api.1);
+    let syncers = Arc::new(syncers);
+    manager.set_hooks(syncers.clone());
+    if !args.tenant_idle_after.is_zero() {
+        manager.close_idle_tenants(args.tenant_idle_after);
+        syncers.open_idle_tenants_when_due(clusters.clone());
+    }
+    let mut limits = args.listener.limits();
+    descriptors(&mut limits, &clusters, &manager);
+    manager.resume().await.context("resuming tenants")?;
+    let config = certs.server_config().context("TLS configuration")?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
+    announce(addr, &endpoint, clusters.names().len());
+    listener::serve(listener, Some(config), clusters_router(clusters), limits, shutdown_signal())
+        .await;
+    let _ = stop_tx.send(true);
+    syncers.stop_all();
+    let _ = manager_task.await;
+    Ok(())
+}
+
+/// Scripts read where the server is from these lines.
+#[allow(clippy::print_stdout)]
+fn announce(addr: SocketAddr, endpoint: &str, tenants: usize) {
+    println!("listening on https://{addr}");
+    println!("tenants' endpoint: {endpoint}");
+    println!("tenants resumed: {tenants}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_gives_its_host_and_port() {
+        assert_eq!(
+            host_and_port("https://carrel.example.com").unwrap(),
+            ("carrel.example.com".to_owned(), 443)
+        );
+        assert_eq!(host_and_port("https://10.0.0.1:6443/").unwrap(), ("10.0.0.1".to_owned(), 6443));
+        assert_eq!(host_and_port("https://[::1]:8443").unwrap(), ("::1".to_owned(), 8443));
+        assert!(host_and_port("carrel").is_err());
+        assert_eq!(split_host_port("10.96.0.1:443").unwrap(), ("10.96.0.1".to_owned(), 443));
+        assert!(split_host_port("10.96.0.1").is_err());
+    }
+}
