@@ -6,6 +6,9 @@
 //! API server's protobuf request decoder walks: for every message reachable from the kinds the
 //! server accepts, its fields with their numbers, wire types and JSON names.
 //!
+//! `cargo run -p xtask -- gen-manifests` writes `manifests/base/generated/`: the `Tenant` CRD from
+//! its Rust type and the components' ClusterRoles from their rule lists (see `manifests.rs`).
+//!
 //! `cargo run -p xtask -- gen-annotations` writes `apiserver-shim/src/openapi/annotation_table.rs`,
 //! the list, map and patch annotations of the served schemas, from the Go comment tags k8s-pb
 //! keeps in its doc comments (see `annotations.rs`).
@@ -21,6 +24,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod annotations;
+mod manifests;
 mod output;
 mod protobuf;
 
@@ -34,8 +38,17 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("gen-protobuf") => protobuf::generate(mode),
         Some("gen-annotations") => annotations::generate(mode),
-        _ => bail!("usage: cargo run -p xtask -- gen-protobuf|gen-annotations [--check]"),
+        Some("gen-manifests") => manifests::generate(mode),
+        _ => bail!(
+            "usage: cargo run -p xtask -- gen-protobuf|gen-annotations|gen-manifests [--check]"
+        ),
     }
+}
+
+/// The workspace's root directory (xtask's parent).
+fn workspace_root() -> std::path::PathBuf {
+    let xtask = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_path_buf()
 }
 
 #[cfg(test)]
@@ -47,5 +60,6 @@ mod tests {
     fn generated_files_are_fresh() {
         protobuf::generate(Mode::Check).unwrap_or_else(|e| panic!("{e:#}"));
         annotations::generate(Mode::Check).unwrap_or_else(|e| panic!("{e:#}"));
+        manifests::generate(Mode::Check).unwrap_or_else(|e| panic!("{e:#}"));
     }
 }

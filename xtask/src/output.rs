@@ -34,17 +34,21 @@ pub fn header(command: &str) -> String {
 
 /// Format `contents` and write it to `relative` under `root`, or check the file there holds it.
 pub fn emit(root: &Path, relative: &str, contents: &str, mode: Mode) -> Result<()> {
-    let formatted = rustfmt(root, contents)?;
+    emit_text(root, relative, &rustfmt(root, contents)?, mode)
+}
+
+/// Write `contents` as it is to `relative` under `root`, or check the file there holds it.
+pub fn emit_text(root: &Path, relative: &str, contents: &str, mode: Mode) -> Result<()> {
     let path = root.join(relative);
     match mode {
         Mode::Write => {
             std::fs::create_dir_all(path.parent().context("output has a parent")?)?;
-            std::fs::write(&path, formatted).with_context(|| format!("writing {}", path.display()))
+            std::fs::write(&path, contents).with_context(|| format!("writing {}", path.display()))
         }
         Mode::Check => {
             let committed = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            if committed != formatted {
+            if committed != contents {
                 bail!("{relative} is stale: rerun its generator without --check");
             }
             Ok(())
