@@ -56,16 +56,18 @@ pub enum LocalClientError {
 pub struct ServiceAccount {
     /// Its namespace (created when missing).
     pub namespace: String,
-    /// Its name; its ClusterRole and ClusterRoleBinding are `<namespace>:<name>`.
+    /// Its name; its ClusterRole and ClusterRoleBinding are `local:<namespace>:<name>`.
     pub name: String,
     /// The RBAC rules of its ClusterRole (`PolicyRule`s as JSON).
     pub rules: Vec<Value>,
 }
 
 impl ServiceAccount {
-    /// The name of its ClusterRole and ClusterRoleBinding.
+    /// The name of its ClusterRole and ClusterRoleBinding: `local:<namespace>:<name>`, apart
+    /// from the roles and bindings an admin applies (the manifests' `carrel:node-agent` binds
+    /// another account, and applying it must not take this one's rights away).
     pub fn role_name(&self) -> String {
-        format!("{}:{}", self.namespace, self.name)
+        format!("local:{}:{}", self.namespace, self.name)
     }
 
     /// Create (or bring up to date) in `api` the namespace, the service account, its ClusterRole

@@ -47,10 +47,12 @@ fn write_private(path: &std::path::Path, content: &str) -> std::io::Result<()> {
     file.sync_all()
 }
 
-/// The domain tenants are served under by TLS server name: tenant `team-a` answers requests
-/// whose server name is `team-a.tenants.carrel.local`, whatever their path (see
-/// [`crate::http::clusters`]). The serving certificate [`Certificates::generate`] makes names
-/// `*.` this domain; a kubeconfig sets it as `tls-server-name`, which needs no DNS.
+/// The domain tenants are served under by TLS server name unless a listener is given another
+/// ([`crate::http::Clusters::set_tenant_domain`]): tenant `team-a` answers requests whose
+/// server name is `team-a.tenants.carrel.local`, whatever their path. The serving certificate
+/// [`Certificates::generate`] makes names `*.` this domain; a kubeconfig sets it as
+/// `tls-server-name`, which needs no DNS. A domain of one's own whose wildcard DNS names the
+/// listener lets clients reach `https://<tenant>.<domain>` directly.
 pub const TENANT_DOMAIN: &str = "tenants.carrel.local";
 
 /// The names in-cluster clients know the API by, which kube-apiserver's serving certificate
@@ -62,9 +64,9 @@ pub const IN_CLUSTER_NAMES: [&str; 4] = [
     "kubernetes.default.svc.cluster.local",
 ];
 
-/// The TLS server name of tenant `name` ([`TENANT_DOMAIN`]).
-pub fn tenant_server_name(name: &str) -> String {
-    format!("{name}.{TENANT_DOMAIN}")
+/// The TLS server name of tenant `name` under `domain` (by default [`TENANT_DOMAIN`]).
+pub fn tenant_server_name(name: &str, domain: &str) -> String {
+    format!("{name}.{domain}")
 }
 
 /// The user name of the admin certificate [`Certificates::generate`] makes.
@@ -220,7 +222,7 @@ mod tests {
     fn the_serving_certificate_covers_every_tenants_server_name() {
         let certs = Certificates::generate(&["127.0.0.1".into(), "localhost".into()]).unwrap();
         assert!(certs.covers("localhost"));
-        assert!(certs.covers(&tenant_server_name("team-a")));
+        assert!(certs.covers(&tenant_server_name("team-a", TENANT_DOMAIN)));
         // One label under the domain only, and nothing else.
         assert!(!certs.covers(&format!("a.b.{TENANT_DOMAIN}")));
         assert!(!certs.covers("team-a.example.com"));

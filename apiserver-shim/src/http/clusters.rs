@@ -21,6 +21,7 @@ use parking_lot::{Mutex, RwLock};
 use super::Server;
 use crate::flowcontrol::{Classified, Classify, Flow, ObjectCount, Serving};
 use crate::status::ApiError;
+use crate::tls::TENANT_DOMAIN;
 
 /// The path prefix of tenants' APIs.
 pub const TENANTS_PREFIX: &str = "/tenants/";
@@ -53,6 +54,8 @@ pub struct Clusters {
     /// The tenants whose cluster is open, so that going over them costs nothing per dormant one.
     open: Arc<OpenSet>,
     idle: OnceLock<Idle>,
+    /// The domain tenants are served under by TLS server name; [`TENANT_DOMAIN`] unless set.
+    tenant_domain: OnceLock<String>,
 }
 
 /// A mounted tenant: its cluster, what ends its long-running requests when it is dropped (and
@@ -136,7 +139,24 @@ impl Tenant {
 impl Clusters {
     /// Serve `host` at the root, and no tenant yet.
     pub fn new(host: Arc<Server>) -> Clusters {
-        Clusters { host, tenants: RwLock::default(), open: Arc::default(), idle: OnceLock::new() }
+        Clusters {
+            host,
+            tenants: RwLock::default(),
+            open: Arc::default(),
+            idle: OnceLock::new(),
+            tenant_domain: OnceLock::new(),
+        }
+    }
+
+    /// Serve tenant `t` to requests whose TLS server name is `t.<domain>` (by default
+    /// `t.`[`TENANT_DOMAIN`]). Only the first call has an effect.
+    pub fn set_tenant_domain(&self, domain: &str) {
+        let _ = self.tenant_domain.set(domain.trim_matches('.').to_ascii_lowercase());
+    }
+
+    /// The domain tenants are served under by TLS server name.
+    pub fn tenant_domain(&self) -> &str {
+        self.tenant_domain.get().map_or(TENANT_DOMAIN, String::as_str)
     }
 
     /// Close tenants idle for `idle.after` and open them again with `idle.wake` (see the

@@ -14,7 +14,6 @@ use crate::access::{self, PeerCertificates};
 use crate::listener::TlsServerName;
 use crate::rbac::Attributes;
 use crate::status::ApiError;
-use crate::tls::TENANT_DOMAIN;
 
 use super::gate::{run, Gate, Next, Step};
 use super::identity::{identify, Credentials};
@@ -25,12 +24,12 @@ use super::Cluster;
 pub(super) struct SelectCluster(pub(super) Arc<Clusters>);
 
 /// The tenant a request names other than by its path: its TLS server name
-/// (`<tenant>.`[`TENANT_DOMAIN`]), else the issuer of its bearer token (a tenant's
+/// (`<tenant>.<domain>`, the listener's [`Clusters::tenant_domain`]), else the issuer of its bearer token (a tenant's
 /// service-account token, as an in-cluster client sends it, with no path prefix and no server
 /// name of its own choosing).
-fn named_tenant(request: &Request) -> Option<String> {
+fn named_tenant(request: &Request, domain: &str) -> Option<String> {
     if let Some(TlsServerName(name)) = request.extensions().get::<TlsServerName>() {
-        let tenant = name.strip_suffix(TENANT_DOMAIN).and_then(|t| t.strip_suffix('.'));
+        let tenant = name.strip_suffix(domain).and_then(|t| t.strip_suffix('.'));
         if let Some(tenant) = tenant.filter(|t| !t.is_empty() && !t.contains('.')) {
             return Some(tenant.to_owned());
         }
@@ -44,12 +43,12 @@ fn named_tenant(request: &Request) -> Option<String> {
 /// kubeconfig's path (`kubectl get --raw` before 1.34) and in-cluster clients reach their tenant
 /// so. Only the tenant is chosen so: its credentials are the tenant's to check, as on its path
 /// (a token claiming a tenant whose key did not sign it is 401 there).
-fn to_named_tenant(request: &mut Request) {
+fn to_named_tenant(request: &mut Request, domain: &str) {
     let path = request.uri().path();
     if path.starts_with(TENANTS_PREFIX) {
         return;
     }
-    let Some(tenant) = named_tenant(request) else { return };
+    let Some(tenant) = named_tenant(request, domain) else { return };
     let target = match request.uri().query() {
         Some(query) => format!("{TENANTS_PREFIX}{tenant}{path}?{query}"),
         None => format!("{TENANTS_PREFIX}{tenant}{path}"),
@@ -61,7 +60,7 @@ fn to_named_tenant(request: &mut Request) {
 
 impl Gate for SelectCluster {
     fn check(&self, mut request: Request) -> Step {
-        to_named_tenant(&mut request);
+        to_named_tenant(&mut request, self.0.tenant_domain());
         match self.0.route(request.uri().path()) {
             Route::Open(server) => {
                 request.extensions_mut().insert(Cluster(server));

@@ -19,13 +19,13 @@ use carrel_apiserver::access::Security;
 use carrel_apiserver::http::{clusters_router, Clusters};
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::listener::{self, ListenerFlags};
-use carrel_apiserver::tls::{Certificates, IN_CLUSTER_NAMES};
+use carrel_apiserver::tls::{Certificates, IN_CLUSTER_NAMES, TENANT_DOMAIN};
 use carrel_apiserver::{Api, Server, ServiceNetwork};
 use carrel_store::{Options, SledStore};
 use carrel_tenants::Manager;
 
 use crate::syncers::Syncers;
-use crate::up::{descriptors, go_duration, shutdown_signal, INTAKE_LIMIT};
+use crate::up::{descriptors, go_duration, serve_tenants_by_name, shutdown_signal, INTAKE_LIMIT};
 
 /// The issuer named by the root's (unused) token settings; no token is ever issued for it.
 const FRONT_ISSUER: &str = "https://carrel.invalid/front";
@@ -62,6 +62,11 @@ pub struct Args {
     /// Default: half the cores, at least one. 0 lets every create through at once.
     #[arg(long)]
     sync_window: Option<usize>,
+    /// The domain tenants are reached under by TLS server name (`<tenant>.<domain>`, set as
+    /// `tls-server-name` in their kubeconfigs, which needs no DNS; with a wildcard DNS record
+    /// naming this server's Service, `https://<tenant>.<domain>` reaches a tenant directly).
+    #[arg(long, default_value = TENANT_DOMAIN)]
+    tenant_domain: String,
     #[command(flatten)]
     listener: ListenerFlags,
 }
@@ -119,6 +124,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     }
     hosts.extend(IN_CLUSTER_NAMES.iter().map(|n| (*n).to_owned()));
     hosts.push(args.service_cidr.first().to_string());
+    hosts.push(format!("*.{}", args.tenant_domain));
     hosts.sort();
     hosts.dedup();
     let certs = Certificates::load_or_generate(&data.join("pki"), &hosts)
@@ -147,7 +153,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
         Some(certs.ca_pem.clone()),
     ));
     manager.set_service_network(network);
-    manager.name_tenants_in_kubeconfigs();
+    serve_tenants_by_name(&certs, &clusters, &manager, &args.tenant_domain);
 
     let window = args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine);
     let intake = (window > 0).then(|| Arc::new(PodIntake::new(window, INTAKE_LIMIT)));

@@ -44,6 +44,11 @@ pub enum Command {
     Kubeconfig {
         /// The tenant.
         name: String,
+        /// The URL to reach the tenant at instead of the one the server wrote (a load balancer's
+        /// address, or `https://<tenant>.<domain>` where a wildcard DNS record names the
+        /// server); the CA, server name and credentials stay.
+        #[arg(long)]
+        endpoint: Option<String>,
     },
 }
 
@@ -114,7 +119,14 @@ pub async fn run(host_kubeconfig: Option<&Path>, command: Command) -> anyhow::Re
             delete(&client, &name, wait).await?;
             say(&format!("tenant/{name} deleted"));
         }
-        Command::Kubeconfig { name } => say(kubeconfig(&client, &name).await?.trim_end()),
+        Command::Kubeconfig { name, endpoint } => {
+            let config = kubeconfig(&client, &name).await?;
+            let config = match endpoint {
+                Some(endpoint) => at_endpoint(&config, &endpoint)?,
+                None => config,
+            };
+            say(config.trim_end())
+        }
     }
     Ok(())
 }
@@ -232,6 +244,26 @@ pub async fn kubeconfig(client: &kube::Client, name: &str) -> anyhow::Result<Str
         .and_then(|d| d.get("kubeconfig").cloned())
         .context("the tenant's kubeconfig Secret has no kubeconfig key")?;
     String::from_utf8(bytes.0).context("the tenant's kubeconfig is not UTF-8")
+}
+
+/// `kubeconfig` with every cluster's `server` set to `endpoint`.
+fn at_endpoint(kubeconfig: &str, endpoint: &str) -> anyhow::Result<String> {
+    let url: hyper::http::Uri =
+        endpoint.parse().with_context(|| format!("--endpoint {endpoint} is not a URL"))?;
+    if url.scheme_str() != Some("https") || url.host().is_none() {
+        bail!("--endpoint {endpoint} is not an https:// URL");
+    }
+    let mut config: serde_yaml::Value =
+        serde_yaml::from_str(kubeconfig).context("the tenant's kubeconfig does not read")?;
+    let clusters = config.get_mut("clusters").and_then(serde_yaml::Value::as_sequence_mut);
+    for cluster in clusters.into_iter().flatten() {
+        if let Some(cluster) =
+            cluster.get_mut("cluster").and_then(serde_yaml::Value::as_mapping_mut)
+        {
+            cluster.insert("server".into(), endpoint.trim_end_matches('/').into());
+        }
+    }
+    Ok(serde_yaml::to_string(&config)?)
 }
 
 async fn list(client: &kube::Client) -> anyhow::Result<()> {

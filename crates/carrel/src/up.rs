@@ -18,8 +18,8 @@ use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::listener::{self, FdReserve, ListenerFlags};
 use carrel_apiserver::local_client::ServiceAccount;
 use carrel_apiserver::tenant::descriptors::Descriptors;
-use carrel_apiserver::tls::IN_CLUSTER_NAMES;
 use carrel_apiserver::tls::{self, Certificates};
+use carrel_apiserver::tls::{tenant_server_name, IN_CLUSTER_NAMES, TENANT_DOMAIN};
 use carrel_apiserver::ApiError;
 use carrel_apiserver::{kubeconfig, local_client};
 use carrel_apiserver::{Api, Server, ServiceNetwork};
@@ -104,6 +104,11 @@ pub struct Args {
     /// tenant Services' addresses.
     #[arg(long, default_value = "10.96.0.0/12", value_parser = ServiceNetwork::from_cidr)]
     service_cidr: ServiceNetwork,
+    /// The domain tenants are reached under by TLS server name (`<tenant>.<domain>`, set as
+    /// `tls-server-name` in their kubeconfigs, which needs no DNS). Certificates saved before
+    /// a domain was chosen keep the one they name.
+    #[arg(long, default_value = TENANT_DOMAIN)]
+    tenant_domain: String,
     #[command(flatten)]
     listener: ListenerFlags,
 }
@@ -146,6 +151,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     let mut hosts = vec![addr.ip().to_string(), "127.0.0.1".to_owned(), "localhost".to_owned()];
     hosts.extend(IN_CLUSTER_NAMES.iter().map(|n| (*n).to_owned()));
     hosts.push(args.service_cidr.first().to_string());
+    hosts.push(format!("*.{}", args.tenant_domain));
     let certs = Certificates::load_or_generate(&data.join("pki"), &hosts)
         .context("the host's certificates")?;
     let store = SledStore::open(data.join("host"), Options::create())
@@ -184,17 +190,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
         Some(certs.ca_pem.clone()),
     ));
     manager.set_service_network(service_network);
-    // Tenants are reached by TLS server name too (whatever path a client sends), where the
-    // serving certificate names them; one saved before it did keeps kubeconfigs to paths.
-    if certs.covers(&carrel_apiserver::tls::tenant_server_name("tenant")) {
-        manager.name_tenants_in_kubeconfigs();
-    } else {
-        tracing::warn!(
-            "the saved serving certificate does not name tenants (*.{}): tenant kubeconfigs \
-             reach their tenant by path only",
-            carrel_apiserver::tls::TENANT_DOMAIN
-        );
-    }
+    serve_tenants_by_name(&certs, &clusters, &manager, &args.tenant_domain);
     if !certs.covers(IN_CLUSTER_NAMES[2]) {
         tracing::warn!(
             "the saved serving certificate does not name {}: in-cluster clients must use the \
@@ -321,6 +317,26 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     }
     stopped();
     Ok(())
+}
+
+/// Serve tenants by TLS server name `<tenant>.<domain>` too (whatever path a client sends),
+/// where the serving certificate names them, and write their kubeconfigs so; a certificate saved
+/// before it did keeps kubeconfigs to paths.
+pub(crate) fn serve_tenants_by_name(
+    certs: &Certificates,
+    clusters: &Clusters,
+    manager: &Manager,
+    domain: &str,
+) {
+    if certs.covers(&tenant_server_name("tenant", domain)) {
+        clusters.set_tenant_domain(domain);
+        manager.name_tenants_in_kubeconfigs(domain);
+    } else {
+        tracing::warn!(
+            "the saved serving certificate does not name tenants (*.{domain}): tenant \
+             kubeconfigs reach their tenant by path only"
+        );
+    }
 }
 
 /// What in-cluster clients are given as the API's address for a listener on `addr`: on a

@@ -44,9 +44,10 @@ pub struct Endpoint<'a> {
     pub url: &'a str,
     /// The listener's CA.
     pub server_ca_pem: Option<&'a str>,
-    /// Whether to ask for the tenant's server name (`tls-server-name`), which reaches the tenant
-    /// whatever path a client sends.
-    pub by_name: bool,
+    /// The domain of the tenant's server name (`<tenant>.<domain>`), to be asked for as
+    /// `tls-server-name`, which reaches the tenant whatever path a client sends; none: by path
+    /// only.
+    pub by_name: Option<&'a str>,
 }
 
 /// The admin kubeconfig of tenant `name` served at `endpoint`: with the listener's CA, a client
@@ -62,7 +63,8 @@ pub fn admin_kubeconfig(
     };
     let ca = TenantCa::load_or_generate(pki, name)?;
     let (cert, key) = admin_credential(&ca, pki)?;
-    let server_name = endpoint.by_name.then(|| carrel_apiserver::tls::tenant_server_name(name));
+    let server_name =
+        endpoint.by_name.map(|domain| carrel_apiserver::tls::tenant_server_name(name, domain));
     Ok(kubeconfig::with_client_certificate(
         endpoint.url,
         server_name.as_deref(),

@@ -151,7 +151,7 @@ pub struct Manager {
     endpoint: String,
     server_ca_pem: Option<String>,
     /// Set when kubeconfigs name their tenant's TLS server name.
-    by_name: OnceLock<()>,
+    by_name: OnceLock<String>,
     admissions: Mutex<HashMap<String, Arc<TenantAdmission>>>,
     hooks: OnceLock<Arc<dyn TenantHooks>>,
     /// Room for new tenants in the open-file limit; unchecked until set.
@@ -279,26 +279,30 @@ impl Manager {
         let endpoint = identity::Endpoint {
             url: &url,
             server_ca_pem: self.server_ca_pem.as_deref(),
-            by_name: self.by_name.get().is_some(),
+            by_name: self.by_name.get().map(String::as_str),
         };
         identity::admin_kubeconfig(name, &endpoint, &pki)
             .map_err(|source| ManagerError::Credentials { tenant: name.to_owned(), source })
     }
 
-    /// Write tenants' kubeconfigs with their TLS server name (`tls-server-name`), for a listener
-    /// whose certificate names them. Only the first call has an effect.
-    pub fn name_tenants_in_kubeconfigs(&self) {
-        let _ = self.by_name.set(());
+    /// Write tenants' kubeconfigs with their TLS server name (`tls-server-name`,
+    /// `<tenant>.<domain>`), for a listener whose certificate names them. Only the first call
+    /// has an effect.
+    pub fn name_tenants_in_kubeconfigs(&self, domain: &str) {
+        let _ = self.by_name.set(domain.to_owned());
     }
 
     /// [`Manager::tenant_kubeconfig`] on the blocking pool.
     async fn admin_kubeconfig(&self, name: &str) -> Result<String, ManagerError> {
         let (tenant, url, pki) = (name.to_owned(), self.url(name), self.dir(name).pki());
         let server_ca = self.server_ca_pem.clone();
-        let by_name = self.by_name.get().is_some();
+        let by_name = self.by_name.get().cloned();
         let made = tokio::task::spawn_blocking(move || {
-            let endpoint =
-                identity::Endpoint { url: &url, server_ca_pem: server_ca.as_deref(), by_name };
+            let endpoint = identity::Endpoint {
+                url: &url,
+                server_ca_pem: server_ca.as_deref(),
+                by_name: by_name.as_deref(),
+            };
             identity::admin_kubeconfig(&tenant, &endpoint, &pki)
         })
         .await?;

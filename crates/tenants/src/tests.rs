@@ -606,7 +606,7 @@ async fn the_in_process_admin_client_is_the_admin_certificates_user_and_creates_
     // The user the admin kubeconfig's certificate authenticates as.
     let kubeconfig = crate::identity::admin_kubeconfig(
         "team-a",
-        &crate::identity::Endpoint { url: "https://x", server_ca_pem: Some("ca"), by_name: false },
+        &crate::identity::Endpoint { url: "https://x", server_ca_pem: Some("ca"), by_name: None },
         &tenant.pki(),
     )
     .unwrap();
