@@ -117,7 +117,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
         .with_context(|| format!("listening on {}", args.metrics_listen))?;
-    tracing::info!(node = %args.node_name, metrics = %args.metrics_listen, "node agent starting");
+    let metrics_addr = listener.local_addr().context("the metrics listener's address")?;
+    tracing::info!(node = %args.node_name, metrics = %metrics_addr, "node agent starting");
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let metrics = agent.metrics_router();
     let mut metrics_stop = stop.clone();
