@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use carrel_e2e::{fails, kubectl_path, ok};
+use common::pod_view::PodView;
 use common::{eventually, Up, CARREL};
 use serde_json::Value;
 
@@ -218,6 +219,11 @@ fn container(objects: &[Value], kind: &str, name: &str) -> Value {
     named(objects, kind, name)["spec"]["template"]["spec"]["containers"][0].clone()
 }
 
+/// The root URL of `serve`'s listener.
+fn listener_of(serve: &Serve) -> String {
+    serve.endpoint.clone()
+}
+
 /// A port free on 127.0.0.1 now.
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
@@ -334,10 +340,34 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
         host_pod.contains("nvidia.com/gpu=MIG-"),
         "the host pod names its MIG device: {host_pod}"
     );
+    // The pod's in-cluster configuration names carrel serve, which serves its token's tenant.
+    let pod = PodView::of(&up, "team-a", "train");
+    assert_eq!(
+        pod.server(),
+        listener_of(&serve),
+        "the pod's KUBERNETES_SERVICE_* name carrel serve"
+    );
+    let in_cluster = pod.kubeconfig("in-cluster", &pod.server(), &pod.token());
+    let user = ok(
+        up.kubectl(&in_cluster, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])
+    );
+    assert_eq!(user, "system:serviceaccount:default:default");
+    ok(up.kubectl(
+        &team,
+        &[
+            "create",
+            "rolebinding",
+            "view",
+            "--clusterrole=view",
+            "--serviceaccount=default:default",
+        ],
+    ));
+    let pods = ok(up.kubectl(&in_cluster, &["get", "pods", "-o", "name"]));
+    assert_eq!(pods, "pod/train\n");
+
     // The tenant by its TLS server name alone, at an address of the admin's choosing: the
     // listener's root, with no path.
-    let listener = serve.endpoint.trim_start_matches("https://").to_owned();
-    let root = format!("https://{listener}");
+    let root = listener_of(&serve);
     let by_name = ok(up.carrel(&["tenant", "kubeconfig", "team-a", "--endpoint", &root]));
     assert!(by_name.contains("tls-server-name: team-a.tenants.carrel.local"), "{by_name}");
     assert!(by_name.contains(&format!("server: {root}\n")), "{by_name}");

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use carrel_e2e::{kubectl_path, ok};
 
+pub mod pod_view;
+
 pub const CARREL: &str = env!("CARGO_BIN_EXE_carrel");
 
 /// A running `carrel up`, stopped (SIGTERM, then kill) when dropped.
