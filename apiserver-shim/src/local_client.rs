@@ -181,6 +181,69 @@ impl Tokens {
     }
 }
 
+/// The verbs of Kubernetes' resource requests.
+const RESOURCE_VERBS: [&str; 8] =
+    ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
+
+/// What keeps `rules` from being a component's least-privilege rules, one line each: a rule
+/// that is not a PolicyRule of resources, a `*` anywhere, a verb Kubernetes does not have, a
+/// group and resource named by two rules (each is named once, so its verbs read in one place).
+pub fn least_privilege_problems(rules: &[Value]) -> Vec<String> {
+    let strings = |rule: &Value, field: &str| -> Vec<String> {
+        let values = rule[field].as_array().into_iter().flatten().filter_map(Value::as_str);
+        values.map(str::to_owned).collect()
+    };
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for rule in rules {
+        let typed: k8s_openapi::api::rbac::v1::PolicyRule =
+            match serde_json::from_value(rule.clone()) {
+                Ok(typed) => typed,
+                Err(e) => {
+                    problems.push(format!("{rule}: not a PolicyRule: {e}"));
+                    continue;
+                }
+            };
+        if typed.api_groups.as_ref().is_none_or(Vec::is_empty)
+            || typed.resources.as_ref().is_none_or(Vec::is_empty)
+            || typed.resource_names.is_some()
+            || typed.non_resource_urls.is_some()
+        {
+            problems.push(format!("{rule}: not a rule on whole resources"));
+        }
+        for field in ["apiGroups", "resources", "verbs"] {
+            if strings(rule, field).iter().any(|s| s.contains('*')) {
+                problems.push(format!("{rule}: `*` in {field}"));
+            }
+        }
+        for verb in &typed.verbs {
+            if !RESOURCE_VERBS.contains(&verb.as_str()) {
+                problems.push(format!("{rule}: no verb {verb}"));
+            }
+        }
+        for group in strings(rule, "apiGroups") {
+            for resource in strings(rule, "resources") {
+                if !seen.insert((group.clone(), resource.clone())) {
+                    problems.push(format!("{group}/{resource} named by two rules"));
+                }
+            }
+        }
+    }
+    problems
+}
+
+/// Whether `rules` allow `verb` on `resource` (a subresource as `pods/log`) of `group`, as the
+/// server's RBAC decides it.
+pub fn grants(rules: &[Value], group: &str, resource: &str, verb: &str) -> bool {
+    let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+    let attributes = crate::rbac::Attributes::resource(UserInfo::default(), verb, group, resource)
+        .with_subresource(subresource);
+    rules
+        .iter()
+        .filter_map(|r| serde_json::from_value(r.clone()).ok())
+        .any(|rule| crate::rbac::rule_allows(&attributes, &rule))
+}
+
 /// A client of `server`, a secured server in this process, as `account`: the account and its
 /// RBAC are created in the server's store (or brought up to date), and every request carries a
 /// token for it signed with `signer` for `issuer`, so the server's RBAC allows it exactly
@@ -328,6 +391,34 @@ mod tests {
     use crate::http::{clusters_router, Clusters};
     use crate::rbac::SYSTEM_MASTERS;
     use crate::tls::Certificates;
+
+    #[test]
+    fn wildcards_unknown_verbs_and_a_resource_named_twice_are_problems() {
+        let good = [
+            json!({"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get"]}),
+            json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]}),
+        ];
+        assert_eq!(least_privilege_problems(&good), Vec::<String>::new());
+        assert!(grants(&good, "", "pods/log", "get"));
+        assert!(!grants(&good, "", "pods/exec", "get"));
+        assert!(!grants(&good, "apps", "deployments", "get"));
+        let bad = [
+            json!({"apiGroups": ["*"], "resources": ["pods"], "verbs": ["get"]}),
+            json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["escalate-ish"]}),
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                   "resourceNames": ["one"]}),
+            json!({"nonResourceURLs": ["/healthz"], "verbs": ["get"]}),
+            json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}),
+        ];
+        let problems = least_privilege_problems(&bad);
+        assert!(problems.iter().any(|p| p.contains("`*` in apiGroups")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("no verb escalate-ish")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains("not a rule on whole resources")),
+            "{problems:?}"
+        );
+        assert!(problems.iter().any(|p| p.contains("/pods named by two rules")), "{problems:?}");
+    }
 
     fn host(dir: &tempfile::TempDir) -> Arc<Api> {
         let store = SledStore::open(dir.path().join("host"), Options::create()).unwrap();

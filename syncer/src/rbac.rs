@@ -94,51 +94,16 @@ pub fn views_rules() -> Vec<Value> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
-    use k8s_openapi::api::rbac::v1::PolicyRule;
+    use carrel_apiserver::local_client::{grants, least_privilege_problems};
 
     use super::*;
 
-    /// The verbs of Kubernetes' resource requests.
-    const VERBS: [&str; 8] =
-        ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"];
-
-    fn strings<'a>(rule: &'a Value, field: &str) -> Vec<&'a str> {
-        rule[field].as_array().into_iter().flatten().filter_map(Value::as_str).collect()
-    }
-
-    /// Whether `rules` let `verb` be done on `resource` (a subresource as `pods/log`) of `group`.
-    fn allows(rules: &[Value], group: &str, resource: &str, verb: &str) -> bool {
-        rules.iter().any(|r| {
-            strings(r, "apiGroups").contains(&group)
-                && strings(r, "resources").contains(&resource)
-                && strings(r, "verbs").contains(&verb)
-        })
-    }
-
     #[test]
     fn every_rule_is_a_policy_rule_without_wildcards_or_overlaps() {
-        let rules = rules();
-        let mut seen = BTreeSet::new();
-        for rule in &rules {
-            let typed: PolicyRule = serde_json::from_value(rule.clone()).expect("a PolicyRule");
-            assert!(typed.api_groups.as_ref().is_some_and(|g| !g.is_empty()), "{rule}");
-            assert!(typed.resources.as_ref().is_some_and(|r| !r.is_empty()), "{rule}");
-            assert!(typed.resource_names.is_none() && typed.non_resource_urls.is_none());
-            for field in ["apiGroups", "resources", "verbs"] {
-                assert!(strings(rule, field).iter().all(|s| !s.contains('*')), "{rule}");
-            }
-            for verb in &typed.verbs {
-                assert!(VERBS.contains(&verb.as_str()), "{verb} in {rule}");
-            }
-            // One rule per group and resource: each is named once.
-            for group in strings(rule, "apiGroups") {
-                for resource in strings(rule, "resources") {
-                    assert!(seen.insert((group, resource)), "{group}/{resource} twice");
-                }
-            }
-        }
+        assert_eq!(least_privilege_problems(&rules()), Vec::<String>::new());
+        let mut all = rules();
+        all.extend(views_rules());
+        assert_eq!(least_privilege_problems(&all), Vec::<String>::new());
     }
 
     #[test]
@@ -156,7 +121,7 @@ mod tests {
             ("storage.k8s.io", "storageclasses", "list"),
             ("coordination.k8s.io", "leases", "create"),
         ] {
-            assert!(allows(&rules, group, resource, verb), "{verb} {group}/{resource}");
+            assert!(grants(&rules, group, resource, verb), "{verb} {group}/{resource}");
         }
         // Writes the syncer makes only in its tenant, and writes it never makes.
         for (group, resource, verb) in [
@@ -170,7 +135,7 @@ mod tests {
             ("storage.k8s.io", "storageclasses", "create"),
             ("coordination.k8s.io", "leases", "update"),
         ] {
-            assert!(!allows(&rules, group, resource, verb), "{verb} {group}/{resource}");
+            assert!(!grants(&rules, group, resource, verb), "{verb} {group}/{resource}");
         }
     }
 }
