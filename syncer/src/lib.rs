@@ -131,6 +131,10 @@ pub struct Config {
     /// and the other variables the kubelet sets for the `kubernetes` Service name it
     /// ([`translate::point_api_at`]). `None` leaves the host kubelet's.
     pub tenant_api: Option<(String, u16)>,
+    /// The RuntimeClass of host pods that hold MIG devices: the handler that injects the
+    /// devices their CDI annotation names (the GPU Operator's `nvidia`). `None`: the node's
+    /// default runtime, which must then be that one.
+    pub gpu_runtime_class: Option<String>,
     /// How often everything is compared again, whatever the watches said.
     pub resync: Duration,
 }
@@ -167,6 +171,7 @@ struct Inner {
     allowed_tolerations: RwLock<Vec<carrel_gpu::fit::Toleration>>,
     tenant_ca_pem: Option<String>,
     tenant_api: Option<(String, u16)>,
+    gpu_runtime_class: Option<String>,
     resync: Duration,
     tenant_client: kube::Client,
     /// Writes the syncer's own Events in the tenant.
@@ -268,6 +273,7 @@ impl Syncer {
                 allowed_tolerations: RwLock::default(),
                 tenant_ca_pem: config.tenant_ca_pem,
                 tenant_api: config.tenant_api,
+                gpu_runtime_class: config.gpu_runtime_class,
                 resync: config.resync,
                 recorder: Recorder::for_component(tenant.clone(), COMPONENT, ""),
                 tenant_client: tenant,

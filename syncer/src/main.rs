@@ -40,6 +40,11 @@ struct Args {
     /// kubelet's, which name the host's API.
     #[arg(long, value_name = "HOST:PORT", value_parser = host_port)]
     tenant_api_address: Option<(String, u16)>,
+    /// The RuntimeClass of host pods that hold MIG devices (the GPU Operator's `nvidia`): the
+    /// handler that injects the devices their CDI annotation names. Default: none, the node's
+    /// default runtime.
+    #[arg(long)]
+    gpu_runtime_class: Option<String>,
     /// Seconds between full comparisons of both sides.
     #[arg(long, default_value_t = 10)]
     resync_seconds: u64,
@@ -114,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
         gpu_quota,
         tenant_ca_pem,
         tenant_api: args.tenant_api_address,
+        gpu_runtime_class: args.gpu_runtime_class,
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
     let syncer = Syncer::standalone(tenant, host, config);

@@ -320,6 +320,7 @@ fn syncers_main(args: &[String]) -> BenchResult<()> {
                 gpu_quota: Default::default(),
                 tenant_ca_pem: ca,
                 tenant_api: None,
+                gpu_runtime_class: None,
                 resync: Duration::from_secs(10),
             };
             let tenant = client_from(Path::new(path)).await?;

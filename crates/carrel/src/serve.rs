@@ -58,6 +58,11 @@ pub struct Args {
     /// addresses.
     #[arg(long, default_value = "10.96.0.0/12", value_parser = ServiceNetwork::from_cidr)]
     service_cidr: ServiceNetwork,
+    /// The RuntimeClass of host pods that hold MIG devices (the GPU Operator's `nvidia`): the
+    /// runtime handler that injects the devices their CDI annotation names. Default: none, the
+    /// node's default runtime, which must then be the NVIDIA Container Runtime.
+    #[arg(long)]
+    gpu_runtime_class: Option<String>,
     /// How many new pods, across tenants, may be stored before their syncers have taken them up.
     /// Default: half the cores, at least one. 0 lets every create through at once.
     #[arg(long)]
@@ -164,7 +169,8 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
         Duration::from_secs(10),
         intake,
     )
-    .with_tenant_api(tenant_api.0.clone(), tenant_api.1);
+    .with_tenant_api(tenant_api.0.clone(), tenant_api.1)
+    .with_gpu_runtime_class(args.gpu_runtime_class.clone());
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {

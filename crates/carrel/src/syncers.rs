@@ -43,6 +43,8 @@ pub struct Syncers {
     ca_pem: Option<String>,
     /// Where tenants' workloads reach their API (the listener), when it is known.
     tenant_api: Option<(String, u16)>,
+    /// The RuntimeClass of host pods that hold MIG devices, when one is named.
+    gpu_runtime_class: Option<String>,
     resync: Duration,
     /// False when syncers run apart (`carrel up --no-syncers`): tenants get pod logs only.
     start: bool,
@@ -95,6 +97,7 @@ impl Syncers {
             intake,
             ca_pem,
             tenant_api: None,
+            gpu_runtime_class: None,
             resync,
             start: true,
             running: Mutex::default(),
@@ -109,6 +112,11 @@ impl Syncers {
     /// their host pods' `KUBERNETES_SERVICE_HOST` and its family name it.
     pub fn with_tenant_api(self, host: String, port: u16) -> Syncers {
         Syncers { tenant_api: Some((host, port)), ..self }
+    }
+
+    /// Run tenants' host pods that hold MIG devices with RuntimeClass `class`.
+    pub fn with_gpu_runtime_class(self, class: Option<String>) -> Syncers {
+        Syncers { gpu_runtime_class: class, ..self }
     }
 
     /// Serve each tenant's cluster DNS with `dns`.
@@ -202,6 +210,7 @@ impl TenantHooks for Syncers {
             gpu_quota: quota,
             tenant_ca_pem: self.ca_pem.clone(),
             tenant_api: self.tenant_api.clone(),
+            gpu_runtime_class: self.gpu_runtime_class.clone(),
             resync: self.resync,
         };
         if let Some(intake) = &self.intake {

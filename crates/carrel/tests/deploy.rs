@@ -104,6 +104,10 @@ fn every_overlay_renders_what_a_cluster_needs_and_the_host_accepts_it() {
         let set = named(&objects, "StatefulSet", "carrel-apiserver");
         let container = &set["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["args"][0], "serve", "{overlay}: {container}");
+        // Beside the GPU Operator, tenants' GPU pods run with its RuntimeClass.
+        let runtime_class = serde_json::json!("--gpu-runtime-class=nvidia");
+        let args = container["args"].as_array().expect("args");
+        assert_eq!(args.contains(&runtime_class), overlay == "gpu-operator", "{overlay}: {args:?}");
         assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/livez");
         assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
         let namespace = named(&objects, "Namespace", "carrel-system");

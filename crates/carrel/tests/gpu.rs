@@ -705,6 +705,7 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
                 gpu_quota: carrel_gpu::requests::parse_quota(&["1g.18gb=1"]).expect("quota"),
                 tenant_ca_pem: None,
                 tenant_api: None,
+                gpu_runtime_class: Some("nvidia".into()),
                 resync: Duration::from_secs(10),
             };
             let syncer = carrel_syncer::Syncer::standalone(
@@ -729,6 +730,20 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
         ],
     ));
     assert!(annotations.contains("cdi.k8s.io/"), "{annotations}");
+    // The handler that injects what the annotation names, as the syncer was told.
+    let class = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "pod",
+            "-n",
+            "carrel-team-a",
+            "train-x-default",
+            "-o",
+            "jsonpath={.spec.runtimeClassName}",
+        ],
+    ));
+    assert_eq!(class, "nvidia");
     let held = held(&up);
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!((held[0].0.as_str(), held[0].2.as_str()), ("team-a", "train"));

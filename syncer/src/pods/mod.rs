@@ -390,6 +390,9 @@ impl Syncer {
         );
         translate::keep_off_nodes(&mut host, &cordons);
         translate::point_api_at(&mut host, self.tenant_api());
+        if !held.is_empty() {
+            translate::run_devices_with(&mut host, self.inner.gpu_runtime_class.as_deref());
+        }
         let nameserver = self.cluster_dns().await?;
         let namespace = tenant.pointer("/metadata/namespace").and_then(Value::as_str);
         let (namespace, domain) = (namespace.unwrap_or_default(), translate::CLUSTER_DOMAIN);

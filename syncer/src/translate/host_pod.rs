@@ -434,6 +434,14 @@ pub fn api_env((host, port): (&str, u16)) -> Vec<Value> {
     .collect()
 }
 
+/// Have host pod `pod`, which holds MIG devices, run with RuntimeClass `class` where one is
+/// given: the runtime handler that injects the devices its CDI annotation names.
+pub fn run_devices_with(pod: &mut Value, class: Option<&str>) {
+    if let (Some(class), Some(spec)) = (class, pod.get_mut("spec").and_then(Value::as_object_mut)) {
+        spec.insert("runtimeClassName".into(), json!(class));
+    }
+}
+
 /// Give every container of `pod` (a host pod, or a patch of its ephemeral containers)
 /// [`api_env`] for `api`, ahead of its own variables, which win as they win over the kubelet's.
 pub fn point_api_at(pod: &mut Value, api: Option<(&str, u16)>) {

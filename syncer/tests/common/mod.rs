@@ -22,6 +22,7 @@ pub fn config(tenant: &str) -> carrel_syncer::Config {
         gpu_quota: Default::default(),
         tenant_ca_pem: None,
         tenant_api: None,
+        gpu_runtime_class: None,
         resync: Duration::from_secs(1),
     }
 }
