@@ -135,6 +135,11 @@ pub struct Config {
     /// devices their CDI annotation names (the GPU Operator's `nvidia`). `None`: the node's
     /// default runtime, which must then be that one.
     pub gpu_runtime_class: Option<String>,
+    /// Whether the tenant's cluster DNS answers at its `kube-system/kube-dns` address for host
+    /// pods, so they are pointed at it. Where it does not (no DNS server of the tenant's runs
+    /// where that address leads; on a real host it is the host's own cluster DNS, which knows
+    /// every tenant's host Services), host pods resolve through their node (`Default`).
+    pub cluster_dns: bool,
     /// How often everything is compared again, whatever the watches said.
     pub resync: Duration,
 }
@@ -172,6 +177,7 @@ struct Inner {
     tenant_ca_pem: Option<String>,
     tenant_api: Option<(String, u16)>,
     gpu_runtime_class: Option<String>,
+    cluster_dns: bool,
     resync: Duration,
     tenant_client: kube::Client,
     /// Writes the syncer's own Events in the tenant.
@@ -274,6 +280,7 @@ impl Syncer {
                 tenant_ca_pem: config.tenant_ca_pem,
                 tenant_api: config.tenant_api,
                 gpu_runtime_class: config.gpu_runtime_class,
+                cluster_dns: config.cluster_dns,
                 resync: config.resync,
                 recorder: Recorder::for_component(tenant.clone(), COMPONENT, ""),
                 tenant_client: tenant,

@@ -45,6 +45,11 @@ struct Args {
     /// default runtime.
     #[arg(long)]
     gpu_runtime_class: Option<String>,
+    /// No DNS server of the tenant answers at its `kube-system/kube-dns` address for host pods:
+    /// they resolve through their node (`dnsPolicy: Default`) rather than whatever that address
+    /// reaches on the host (on a real host, the host's own cluster DNS).
+    #[arg(long)]
+    no_cluster_dns: bool,
     /// Seconds between full comparisons of both sides.
     #[arg(long, default_value_t = 10)]
     resync_seconds: u64,
@@ -120,6 +125,7 @@ async fn main() -> anyhow::Result<()> {
         tenant_ca_pem,
         tenant_api: args.tenant_api_address,
         gpu_runtime_class: args.gpu_runtime_class,
+        cluster_dns: !args.no_cluster_dns,
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
     let syncer = Syncer::standalone(tenant, host, config);

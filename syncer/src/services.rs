@@ -31,8 +31,12 @@ fn refused(e: &kube::Error) -> bool {
 impl Syncer {
     /// The address of the tenant's cluster DNS, its `kube-system/kube-dns` Service's cluster IP,
     /// which its pods resolve names through ([`translate::point_dns_at`]); `None` when the
-    /// tenant has removed that Service or made it headless.
+    /// tenant has removed that Service or made it headless, or when no tenant DNS answers there
+    /// ([`Config::cluster_dns`](crate::Config::cluster_dns)).
     pub(crate) async fn cluster_dns(&self) -> Result<Option<String>, SyncError> {
+        if !self.inner.cluster_dns {
+            return Ok(None);
+        }
         let api: Api<Service> = Api::namespaced(self.inner.tenant_client.clone(), "kube-system");
         let service = api.get_opt("kube-dns").await?;
         let ip = service.and_then(|s| s.spec).and_then(|s| s.cluster_ip);

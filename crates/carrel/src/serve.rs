@@ -170,7 +170,11 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
         intake,
     )
     .with_tenant_api(tenant_api.0.clone(), tenant_api.1)
-    .with_gpu_runtime_class(args.gpu_runtime_class.clone());
+    .with_gpu_runtime_class(args.gpu_runtime_class.clone())
+    // No tenant DNS is served on a real host yet, and a tenant's `kube-dns` address (the tenth
+    // of the host's Service network) is the host's own DNS there: host pods resolve through
+    // their node instead.
+    .without_cluster_dns();
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {

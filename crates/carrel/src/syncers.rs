@@ -45,6 +45,8 @@ pub struct Syncers {
     tenant_api: Option<(String, u16)>,
     /// The RuntimeClass of host pods that hold MIG devices, when one is named.
     gpu_runtime_class: Option<String>,
+    /// Whether tenants' DNS answers at their `kube-dns` address for host pods.
+    cluster_dns: bool,
     resync: Duration,
     /// False when syncers run apart (`carrel up --no-syncers`): tenants get pod logs only.
     start: bool,
@@ -98,6 +100,7 @@ impl Syncers {
             ca_pem,
             tenant_api: None,
             gpu_runtime_class: None,
+            cluster_dns: true,
             resync,
             start: true,
             running: Mutex::default(),
@@ -112,6 +115,12 @@ impl Syncers {
     /// their host pods' `KUBERNETES_SERVICE_HOST` and its family name it.
     pub fn with_tenant_api(self, host: String, port: u16) -> Syncers {
         Syncers { tenant_api: Some((host, port)), ..self }
+    }
+
+    /// Host pods resolve through their node: no tenant DNS answers at their tenant's `kube-dns`
+    /// address (`carrel serve`, until it serves tenants' DNS on a real host).
+    pub fn without_cluster_dns(self) -> Syncers {
+        Syncers { cluster_dns: false, ..self }
     }
 
     /// Run tenants' host pods that hold MIG devices with RuntimeClass `class`.
@@ -211,6 +220,7 @@ impl TenantHooks for Syncers {
             tenant_ca_pem: self.ca_pem.clone(),
             tenant_api: self.tenant_api.clone(),
             gpu_runtime_class: self.gpu_runtime_class.clone(),
+            cluster_dns: self.cluster_dns,
             resync: self.resync,
         };
         if let Some(intake) = &self.intake {

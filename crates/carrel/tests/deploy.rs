@@ -344,6 +344,21 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
         host_pod.contains("nvidia.com/gpu=MIG-"),
         "the host pod names its MIG device: {host_pod}"
     );
+    // No tenant DNS answers on a host carrel serve reaches as a client (and the tenant's
+    // kube-dns address is the host's own DNS there): the pod resolves through its node.
+    let dns = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "pod",
+            "-n",
+            "carrel-team-a",
+            "train-x-default",
+            "-o",
+            "jsonpath={.spec.dnsPolicy}",
+        ],
+    ));
+    assert_eq!(dns, "Default");
     // The pod's in-cluster configuration names carrel serve, which serves its token's tenant.
     let pod = PodView::of(&up, "team-a", "train");
     assert_eq!(
