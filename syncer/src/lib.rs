@@ -135,13 +135,25 @@ pub struct Config {
     /// devices their CDI annotation names (the GPU Operator's `nvidia`). `None`: the node's
     /// default runtime, which must then be that one.
     pub gpu_runtime_class: Option<String>,
-    /// Whether the tenant's cluster DNS answers at its `kube-system/kube-dns` address for host
-    /// pods, so they are pointed at it. Where it does not (no DNS server of the tenant's runs
-    /// where that address leads; on a real host it is the host's own cluster DNS, which knows
-    /// every tenant's host Services), host pods resolve through their node (`Default`).
-    pub cluster_dns: bool,
+    /// Where host pods reach the tenant's cluster DNS.
+    pub cluster_dns: ClusterDns,
     /// How often everything is compared again, whatever the watches said.
     pub resync: Duration,
+}
+
+/// Where a tenant's host pods reach its cluster DNS.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ClusterDns {
+    /// At its `kube-system/kube-dns` Service's address, which leads to its DNS (`carrel up`).
+    #[default]
+    TenantService,
+    /// At this address: one DNS Service for every tenant, which tells them apart by the asking
+    /// pod's address (`carrel serve --dns-service`).
+    At(String),
+    /// Nowhere: host pods resolve through their node (`dnsPolicy: Default`), never through
+    /// whatever the tenant's `kube-dns` address reaches on the host (on a real host, the host's
+    /// own cluster DNS, which knows every tenant's host Services).
+    Node,
 }
 
 /// A task that ends with its owner.
@@ -177,7 +189,7 @@ struct Inner {
     tenant_ca_pem: Option<String>,
     tenant_api: Option<(String, u16)>,
     gpu_runtime_class: Option<String>,
-    cluster_dns: bool,
+    cluster_dns: ClusterDns,
     resync: Duration,
     tenant_client: kube::Client,
     /// Writes the syncer's own Events in the tenant.

@@ -10,7 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use carrel_gpu::fit::Toleration;
 use carrel_machinery::tenancy::host_namespace;
-use carrel_syncer::{Config, Syncer};
+use carrel_syncer::{ClusterDns, Config, Syncer};
 
 /// Sync a tenant's pods to a host cluster, pinned to claimed MIG devices.
 #[derive(Debug, Parser)]
@@ -125,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
         tenant_ca_pem,
         tenant_api: args.tenant_api_address,
         gpu_runtime_class: args.gpu_runtime_class,
-        cluster_dns: !args.no_cluster_dns,
+        cluster_dns: if args.no_cluster_dns { ClusterDns::Node } else { ClusterDns::TenantService },
         resync: Duration::from_secs(args.resync_seconds.max(1)),
     };
     let syncer = Syncer::standalone(tenant, host, config);

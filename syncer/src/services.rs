@@ -31,11 +31,13 @@ fn refused(e: &kube::Error) -> bool {
 impl Syncer {
     /// The address of the tenant's cluster DNS, its `kube-system/kube-dns` Service's cluster IP,
     /// which its pods resolve names through ([`translate::point_dns_at`]); `None` when the
-    /// tenant has removed that Service or made it headless, or when no tenant DNS answers there
-    /// ([`Config::cluster_dns`](crate::Config::cluster_dns)).
+    /// tenant has removed that Service or made it headless. Where the tenant's DNS answers
+    /// elsewhere ([`Config::cluster_dns`](crate::Config::cluster_dns)): that address, or `None`.
     pub(crate) async fn cluster_dns(&self) -> Result<Option<String>, SyncError> {
-        if !self.inner.cluster_dns {
-            return Ok(None);
+        match &self.inner.cluster_dns {
+            crate::ClusterDns::TenantService => {}
+            crate::ClusterDns::At(address) => return Ok(Some(address.clone())),
+            crate::ClusterDns::Node => return Ok(None),
         }
         let api: Api<Service> = Api::namespaced(self.inner.tenant_client.clone(), "kube-system");
         let service = api.get_opt("kube-dns").await?;

@@ -321,7 +321,7 @@ fn syncers_main(args: &[String]) -> BenchResult<()> {
                 tenant_ca_pem: ca,
                 tenant_api: None,
                 gpu_runtime_class: None,
-                cluster_dns: true,
+                cluster_dns: carrel_syncer::ClusterDns::TenantService,
                 resync: Duration::from_secs(10),
             };
             let tenant = client_from(Path::new(path)).await?;

@@ -5,6 +5,10 @@
 //! and one TCP listener serve them all ([`SharedServer`]): a tenant holds no socket and no task
 //! for its DNS, only its zone.
 //!
+//! `carrel serve` serves them another way ([`TenantDns::by_source`]): on one address, reached
+//! through one host Service, where the address a query comes from (a host pod's, kept by
+//! [`PodAddresses`]) names the tenant; a query from any other address gets no answer.
+//!
 //! A tenant closed while idle keeps its last zone: nothing can change its names until its
 //! cluster opens again, and its pods may still be resolving them. A tenant served after a
 //! restart without being opened has no zone yet: its first query opens it and waits for its
@@ -12,13 +16,19 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use parking_lot::{Mutex, RwLock};
 
 use carrel_apiserver::http::Clusters;
 use carrel_dns::{Resolver, SharedServer, SharedZone, DEFAULT_DOMAIN};
+
+use carrel_tenants::host_namespace;
 
 use crate::syncers::AbortOnDrop;
 
@@ -26,10 +36,18 @@ use crate::syncers::AbortOnDrop;
 const FIRST: u32 = u32::from_be_bytes([127, 1, 0, 1]);
 const LAST: u32 = u32::from_be_bytes([127, 254, 255, 254]);
 
+/// How a query finds its tenant.
+enum Routing {
+    /// Each tenant at a loopback address of its own, on one port (0: any) for all (`carrel up`).
+    Loopback { port: u16 },
+    /// Every tenant on `listen`, which host pods reach at `advertised` (a host Service): the
+    /// address a query comes from names the tenant whose host pod has it (`carrel serve`).
+    BySource { listen: SocketAddr, advertised: SocketAddr, pods: Arc<PodAddresses> },
+}
+
 /// The tenants' cluster DNS.
 pub struct TenantDns {
-    /// The port asked for (0: any), until the server is started.
-    port: u16,
+    routing: Routing,
     /// Where names outside the cluster domain are forwarded.
     upstream: Vec<SocketAddr>,
     handle: tokio::runtime::Handle,
@@ -47,9 +65,10 @@ struct Tenants {
     by_addr: HashMap<Ipv4Addr, String>,
 }
 
-/// One tenant's address, its resolver, and what keeps its zone current.
+/// One tenant's address (none where queries' sources name it), its resolver, and what keeps
+/// its zone current.
 struct Served {
-    addr: Ipv4Addr,
+    addr: Option<Ipv4Addr>,
     resolver: Resolver,
     zone: SharedZone,
     /// Running while the tenant's cluster is open.
@@ -59,8 +78,10 @@ struct Served {
 impl std::fmt::Debug for TenantDns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let port = self.server.lock().as_ref().map(SharedServer::port);
+        let by_source = matches!(self.routing, Routing::BySource { .. });
         f.debug_struct("TenantDns")
             .field("port", &port)
+            .field("by_source", &by_source)
             .field("upstream", &self.upstream)
             .field("tenants", &self.tenants.lock().by_name.len())
             .finish_non_exhaustive()
@@ -77,7 +98,7 @@ impl TenantDns {
         clusters: Arc<Clusters>,
     ) -> Arc<TenantDns> {
         Arc::new(TenantDns {
-            port,
+            routing: Routing::Loopback { port },
             upstream,
             handle,
             clusters,
@@ -86,13 +107,67 @@ impl TenantDns {
         })
     }
 
-    /// The shared server's port, started if it is not running: on `self.port`, else on
+    /// Tenants' DNS on `listen`, reached by host pods at `advertised`, each tenant answering
+    /// the queries that come from its host pods' addresses (`pods`), forwarding other names to
+    /// `upstream`, run on `handle`, for the tenants of `clusters`.
+    pub fn by_source(
+        listen: SocketAddr,
+        advertised: SocketAddr,
+        pods: Arc<PodAddresses>,
+        upstream: Vec<SocketAddr>,
+        handle: tokio::runtime::Handle,
+        clusters: Arc<Clusters>,
+    ) -> Arc<TenantDns> {
+        Arc::new(TenantDns {
+            routing: Routing::BySource { listen, advertised, pods },
+            upstream,
+            handle,
+            clusters,
+            server: Mutex::default(),
+            tenants: Arc::default(),
+        })
+    }
+
+    /// Start the server now (it starts with the first tenant otherwise); the address it listens
+    /// on, or `None` (logged) when it cannot start.
+    pub fn start(&self) -> Option<SocketAddr> {
+        let port = self.port(None)?;
+        Some(match &self.routing {
+            Routing::Loopback { .. } => SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            Routing::BySource { listen, .. } => SocketAddr::new(listen.ip(), port),
+        })
+    }
+
+    /// The shared server's port, started if it is not running: on the port asked for, else on
     /// `recorded`'s port where that is free, else on one the system picks.
     fn port(&self, recorded: Option<SocketAddr>) -> Option<u16> {
         let mut server = self.server.lock();
         if let Some(server) = server.as_ref() {
             return Some(server.port());
         }
+        let asked = match &self.routing {
+            Routing::Loopback { port } => *port,
+            Routing::BySource { listen, pods, .. } => {
+                let (tenants, pods) = (self.tenants.clone(), pods.clone());
+                let route: carrel_dns::SourceRoute = Arc::new(move |source| {
+                    let name = pods.tenant_of(source)?;
+                    let tenants = tenants.lock();
+                    Some(tenants.by_name.get(&name)?.resolver.clone())
+                });
+                let _runtime = self.handle.enter();
+                return match SharedServer::start_by_source(*listen, route) {
+                    Ok(started) => {
+                        let port = started.port();
+                        *server = Some(started);
+                        Some(port)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "tenants' cluster DNS could not start");
+                        None
+                    }
+                };
+            }
+        };
         let tenants = self.tenants.clone();
         let route: carrel_dns::Route = Arc::new(move |addr| {
             let tenants = tenants.lock();
@@ -100,16 +175,16 @@ impl TenantDns {
             Some(tenants.by_name.get(name)?.resolver.clone())
         });
         let _runtime = self.handle.enter();
-        let wanted = match (self.port, recorded) {
+        let wanted = match (asked, recorded) {
             (0, Some(recorded)) => recorded.port(),
             (port, _) => port,
         };
         let started = SharedServer::start(wanted, route.clone()).or_else(|e| {
-            if wanted == self.port {
+            if wanted == asked {
                 return Err(e);
             }
             tracing::debug!(port = wanted, error = %e, "the recorded DNS port is taken");
-            SharedServer::start(self.port, route)
+            SharedServer::start(asked, route)
         });
         match started {
             Ok(started) => {
@@ -125,16 +200,24 @@ impl TenantDns {
     }
 
     /// Where `tenant`'s DNS answers (`127.x.y.z:PORT`), given an address if it has none: the
-    /// one `recorded` (its status's, from before) names where no other tenant holds it. `None`,
+    /// one `recorded` (its status's, from before) names where no other tenant holds it; where
+    /// queries' sources name tenants, the address host pods reach every tenant's at. `None`,
     /// logged, when the shared server cannot start.
     pub fn endpoint(&self, tenant: &str, recorded: Option<&str>) -> Option<SocketAddr> {
         let recorded = recorded.and_then(|r| r.parse::<SocketAddr>().ok());
         let port = self.port(recorded)?;
+        let at = |addr: Option<Ipv4Addr>| match (&self.routing, addr) {
+            (Routing::BySource { advertised, .. }, _) => Some(*advertised),
+            (Routing::Loopback { .. }, addr) => Some(SocketAddr::from((addr?, port))),
+        };
         let mut tenants = self.tenants.lock();
         if let Some(served) = tenants.by_name.get(tenant) {
-            return Some(SocketAddr::from((served.addr, port)));
+            return at(served.addr);
         }
-        let addr = free_address(&tenants.by_addr, tenant, recorded)?;
+        let addr = match self.routing {
+            Routing::Loopback { .. } => Some(free_address(&tenants.by_addr, tenant, recorded)?),
+            Routing::BySource { .. } => None,
+        };
         let zone = SharedZone::pending(DEFAULT_DOMAIN).ok()?;
         let (clusters, handle, name) =
             (self.clusters.clone(), self.handle.clone(), tenant.to_owned());
@@ -147,11 +230,13 @@ impl TenantDns {
             });
         });
         let resolver = Resolver::new(zone.clone(), self.upstream.clone()).on_pending(open);
-        tenants.by_addr.insert(addr, tenant.to_owned());
+        if let Some(addr) = addr {
+            tenants.by_addr.insert(addr, tenant.to_owned());
+        }
         let served = Served { addr, resolver, zone, follow: None };
         tenants.by_name.insert(tenant.to_owned(), served);
-        tracing::info!(%tenant, %addr, port, "serving the tenant's cluster DNS");
-        Some(SocketAddr::from((addr, port)))
+        tracing::info!(%tenant, ?addr, port, "serving the tenant's cluster DNS");
+        at(addr)
     }
 
     /// Keep `tenant`'s zone current from its Services and EndpointSlices, read with `client`,
@@ -184,10 +269,95 @@ impl TenantDns {
     /// `tenant` is no longer served: its address answers no more.
     pub fn gone(&self, tenant: &str) {
         let mut tenants = self.tenants.lock();
-        if let Some(served) = tenants.by_name.remove(tenant) {
-            tenants.by_addr.remove(&served.addr);
+        if let Some(addr) = tenants.by_name.remove(tenant).and_then(|served| served.addr) {
+            tenants.by_addr.remove(&addr);
         }
     }
+}
+
+/// The addresses of tenants' host pods, kept from one watch of the host's pods that carry a
+/// tenant's label: which tenant a DNS query comes from. A pod counts for a tenant only in that
+/// tenant's host namespace.
+#[derive(Debug, Default)]
+pub struct PodAddresses {
+    by_ip: RwLock<HashMap<IpAddr, String>>,
+}
+
+impl PodAddresses {
+    /// Addresses kept from `host`'s pods by a task on `handle`, for as long as the returned
+    /// value lives.
+    pub fn watch(host: kube::Client, handle: &tokio::runtime::Handle) -> Arc<PodAddresses> {
+        let addresses = Arc::new(PodAddresses::default());
+        let weak = Arc::downgrade(&addresses);
+        handle.spawn(async move {
+            let pods: kube::Api<Pod> = kube::Api::all(host);
+            let config = watcher::Config::default().labels(carrel_syncer::host_names::LABEL_TENANT);
+            let mut events = watcher::watcher(pods, config).default_backoff().boxed();
+            let mut relisted: Option<HashMap<IpAddr, String>> = None;
+            while let Some(event) = events.next().await {
+                let Some(addresses) = weak.upgrade() else { return };
+                match event {
+                    Ok(Event::Init) => relisted = Some(HashMap::new()),
+                    Ok(Event::InitApply(pod)) => {
+                        if let Some(relisted) = relisted.as_mut() {
+                            for (ip, tenant) in tenant_addresses(&pod) {
+                                relisted.insert(ip, tenant);
+                            }
+                        }
+                    }
+                    Ok(Event::InitDone) => {
+                        if let Some(relisted) = relisted.take() {
+                            *addresses.by_ip.write() = relisted;
+                        }
+                    }
+                    Ok(Event::Apply(pod)) => {
+                        let mut by_ip = addresses.by_ip.write();
+                        for (ip, tenant) in tenant_addresses(&pod) {
+                            by_ip.insert(ip, tenant);
+                        }
+                    }
+                    Ok(Event::Delete(pod)) => {
+                        let mut by_ip = addresses.by_ip.write();
+                        for (ip, tenant) in tenant_addresses(&pod) {
+                            if by_ip.get(&ip) == Some(&tenant) {
+                                by_ip.remove(&ip);
+                            }
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "watching host pods for their addresses"),
+                }
+            }
+        });
+        addresses
+    }
+
+    /// The tenant whose host pod has address `ip`.
+    pub fn tenant_of(&self, ip: IpAddr) -> Option<String> {
+        self.by_ip.read().get(&ip).cloned()
+    }
+}
+
+/// The addresses of host pod `pod` with its tenant, if it is one of a tenant's (its label names
+/// the tenant whose host namespace it is in).
+fn tenant_addresses(pod: &Pod) -> Vec<(IpAddr, String)> {
+    let labels = pod.metadata.labels.as_ref();
+    let Some(tenant) = labels.and_then(|l| l.get(carrel_syncer::host_names::LABEL_TENANT)) else {
+        return Vec::new();
+    };
+    if pod.metadata.namespace.as_deref() != Some(host_namespace(tenant).as_str()) {
+        return Vec::new();
+    }
+    let status = pod.status.as_ref();
+    let listed = status.and_then(|s| s.pod_ips.as_ref()).into_iter().flatten().map(|p| &p.ip);
+    let mut ips: Vec<IpAddr> = status
+        .and_then(|s| s.pod_ip.as_ref())
+        .into_iter()
+        .chain(listed)
+        .filter_map(|ip| ip.parse().ok())
+        .collect();
+    ips.sort();
+    ips.dedup();
+    ips.into_iter().map(|ip| (ip, tenant.clone())).collect()
 }
 
 /// An address no tenant in `taken` holds for `tenant`: `recorded`'s where it is one of ours and

@@ -22,8 +22,11 @@ use carrel_apiserver::listener::{self, ListenerFlags};
 use carrel_apiserver::tls::{Certificates, IN_CLUSTER_NAMES, TENANT_DOMAIN};
 use carrel_apiserver::{Api, Server, ServiceNetwork};
 use carrel_store::{Options, SledStore};
+use carrel_syncer::ClusterDns;
 use carrel_tenants::Manager;
+use k8s_openapi::api::core::v1::Service;
 
+use crate::dns::{PodAddresses, TenantDns};
 use crate::syncers::Syncers;
 use crate::up::{descriptors, go_duration, serve_tenants_by_name, shutdown_signal, INTAKE_LIMIT};
 
@@ -63,6 +66,19 @@ pub struct Args {
     /// node's default runtime, which must then be the NVIDIA Container Runtime.
     #[arg(long)]
     gpu_runtime_class: Option<String>,
+    /// Serve tenants' cluster DNS on this address (UDP and TCP), each tenant answering the
+    /// queries that come from its host pods' addresses; with --dns-service. Without, tenants'
+    /// pods resolve through their node.
+    #[arg(long, requires = "dns_service", value_name = "ADDRESS:PORT")]
+    dns_listen: Option<SocketAddr>,
+    /// The host Service in front of --dns-listen, as NAMESPACE/NAME: host pods resolve through
+    /// its cluster IP, and tenants' `status.dnsEndpoint` names it.
+    #[arg(long, requires = "dns_listen", value_name = "NAMESPACE/NAME")]
+    dns_service: Option<String>,
+    /// Where tenants' DNS forwards names outside the cluster domain, as ADDRESS:PORT, comma
+    /// separated. Default: the nameservers of /etc/resolv.conf.
+    #[arg(long, value_delimiter = ',')]
+    dns_upstream: Vec<SocketAddr>,
     /// How many new pods, across tenants, may be stored before their syncers have taken them up.
     /// Default: half the cores, at least one. 0 lets every create through at once.
     #[arg(long)]
@@ -85,6 +101,38 @@ fn host_and_port(url: &str) -> anyhow::Result<(String, u16)> {
     let host = uri.host().with_context(|| format!("{url} names no host"))?;
     let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
     Ok((host, uri.port_u16().unwrap_or(443)))
+}
+
+/// The cluster IP and DNS port of host Service `NAMESPACE/NAME`, waited for up to a minute (a
+/// fresh install may apply it beside this server).
+async fn dns_service_address(host: &kube::Client, service: &str) -> anyhow::Result<SocketAddr> {
+    let (namespace, name) = service
+        .split_once('/')
+        .with_context(|| format!("--dns-service {service}: not NAMESPACE/NAME"))?;
+    let services: kube::Api<Service> = kube::Api::namespaced(host.clone(), namespace);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let found = services.get_opt(name).await;
+        let spec = match &found {
+            Ok(Some(service)) => service.spec.as_ref(),
+            _ => None,
+        };
+        let ip =
+            spec.and_then(|s| s.cluster_ip.as_deref()).and_then(|ip| ip.parse::<IpAddr>().ok());
+        if let (Some(ip), Some(spec)) = (ip, spec) {
+            let ports = spec.ports.iter().flatten();
+            let port = ports
+                .clone()
+                .find(|p| p.protocol.as_deref() == Some("UDP"))
+                .or_else(|| ports.clone().next())
+                .map_or(53, |p| u16::try_from(p.port).unwrap_or(53));
+            return Ok(SocketAddr::new(ip, port));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("--dns-service {service}: no such Service with a cluster IP on the host ({found:?})");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// HOST:PORT.
@@ -163,18 +211,39 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     let window = args.sync_window.unwrap_or_else(PodIntake::size_for_this_machine);
     let intake = (window > 0).then(|| Arc::new(PodIntake::new(window, INTAKE_LIMIT)));
     let syncers = Syncers::new(
-        host,
+        host.clone(),
         tokio::runtime::Handle::current(),
         Some(certs.ca_pem.clone()),
         Duration::from_secs(10),
         intake,
     )
     .with_tenant_api(tenant_api.0.clone(), tenant_api.1)
-    .with_gpu_runtime_class(args.gpu_runtime_class.clone())
-    // No tenant DNS is served on a real host yet, and a tenant's `kube-dns` address (the tenth
-    // of the host's Service network) is the host's own DNS there: host pods resolve through
-    // their node instead.
-    .without_cluster_dns();
+    .with_gpu_runtime_class(args.gpu_runtime_class.clone());
+    // Host pods never resolve through a tenant's `kube-dns` address: on a real host, the tenth
+    // of its Service network is the host's own DNS, which knows every tenant's host Services.
+    // They resolve through the tenants' DNS Service where there is one, else their node.
+    let syncers = match (args.dns_listen, &args.dns_service) {
+        (Some(listen), Some(service)) => {
+            let advertised = dns_service_address(&host, service).await?;
+            let upstream = if args.dns_upstream.is_empty() {
+                carrel_dns::upstream_from_resolv_conf(std::path::Path::new("/etc/resolv.conf"))
+                    .unwrap_or_else(|e| {
+                        tracing::warn!(error = %e, "tenants' DNS forwards nowhere");
+                        Vec::new()
+                    })
+            } else {
+                args.dns_upstream.clone()
+            };
+            let handle = tokio::runtime::Handle::current();
+            let pods = PodAddresses::watch(host.clone(), &handle);
+            let dns =
+                TenantDns::by_source(listen, advertised, pods, upstream, handle, clusters.clone());
+            let bound = dns.start().context("tenants' DNS could not start")?;
+            announce_dns(bound, advertised);
+            syncers.with_dns(dns).with_cluster_dns(ClusterDns::At(advertised.ip().to_string()))
+        }
+        _ => syncers.with_cluster_dns(ClusterDns::Node),
+    };
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
     if !args.tenant_idle_after.is_zero() {
@@ -194,6 +263,12 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     syncers.stop_all();
     let _ = manager_task.await;
     Ok(())
+}
+
+/// Scripts read where tenants' DNS is from this line.
+#[allow(clippy::print_stdout)]
+fn announce_dns(bound: SocketAddr, advertised: SocketAddr) {
+    println!("tenants' DNS: {bound} (host pods reach it at {advertised})");
 }
 
 /// Scripts read where the server is from these lines.

@@ -23,7 +23,7 @@ use carrel_apiserver::registry::core::pods::subresources::{
 use carrel_apiserver::tenant::types::{allowed_tolerations, gpu_quota};
 use carrel_apiserver::{ApiError, ApiResult, Server};
 use carrel_sim::{LogLine, LogStore};
-use carrel_syncer::{host_names, taken_up, Config, HostWatch, Syncer};
+use carrel_syncer::{host_names, taken_up, ClusterDns, Config, HostWatch, Syncer};
 use carrel_tenants::{host_namespace, TenantHooks};
 
 use crate::dns::TenantDns;
@@ -45,8 +45,8 @@ pub struct Syncers {
     tenant_api: Option<(String, u16)>,
     /// The RuntimeClass of host pods that hold MIG devices, when one is named.
     gpu_runtime_class: Option<String>,
-    /// Whether tenants' DNS answers at their `kube-dns` address for host pods.
-    cluster_dns: bool,
+    /// Where host pods reach their tenant's DNS.
+    cluster_dns: ClusterDns,
     resync: Duration,
     /// False when syncers run apart (`carrel up --no-syncers`): tenants get pod logs only.
     start: bool,
@@ -100,7 +100,7 @@ impl Syncers {
             ca_pem,
             tenant_api: None,
             gpu_runtime_class: None,
-            cluster_dns: true,
+            cluster_dns: ClusterDns::TenantService,
             resync,
             start: true,
             running: Mutex::default(),
@@ -117,10 +117,10 @@ impl Syncers {
         Syncers { tenant_api: Some((host, port)), ..self }
     }
 
-    /// Host pods resolve through their node: no tenant DNS answers at their tenant's `kube-dns`
-    /// address (`carrel serve`, until it serves tenants' DNS on a real host).
-    pub fn without_cluster_dns(self) -> Syncers {
-        Syncers { cluster_dns: false, ..self }
+    /// Host pods reach their tenant's DNS as `cluster_dns` says (by default at the tenant's
+    /// `kube-dns` address).
+    pub fn with_cluster_dns(self, cluster_dns: ClusterDns) -> Syncers {
+        Syncers { cluster_dns, ..self }
     }
 
     /// Run tenants' host pods that hold MIG devices with RuntimeClass `class`.
@@ -220,7 +220,7 @@ impl TenantHooks for Syncers {
             tenant_ca_pem: self.ca_pem.clone(),
             tenant_api: self.tenant_api.clone(),
             gpu_runtime_class: self.gpu_runtime_class.clone(),
-            cluster_dns: self.cluster_dns,
+            cluster_dns: self.cluster_dns.clone(),
             resync: self.resync,
         };
         if let Some(intake) = &self.intake {

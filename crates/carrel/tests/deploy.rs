@@ -177,6 +177,8 @@ struct Serve {
     child: Child,
     /// Where it listens.
     endpoint: String,
+    /// Where tenants' DNS listens, where it serves it.
+    dns: Option<std::net::SocketAddr>,
 }
 
 impl Serve {
@@ -193,16 +195,20 @@ impl Serve {
             .expect("start carrel serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
-        let mut endpoint = None;
+        let (mut endpoint, mut dns) = (None, None);
         for line in lines.by_ref() {
             let line = line.expect("a line");
+            if let Some(rest) = line.strip_prefix("tenants' DNS: ") {
+                let addr = rest.split_whitespace().next().expect("an address");
+                dns = Some(addr.parse().expect("the DNS address"));
+            }
             if let Some(url) = line.strip_prefix("tenants' endpoint: ") {
                 endpoint = Some(url.to_owned());
                 break;
             }
         }
         std::thread::spawn(move || lines.for_each(drop));
-        Serve { child, endpoint: endpoint.expect("carrel serve said where it serves") }
+        Serve { child, endpoint: endpoint.expect("carrel serve said where it serves"), dns }
     }
 
     fn kill9(mut self) {
@@ -221,6 +227,83 @@ impl Drop for Serve {
 /// The container of `kind` `name` in the rendered default overlay.
 fn container(objects: &[Value], kind: &str, name: &str) -> Value {
     named(objects, kind, name)["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+/// The host pod resolves through the tenants' DNS Service (never the tenant's kube-dns address,
+/// the host's own DNS on a real host), and that DNS answers a query with the names of the tenant
+/// whose host pod has the address it comes from, and a query from any other address not at all.
+fn tenants_dns_answers_each_tenant_pod(up: &Up, serve: &Serve, team: &Path) {
+    let host = up.host_kubeconfig();
+    let service_ip = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "service",
+            "carrel-dns",
+            "-n",
+            "carrel-system",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    ));
+    let dns = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "pod",
+            "-n",
+            "carrel-team-a",
+            "train-x-default",
+            "-o",
+            "jsonpath={.spec.dnsPolicy} {.spec.dnsConfig.nameservers}",
+        ],
+    ));
+    assert_eq!(dns, format!("None [\"{service_ip}\"]"));
+    let status =
+        ok(up.kubectl(&host, &["get", "tenant", "team-a", "-o", "jsonpath={.status.dnsEndpoint}"]));
+    assert_eq!(status, format!("{service_ip}:53"));
+
+    // A host pod of team-a's at 127.0.0.9 (a loopback address this machine can send from).
+    ok(up.kubectl(team, &["create", "service", "clusterip", "web", "--tcp=80"]));
+    let web = ok(up.kubectl(team, &["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]));
+    let probe = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "dns-probe", "namespace": "carrel-team-a",
+                     "labels": {"carrel.dev/tenant": "team-a"}},
+        "spec": {"nodeName": "nowhere", "containers": [{"name": "c", "image": "probe"}]},
+    });
+    let file = write_yaml(up, "probe.yaml", &[&probe]);
+    ok(up.kubectl(&host, &["apply", "-f", &file]));
+    ok(up.kubectl(
+        &host,
+        &[
+            "patch",
+            "pod",
+            "dns-probe",
+            "-n",
+            "carrel-team-a",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status": {"podIP": "127.0.0.9", "podIPs": [{"ip": "127.0.0.9"}]}}"#,
+        ],
+    ));
+    let dns = serve.dns.expect("carrel serve serves tenants' DNS");
+    let dig = |source: &str| {
+        Command::new("dig")
+            .args(["+short", "+time=1", "+tries=1", "-b", source])
+            .arg(format!("@{}", dns.ip()))
+            .args(["-p", &dns.port().to_string(), "web.default.svc.cluster.local", "A"])
+            .output()
+            .expect("dig (dnsutils) runs")
+    };
+    eventually("team-a's pod resolves team-a's web", Duration::from_secs(30), || {
+        let out = dig("127.0.0.9");
+        (String::from_utf8_lossy(&out.stdout).trim() == web, out)
+    });
+    let stranger = dig("127.0.0.10");
+    assert!(!stranger.status.success(), "no answer for an address no tenant pod has: {stranger:?}");
+    ok(up.kubectl(&host, &["delete", "pod", "dns-probe", "-n", "carrel-team-a", "--wait=false"]));
 }
 
 /// The root URL of `serve`'s listener.
@@ -297,6 +380,7 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
                 "Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
             )
         })
+        .chain([named(&objects, "Service", "carrel-dns")])
         .collect();
     let file = write_yaml(&up, "rbac.yaml", &rbac);
     ok(up.kubectl(&host, &["apply", "-f", &file]));
@@ -315,6 +399,7 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
         &args,
         &[
             ("--listen", format!("127.0.0.1:{}", free_port())),
+            ("--dns-listen", "127.0.0.1:0".to_owned()),
             ("--data-dir", store.path().to_string_lossy().into_owned()),
         ],
     );
@@ -344,21 +429,7 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
         host_pod.contains("nvidia.com/gpu=MIG-"),
         "the host pod names its MIG device: {host_pod}"
     );
-    // No tenant DNS answers on a host carrel serve reaches as a client (and the tenant's
-    // kube-dns address is the host's own DNS there): the pod resolves through its node.
-    let dns = ok(up.kubectl(
-        &host,
-        &[
-            "get",
-            "pod",
-            "-n",
-            "carrel-team-a",
-            "train-x-default",
-            "-o",
-            "jsonpath={.spec.dnsPolicy}",
-        ],
-    ));
-    assert_eq!(dns, "Default");
+    tenants_dns_answers_each_tenant_pod(&up, &serve, &team);
     // The pod's in-cluster configuration names carrel serve, which serves its token's tenant.
     let pod = PodView::of(&up, "team-a", "train");
     assert_eq!(

@@ -706,7 +706,7 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
                 tenant_ca_pem: None,
                 tenant_api: None,
                 gpu_runtime_class: Some("nvidia".into()),
-                cluster_dns: true,
+                cluster_dns: carrel_syncer::ClusterDns::TenantService,
                 resync: Duration::from_secs(10),
             };
             let syncer = carrel_syncer::Syncer::standalone(

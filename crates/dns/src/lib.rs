@@ -8,7 +8,7 @@
 //!   ([`upstream_from_resolv_conf`]), SERVFAIL when none answers.
 //! - [`Server`]: the handler on UDP and TCP of one port.
 //! - [`SharedServer`]: many clusters' handlers on UDP and TCP of one port, each at a loopback
-//!   address of its own.
+//!   address of its own, or each for the addresses of its own pods.
 //! - [`follow`]: a cluster's Services and EndpointSlices, watched through a kube client, made
 //!   the [`SharedZone`]'s snapshot as they change.
 
@@ -26,5 +26,5 @@ pub use resolver::{
     PENDING_WAIT,
 };
 pub use server::Server;
-pub use shared::{Route, SharedServer};
+pub use shared::{Route, SharedServer, SourceRoute};
 pub use zone::{Lookup, Outcome, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL, TTL};

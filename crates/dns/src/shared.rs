@@ -7,6 +7,10 @@
 //! expects; a TCP connection's cluster is its local address. Queries to an address that names
 //! no cluster are dropped, and so is anything sent to an address outside `127.0.0.0/8`: the
 //! listener is bound to every address only to receive all of loopback's.
+//!
+//! [`SharedServer::start_by_source`] is the other way to tell clusters apart, for a server that
+//! pods reach through one Service address: the address a query comes from (a pod's IP) picks
+//! the cluster, and a query from an address that names none is dropped.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -39,6 +43,9 @@ use crate::server::bind_both;
 
 /// Which cluster answers at an address: its handler (a [`Resolver`]), or `None`.
 pub type Route<H = Resolver> = Arc<dyn Fn(Ipv4Addr) -> Option<H> + Send + Sync>;
+
+/// Which cluster answers queries from an address: its handler (a [`Resolver`]), or `None`.
+pub type SourceRoute<H = Resolver> = Arc<dyn Fn(IpAddr) -> Option<H> + Send + Sync>;
 
 /// How long a TCP connection may stay idle between queries.
 const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -81,9 +88,75 @@ impl SharedServer {
         })
     }
 
+    /// Serve, on UDP and TCP of `addr` (port 0: one free for both), the clusters `route` names
+    /// by the address a query comes from. Binding does not block; call from within a Tokio
+    /// runtime.
+    pub fn start_by_source<H: RequestHandler + Clone>(
+        addr: SocketAddr,
+        route: SourceRoute<H>,
+    ) -> Result<Self> {
+        let (udp, tcp, bound) = bind_both(addr)?;
+        let udp_error = |source| DnsError::Bind { protocol: "udp", addr: bound, source };
+        let tcp_error = |source| DnsError::Bind { protocol: "tcp", addr: bound, source };
+        let udp = Arc::new(UdpSocket::from_std(udp).map_err(udp_error)?);
+        let tcp = TcpListener::from_std(tcp).map_err(tcp_error)?;
+        info!(%bound, "shared cluster DNS serving clusters by their clients' addresses");
+        Ok(Self {
+            port: bound.port(),
+            udp: tokio::spawn(serve_udp_by_source(udp, route.clone())),
+            tcp: tokio::spawn(serve_tcp_by_source(tcp, route)),
+        })
+    }
+
     /// The port every cluster answers on.
     pub fn port(&self) -> u16 {
         self.port
+    }
+}
+
+async fn serve_udp_by_source<H: RequestHandler + Clone>(
+    socket: Arc<UdpSocket>,
+    route: SourceRoute<H>,
+) {
+    let mut buf = vec![0u8; UDP_BUFFER];
+    loop {
+        let (len, src) = match socket.recv_from(&mut buf).await {
+            Ok(got) => got,
+            Err(e) => {
+                warn!(error = %e, "reading from the shared DNS socket");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let Some(resolver) = route(src.ip()) else {
+            debug!(%src, "no cluster answers this address");
+            continue;
+        };
+        let (raw, socket) = (buf[..len].to_vec(), socket.clone());
+        tokio::spawn(async move {
+            if let Some(answer) = answer(&resolver, raw, src, Protocol::Udp).await {
+                if let Err(e) = socket.send_to(&answer, src).await {
+                    debug!(error = %e, %src, "sending a DNS answer");
+                }
+            }
+        });
+    }
+}
+
+async fn serve_tcp_by_source<H: RequestHandler + Clone>(
+    listener: TcpListener,
+    route: SourceRoute<H>,
+) {
+    loop {
+        let (stream, src) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                debug!(error = %e, "accepting a DNS connection");
+                continue;
+            }
+        };
+        let Some(resolver) = route(src.ip()) else { continue };
+        tokio::spawn(serve_connection(stream, src, resolver));
     }
 }
 

@@ -1,5 +1,6 @@
 //! A `Server` on 127.0.0.1:0 queried over UDP and TCP with hickory's client: cluster answers, a
-//! zone swap, forwarding to an upstream hickory authority, and SERVFAIL from a dead upstream.
+//! zone swap, forwarding to an upstream hickory authority, SERVFAIL from a dead upstream, and the
+//! shared server telling clusters apart by the address queries are sent to or come from.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -282,5 +283,47 @@ async fn one_shared_port_answers_each_cluster_at_its_own_address() {
         let mut byte = [0u8; 1];
         assert_eq!(stream.read(&mut byte).await.unwrap_or(0), 0);
     }
+    drop(server);
+}
+
+/// `dig` (Debian's dnsutils, which scripts/test.sh installs) asking `server` for `name` from
+/// `source`: the answers' data, or `None` when nothing answered.
+fn dig_from(source: Ipv4Addr, server: SocketAddr, name: &str, tcp: bool) -> Option<String> {
+    let mut dig = std::process::Command::new("dig");
+    dig.args(["+short", "+time=1", "+tries=1", "-b", &source.to_string()])
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string(), name, "A"]);
+    if tcp {
+        dig.arg("+tcp");
+    }
+    let out = dig.output().expect("dig (dnsutils) runs");
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shared_address_answers_each_cluster_for_its_own_clients() {
+    let (a, b) = (Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::new(127, 0, 0, 3));
+    let zones = std::collections::HashMap::from([
+        (std::net::IpAddr::V4(a), Resolver::new(SharedZone::new(zone("10.96.0.10")), vec![])),
+        (std::net::IpAddr::V4(b), Resolver::new(SharedZone::new(zone("10.96.0.20")), vec![])),
+    ]);
+    let route: carrel_dns::SourceRoute = Arc::new(move |source| zones.get(&source).cloned());
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let server = carrel_dns::SharedServer::start_by_source(listen, route).unwrap();
+    let at = SocketAddr::from((Ipv4Addr::LOCALHOST, server.port()));
+    let name = "web.default.svc.cluster.local.";
+    let asked = tokio::task::spawn_blocking(move || {
+        [(a, false), (a, true), (b, false), (b, true), (Ipv4Addr::new(127, 0, 0, 4), false)]
+            .map(|(source, tcp)| dig_from(source, at, name, tcp))
+    })
+    .await
+    .unwrap();
+    let [a_udp, a_tcp, b_udp, b_tcp, nobody] = asked;
+    assert_eq!(a_udp.as_deref(), Some("10.96.0.10"));
+    assert_eq!(a_tcp.as_deref(), Some("10.96.0.10"));
+    assert_eq!(b_udp.as_deref(), Some("10.96.0.20"));
+    assert_eq!(b_tcp.as_deref(), Some("10.96.0.20"));
+    // A client whose address names no cluster gets no answer at all.
+    assert_eq!(nobody, None);
     drop(server);
 }

@@ -23,7 +23,7 @@ pub fn config(tenant: &str) -> carrel_syncer::Config {
         tenant_ca_pem: None,
         tenant_api: None,
         gpu_runtime_class: None,
-        cluster_dns: true,
+        cluster_dns: carrel_syncer::ClusterDns::TenantService,
         resync: Duration::from_secs(1),
     }
 }
