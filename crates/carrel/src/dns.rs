@@ -338,13 +338,17 @@ impl PodAddresses {
 }
 
 /// The addresses of host pod `pod` with its tenant, if it is one of a tenant's (its label names
-/// the tenant whose host namespace it is in).
+/// the tenant whose host namespace it is in) and has addresses of its own (not its node's).
 fn tenant_addresses(pod: &Pod) -> Vec<(IpAddr, String)> {
     let labels = pod.metadata.labels.as_ref();
     let Some(tenant) = labels.and_then(|l| l.get(carrel_syncer::host_names::LABEL_TENANT)) else {
         return Vec::new();
     };
     if pod.metadata.namespace.as_deref() != Some(host_namespace(tenant).as_str()) {
+        return Vec::new();
+    }
+    // A pod on its node's network shares the node's address with whatever else runs there.
+    if pod.spec.as_ref().and_then(|s| s.host_network) == Some(true) {
         return Vec::new();
     }
     let status = pod.status.as_ref();
@@ -404,5 +408,33 @@ mod tests {
         assert_ne!(free_address(&taken, "x", Some(held)), Some(a));
         let not_ours: SocketAddr = "127.0.0.1:5353".parse().unwrap();
         assert_ne!(free_address(&taken, "x", Some(not_ours)), Some(Ipv4Addr::LOCALHOST));
+    }
+
+    fn pod(namespace: &str, tenant: Option<&str>, ips: &[&str], host_network: bool) -> Pod {
+        let mut pod = serde_json::json!({
+            "metadata": {"name": "p", "namespace": namespace},
+            "spec": {"containers": [], "hostNetwork": host_network},
+            "status": {"podIP": ips.first(), "podIPs": ips.iter().map(|ip| serde_json::json!({"ip": ip})).collect::<Vec<_>>()},
+        });
+        if let Some(tenant) = tenant {
+            pod["metadata"]["labels"] = serde_json::json!({"carrel.dev/tenant": tenant});
+        }
+        serde_json::from_value(pod).unwrap()
+    }
+
+    #[test]
+    fn a_host_pod_counts_for_the_tenant_of_its_label_in_that_tenants_namespace_only() {
+        let both = pod("carrel-team-a", Some("team-a"), &["10.1.0.7", "fd00::7"], false);
+        let ips: Vec<String> =
+            tenant_addresses(&both).into_iter().map(|(ip, t)| format!("{ip} {t}")).collect();
+        assert_eq!(ips, ["10.1.0.7 team-a", "fd00::7 team-a"]);
+        // A label naming another tenant than its namespace's, no label, the node's network.
+        assert!(tenant_addresses(&pod("carrel-team-a", Some("team-b"), &["10.1.0.8"], false))
+            .is_empty());
+        assert!(tenant_addresses(&pod("default", Some("team-a"), &["10.1.0.9"], false)).is_empty());
+        assert!(tenant_addresses(&pod("carrel-team-a", None, &["10.1.0.10"], false)).is_empty());
+        assert!(
+            tenant_addresses(&pod("carrel-team-a", Some("team-a"), &["10.0.0.1"], true)).is_empty()
+        );
     }
 }
