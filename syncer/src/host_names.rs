@@ -56,13 +56,14 @@ const HASHED_POD_LABEL_PREFIX: &str = "hashed-label.carrel.dev";
 /// Longest label key prefix (a DNS subdomain).
 const MAX_LABEL_PREFIX: usize = 253;
 /// The NetworkPolicy in every tenant's host namespace that admits traffic to its pods only from
-/// the tenant's own pods and its DNS. No tenant object's host name is this: [`host_name`] always
-/// holds `-x-` or ends in a hash.
+/// the tenant's own pods and Carrel's. No tenant object's host name is this: [`host_name`]
+/// always holds `-x-` or ends in a hash.
 pub const ISOLATION_POLICY: &str = "carrel-tenant-isolation";
-/// The host namespace of the tenants' DNS resolvers.
-pub const DNS_NAMESPACE: &str = "carrel";
-/// The label (key, value) of the tenants' DNS resolver pods in [`DNS_NAMESPACE`].
-pub const DNS_POD_LABEL: (&str, &str) = ("carrel.dev/component", "dns");
+/// The host namespace of Carrel's own pods on a real host (`manifests/`): `carrel serve`, which
+/// serves tenants' APIs and DNS and calls their admission and conversion webhooks.
+pub const CARREL_NAMESPACE: &str = "carrel-system";
+/// The label (key, value) of `carrel serve`'s pods in [`CARREL_NAMESPACE`].
+pub const CARREL_POD_LABEL: (&str, &str) = ("app.kubernetes.io/name", "carrel-apiserver");
 
 /// The host name of tenant object `name` in tenant namespace `namespace`: `<name>-x-<namespace>`
 /// where that reads back as only this pair, else the hashed form: the plain name's first
@@ -287,7 +288,7 @@ mod tests {
             "app.kubernetes.io.label.carrel.dev/name"
         );
         // A tenant cannot pose as the syncer, its namespace label or the tenants' DNS.
-        for key in [LABEL_TENANT, LABEL_MANAGED_BY, LABEL_NAMESPACE, DNS_POD_LABEL.0] {
+        for key in [LABEL_TENANT, LABEL_MANAGED_BY, LABEL_NAMESPACE, CARREL_POD_LABEL.0] {
             assert!(host_label_key(key).contains(".label.carrel.dev/"), "{key}");
             assert_ne!(host_label_key(key), key);
         }

@@ -37,7 +37,7 @@ async fn isolation_and_tenant_policies_are_kept_on_the_host() {
     let run = tokio::spawn(async move { syncer.run(stop_rx).await });
     let host_policies: Api<NetworkPolicy> = Api::namespaced(host.clone(), "carrel-t");
 
-    // The isolation policy: every pod, ingress from the namespace's own pods and the DNS.
+    // The isolation policy: every pod, ingress from the namespace's own pods and Carrel's.
     let isolation = eventually("the isolation policy", || async {
         host_policies.get_opt("carrel-tenant-isolation").await.expect("get")
     })
@@ -46,7 +46,11 @@ async fn isolation_and_tenant_policies_are_kept_on_the_host() {
     assert_eq!(spec_of(&isolation)["podSelector"], json!({}));
     assert_eq!(spec_of(&isolation)["policyTypes"], json!(["Ingress"]));
     assert_eq!(from[0], json!({"podSelector": {}}));
-    assert_eq!(from[1]["podSelector"]["matchLabels"]["carrel.dev/component"], "dns");
+    assert_eq!(from[1]["podSelector"]["matchLabels"]["app.kubernetes.io/name"], "carrel-apiserver");
+    assert_eq!(
+        from[1]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "carrel-system"
+    );
 
     // Changed on the host: set back. Deleted: made again.
     let patch = json!({"spec": {"ingress": [{"from": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}});

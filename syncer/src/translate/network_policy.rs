@@ -23,16 +23,26 @@ use super::*;
 /// The label every namespace carries with its own name (kube-apiserver sets it).
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
-/// The NetworkPolicy that keeps other tenants' pods away from `tenant`'s, in its host namespace
-/// `host_namespace`: it selects every pod there and, for ingress, admits traffic only from pods
-/// of the same namespace (the tenant's own) and from the tenants' DNS resolvers
-/// ([`host_names::DNS_POD_LABEL`] in [`host_names::DNS_NAMESPACE`]). Egress is left alone.
-pub fn isolation_policy(tenant: &str, host_namespace: &str) -> NetworkPolicy {
-    let (dns_key, dns_value) = host_names::DNS_POD_LABEL;
+/// Carrel's own pods on a real host, as a NetworkPolicy peer: `carrel serve`
+/// ([`host_names::CARREL_POD_LABEL`] in [`host_names::CARREL_NAMESPACE`]).
+fn carrel_pods() -> NetworkPolicyPeer {
     let match_labels = |key: &str, value: &str| LabelSelector {
         match_labels: Some(BTreeMap::from([(key.to_owned(), value.to_owned())])),
         match_expressions: None,
     };
+    let (key, value) = host_names::CARREL_POD_LABEL;
+    NetworkPolicyPeer {
+        namespace_selector: Some(match_labels(NAMESPACE_NAME_LABEL, host_names::CARREL_NAMESPACE)),
+        pod_selector: Some(match_labels(key, value)),
+        ..NetworkPolicyPeer::default()
+    }
+}
+
+/// The NetworkPolicy that keeps other tenants' pods away from `tenant`'s, in its host namespace
+/// `host_namespace`: it selects every pod there and, for ingress, admits traffic only from pods
+/// of the same namespace (the tenant's own) and from Carrel's ([`carrel_pods`]: the tenant's API
+/// calls its webhooks). Egress is left alone.
+pub fn isolation_policy(tenant: &str, host_namespace: &str) -> NetworkPolicy {
     NetworkPolicy {
         metadata: ObjectMeta {
             name: Some(host_names::ISOLATION_POLICY.to_owned()),
@@ -49,14 +59,7 @@ pub fn isolation_policy(tenant: &str, host_namespace: &str) -> NetworkPolicy {
                         pod_selector: Some(LabelSelector::default()),
                         ..NetworkPolicyPeer::default()
                     },
-                    NetworkPolicyPeer {
-                        namespace_selector: Some(match_labels(
-                            NAMESPACE_NAME_LABEL,
-                            host_names::DNS_NAMESPACE,
-                        )),
-                        pod_selector: Some(match_labels(dns_key, dns_value)),
-                        ..NetworkPolicyPeer::default()
-                    },
+                    carrel_pods(),
                 ]),
                 ports: None,
             }]),
@@ -108,6 +111,18 @@ pub fn host_network_policy(
         }
         types
     });
+    // The tenant's API and DNS are Carrel's pods on a real host, which no rule of the tenant's
+    // can name (its `kube-system/kube-dns` has no pods): a policy that limits egress lets its
+    // pods reach them, as a cluster's policies are written to let pods reach kube-dns and the
+    // API server.
+    let egress = match policy_types.iter().any(|t| t == "Egress") {
+        true => {
+            let mut rules = egress.unwrap_or_default();
+            rules.push(NetworkPolicyEgressRule { to: Some(vec![carrel_pods()]), ports: None });
+            Some(rules)
+        }
+        false => egress,
+    };
     let pod_selector = in_namespace(host_pods(spec.pod_selector.as_ref()), namespace);
     NetworkPolicy {
         metadata: ObjectMeta {

@@ -8,6 +8,15 @@ use super::*;
 
 const NS: &str = "carrel.dev/tenant-namespace";
 
+/// The egress rule every host policy that limits egress ends with: to Carrel's pods, the
+/// tenant's API and DNS on a real host.
+fn to_carrel() -> Value {
+    json!({"to": [{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "carrel-system"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "carrel-apiserver"}},
+    }]})
+}
+
 fn policy(namespace: &str, name: &str, spec: Value) -> NetworkPolicy {
     serde_json::from_value(json!({
         "metadata": {"name": name, "namespace": namespace, "uid": "uid-1"},
@@ -183,13 +192,20 @@ fn each_tenant_policy_spec_has_its_host_spec() {
                         {"port": 8000, "endPort": 8080, "protocol": "UDP"},
                     ],
                 }],
-                "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 53, "protocol": "UDP"}]}],
+                "egress": [
+                    {"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}], "ports": [{"port": 53, "protocol": "UDP"}]},
+                    to_carrel(),
+                ],
             }),
         ),
         (
-            "policy types kept as the tenant gave them",
+            "policy types kept as the tenant gave them; denying all egress still reaches Carrel",
             json!({"podSelector": {}, "policyTypes": ["Egress"]}),
-            json!({"podSelector": {"matchLabels": {NS: "web"}}, "policyTypes": ["Egress"]}),
+            json!({
+                "podSelector": {"matchLabels": {NS: "web"}},
+                "policyTypes": ["Egress"],
+                "egress": [to_carrel()],
+            }),
         ),
         (
             "egress rules without policy types: Ingress and Egress, as kube-apiserver defaults",
@@ -197,7 +213,7 @@ fn each_tenant_policy_spec_has_its_host_spec() {
             json!({
                 "podSelector": {"matchLabels": {NS: "web"}},
                 "policyTypes": ["Ingress", "Egress"],
-                "egress": [{"to": [{"podSelector": {"matchLabels": {NS: "web"}}}]}],
+                "egress": [{"to": [{"podSelector": {"matchLabels": {NS: "web"}}}]}, to_carrel()],
             }),
         ),
     ];
@@ -230,8 +246,8 @@ fn every_host_namespace_isolates_its_tenant() {
             "ingress": [{"from": [
                 {"podSelector": {}},
                 {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "carrel"}},
-                    "podSelector": {"matchLabels": {"carrel.dev/component": "dns"}},
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "carrel-system"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "carrel-apiserver"}},
                 },
             ]}],
         })
