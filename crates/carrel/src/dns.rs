@@ -275,6 +275,19 @@ impl TenantDns {
     }
 }
 
+/// Where tenants' DNS forwards names outside the cluster domain: `given`, else the nameservers
+/// of this machine's `/etc/resolv.conf` (none, logged, where it cannot be read).
+pub fn upstream(given: &[SocketAddr]) -> Vec<SocketAddr> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let resolv_conf = std::path::Path::new("/etc/resolv.conf");
+    carrel_dns::upstream_from_resolv_conf(resolv_conf).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "tenants' DNS forwards nowhere");
+        Vec::new()
+    })
+}
+
 /// The addresses of tenants' host pods, kept from one watch of the host's pods that carry a
 /// tenant's label: which tenant a DNS query comes from. A pod counts for a tenant only in that
 /// tenant's host namespace.

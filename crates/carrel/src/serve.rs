@@ -225,15 +225,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     let syncers = match (args.dns_listen, &args.dns_service) {
         (Some(listen), Some(service)) => {
             let advertised = dns_service_address(&host, service).await?;
-            let upstream = if args.dns_upstream.is_empty() {
-                carrel_dns::upstream_from_resolv_conf(std::path::Path::new("/etc/resolv.conf"))
-                    .unwrap_or_else(|e| {
-                        tracing::warn!(error = %e, "tenants' DNS forwards nowhere");
-                        Vec::new()
-                    })
-            } else {
-                args.dns_upstream.clone()
-            };
+            let upstream = crate::dns::upstream(&args.dns_upstream);
             let handle = tokio::runtime::Handle::current();
             let pods = PodAddresses::watch(host.clone(), &handle);
             let dns =

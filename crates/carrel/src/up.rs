@@ -234,15 +234,7 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     if args.no_syncers || args.no_tenants {
         syncers = syncers.logs_only();
     }
-    let upstream = if args.dns_upstream.is_empty() {
-        let resolv_conf = std::path::Path::new("/etc/resolv.conf");
-        carrel_dns::upstream_from_resolv_conf(resolv_conf).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "tenants' DNS forwards nowhere");
-            Vec::new()
-        })
-    } else {
-        args.dns_upstream.clone()
-    };
+    let upstream = crate::dns::upstream(&args.dns_upstream);
     let handle = tokio::runtime::Handle::current();
     let dns = TenantDns::new(args.dns_port, upstream, handle, clusters.clone());
     let api = (advertised.ip().to_string(), advertised.port());

@@ -104,6 +104,8 @@ fn every_overlay_renders_what_a_cluster_needs_and_the_host_accepts_it() {
         let set = named(&objects, "StatefulSet", "carrel-apiserver");
         let container = &set["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["args"][0], "serve", "{overlay}: {container}");
+        // Tenants' DNS forwards to the node's resolver, never the host's cluster DNS.
+        assert_eq!(set["spec"]["template"]["spec"]["dnsPolicy"], "Default", "{overlay}");
         // Beside the GPU Operator, tenants' GPU pods run with its RuntimeClass.
         let runtime_class = serde_json::json!("--gpu-runtime-class=nvidia");
         let args = container["args"].as_array().expect("args");
