@@ -145,47 +145,38 @@ impl TenantDns {
         if let Some(server) = server.as_ref() {
             return Some(server.port());
         }
-        let asked = match &self.routing {
-            Routing::Loopback { port } => *port,
+        let _runtime = self.handle.enter();
+        let tenants = self.tenants.clone();
+        let started = match &self.routing {
             Routing::BySource { listen, pods, .. } => {
-                let (tenants, pods) = (self.tenants.clone(), pods.clone());
+                let pods = pods.clone();
                 let route: carrel_dns::SourceRoute = Arc::new(move |source| {
                     let name = pods.tenant_of(source)?;
                     let tenants = tenants.lock();
                     Some(tenants.by_name.get(&name)?.resolver.clone())
                 });
-                let _runtime = self.handle.enter();
-                return match SharedServer::start_by_source(*listen, route) {
-                    Ok(started) => {
-                        let port = started.port();
-                        *server = Some(started);
-                        Some(port)
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "tenants' cluster DNS could not start");
-                        None
-                    }
+                SharedServer::start_by_source(*listen, route)
+            }
+            Routing::Loopback { port: asked } => {
+                let asked = *asked;
+                let route: carrel_dns::Route = Arc::new(move |addr| {
+                    let tenants = tenants.lock();
+                    let name = tenants.by_addr.get(&addr)?;
+                    Some(tenants.by_name.get(name)?.resolver.clone())
+                });
+                let wanted = match (asked, recorded) {
+                    (0, Some(recorded)) => recorded.port(),
+                    (port, _) => port,
                 };
+                SharedServer::start(wanted, route.clone()).or_else(|e| {
+                    if wanted == asked {
+                        return Err(e);
+                    }
+                    tracing::debug!(port = wanted, error = %e, "the recorded DNS port is taken");
+                    SharedServer::start(asked, route)
+                })
             }
         };
-        let tenants = self.tenants.clone();
-        let route: carrel_dns::Route = Arc::new(move |addr| {
-            let tenants = tenants.lock();
-            let name = tenants.by_addr.get(&addr)?;
-            Some(tenants.by_name.get(name)?.resolver.clone())
-        });
-        let _runtime = self.handle.enter();
-        let wanted = match (asked, recorded) {
-            (0, Some(recorded)) => recorded.port(),
-            (port, _) => port,
-        };
-        let started = SharedServer::start(wanted, route.clone()).or_else(|e| {
-            if wanted == asked {
-                return Err(e);
-            }
-            tracing::debug!(port = wanted, error = %e, "the recorded DNS port is taken");
-            SharedServer::start(asked, route)
-        });
         match started {
             Ok(started) => {
                 let port = started.port();

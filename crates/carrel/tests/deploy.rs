@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use carrel_e2e::{fails, kubectl_path, ok};
 use common::pod_view::PodView;
-use common::{eventually, Up, CARREL};
+use common::{eventually, host_pod_field, Up, CARREL};
 use serde_json::Value;
 
 /// The repository's `manifests/`.
@@ -248,18 +248,8 @@ fn tenants_dns_answers_each_tenant_pod(up: &Up, serve: &Serve, team: &Path) {
             "jsonpath={.spec.clusterIP}",
         ],
     ));
-    let dns = ok(up.kubectl(
-        &host,
-        &[
-            "get",
-            "pod",
-            "-n",
-            "carrel-team-a",
-            "train-x-default",
-            "-o",
-            "jsonpath={.spec.dnsPolicy} {.spec.dnsConfig.nameservers}",
-        ],
-    ));
+    let dns =
+        host_pod_field(up, "team-a", "train", "{.spec.dnsPolicy} {.spec.dnsConfig.nameservers}");
     assert_eq!(dns, format!("None [\"{service_ip}\"]"));
     let status =
         ok(up.kubectl(&host, &["get", "tenant", "team-a", "-o", "jsonpath={.status.dnsEndpoint}"]));

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use carrel_e2e::{fails, ok};
-use common::{create, eventually, Up};
+use common::{create, eventually, host_pod_field, Up};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -718,33 +718,10 @@ fn with_no_syncers_a_syncer_run_apart_brings_tenant_pods_to_the_host() {
         }
     });
     wait_phase(&up, &t, "train", "Running");
-    let annotations = ok(up.kubectl(
-        &host,
-        &[
-            "get",
-            "pod",
-            "-n",
-            "carrel-team-a",
-            "train-x-default",
-            "-o",
-            "jsonpath={.metadata.annotations}",
-        ],
-    ));
+    let annotations = host_pod_field(&up, "team-a", "train", "{.metadata.annotations}");
     assert!(annotations.contains("cdi.k8s.io/"), "{annotations}");
     // The handler that injects what the annotation names, as the syncer was told.
-    let class = ok(up.kubectl(
-        &host,
-        &[
-            "get",
-            "pod",
-            "-n",
-            "carrel-team-a",
-            "train-x-default",
-            "-o",
-            "jsonpath={.spec.runtimeClassName}",
-        ],
-    ));
-    assert_eq!(class, "nvidia");
+    assert_eq!(host_pod_field(&up, "team-a", "train", "{.spec.runtimeClassName}"), "nvidia");
     let held = held(&up);
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!((held[0].0.as_str(), held[0].2.as_str()), ("team-a", "train"));

@@ -84,7 +84,9 @@ impl SharedServer {
         Ok(Self {
             port: bound.port(),
             udp: tokio::spawn(serve_udp(udp, route.clone())),
-            tcp: tokio::spawn(serve_tcp(tcp, route)),
+            tcp: tokio::spawn(serve_tcp(tcp, move |stream: &TcpStream, _| {
+                stream.local_addr().ok().and_then(|local| route_to(&route, local.ip()))
+            })),
         })
     }
 
@@ -104,7 +106,7 @@ impl SharedServer {
         Ok(Self {
             port: bound.port(),
             udp: tokio::spawn(serve_udp_by_source(udp, route.clone())),
-            tcp: tokio::spawn(serve_tcp_by_source(tcp, route)),
+            tcp: tokio::spawn(serve_tcp(tcp, move |_, src| route(src.ip()))),
         })
     }
 
@@ -140,23 +142,6 @@ async fn serve_udp_by_source<H: RequestHandler + Clone>(
                 }
             }
         });
-    }
-}
-
-async fn serve_tcp_by_source<H: RequestHandler + Clone>(
-    listener: TcpListener,
-    route: SourceRoute<H>,
-) {
-    loop {
-        let (stream, src) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                debug!(error = %e, "accepting a DNS connection");
-                continue;
-            }
-        };
-        let Some(resolver) = route(src.ip()) else { continue };
-        tokio::spawn(serve_connection(stream, src, resolver));
     }
 }
 
@@ -245,7 +230,13 @@ async fn send_from(
     socket.async_io(Interest::WRITABLE, send).await.map(drop)
 }
 
-async fn serve_tcp<H: RequestHandler + Clone>(listener: TcpListener, route: Route<H>) {
+/// Connections accepted on `listener`, each answered by the cluster `pick` names for it (from
+/// the connection and its peer's address), or closed at once when it names none.
+async fn serve_tcp<H, F>(listener: TcpListener, pick: F)
+where
+    H: RequestHandler + Clone,
+    F: Fn(&TcpStream, SocketAddr) -> Option<H>,
+{
     loop {
         let (stream, src) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -254,8 +245,7 @@ async fn serve_tcp<H: RequestHandler + Clone>(listener: TcpListener, route: Rout
                 continue;
             }
         };
-        let resolver = stream.local_addr().ok().and_then(|local| route_to(&route, local.ip()));
-        let Some(resolver) = resolver else { continue };
+        let Some(resolver) = pick(&stream, src) else { continue };
         tokio::spawn(serve_connection(stream, src, resolver));
     }
 }

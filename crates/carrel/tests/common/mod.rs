@@ -261,6 +261,16 @@ pub fn apply(up: &Up, kubeconfig: &Path, name: &str, manifest: &str) {
     ok(up.kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]));
 }
 
+/// `jsonpath` of the host pod `<pod>-x-default` of tenant `tenant`'s pod `pod` in `default`.
+pub fn host_pod_field(up: &Up, tenant: &str, pod: &str, jsonpath: &str) -> String {
+    let (namespace, host_pod) = (format!("carrel-{tenant}"), format!("{pod}-x-default"));
+    let jsonpath = format!("jsonpath={jsonpath}");
+    ok(up.kubectl(
+        &up.host_kubeconfig(),
+        &["get", "pod", "-n", &namespace, &host_pod, "-o", &jsonpath],
+    ))
+}
+
 /// Wait, up to 30 s, until pod `pod` is Running.
 pub fn wait_running(up: &Up, kubeconfig: &Path, pod: &str) {
     eventually(&format!("pod {pod} Running"), Duration::from_secs(30), || {
