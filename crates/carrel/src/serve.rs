@@ -49,9 +49,14 @@ pub struct Args {
     endpoint: Option<String>,
     /// Where tenants' workloads reach their tenant API, as HOST:PORT (the Service in front of
     /// this server): their host pods' `KUBERNETES_SERVICE_HOST`/`PORT` name it, and the serving
-    /// certificate covers it. Default: the endpoint's host and port.
-    #[arg(long, value_name = "HOST:PORT")]
+    /// certificate covers it. Default: --tenant-api-service's, else the endpoint's host and port.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "tenant_api_service")]
     tenant_api_address: Option<String>,
+    /// The host Service in front of this server, as NAMESPACE/NAME: tenants' workloads reach
+    /// their API at its cluster IP and TCP port (an address, which their DNS need not resolve),
+    /// and each tenant's `default/kubernetes` Service and EndpointSlice show it.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    tenant_api_service: Option<String>,
     /// Close a tenant's cluster once no request has reached it for this long, as a Go duration;
     /// `0s` keeps every tenant open.
     #[arg(long, default_value = "5m", value_parser = go_duration)]
@@ -103,12 +108,18 @@ fn host_and_port(url: &str) -> anyhow::Result<(String, u16)> {
     Ok((host, uri.port_u16().unwrap_or(443)))
 }
 
-/// The cluster IP and DNS port of host Service `NAMESPACE/NAME`, waited for up to a minute (a
-/// fresh install may apply it beside this server).
-async fn dns_service_address(host: &kube::Client, service: &str) -> anyhow::Result<SocketAddr> {
-    let (namespace, name) = service
-        .split_once('/')
-        .with_context(|| format!("--dns-service {service}: not NAMESPACE/NAME"))?;
+/// The cluster IP of host Service `NAMESPACE/NAME` (given as `flag`) with its first port of
+/// `protocol` (else its first, else `default_port`), waited for up to a minute (a fresh install
+/// may apply it beside this server).
+async fn service_address(
+    host: &kube::Client,
+    flag: &str,
+    service: &str,
+    protocol: &str,
+    default_port: u16,
+) -> anyhow::Result<SocketAddr> {
+    let (namespace, name) =
+        service.split_once('/').with_context(|| format!("{flag} {service}: not NAMESPACE/NAME"))?;
     let services: kube::Api<Service> = kube::Api::namespaced(host.clone(), namespace);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -123,13 +134,15 @@ async fn dns_service_address(host: &kube::Client, service: &str) -> anyhow::Resu
             let ports = spec.ports.iter().flatten();
             let port = ports
                 .clone()
-                .find(|p| p.protocol.as_deref() == Some("UDP"))
+                .find(|p| p.protocol.as_deref().unwrap_or("TCP") == protocol)
                 .or_else(|| ports.clone().next())
-                .map_or(53, |p| u16::try_from(p.port).unwrap_or(53));
+                .map_or(default_port, |p| u16::try_from(p.port).unwrap_or(default_port));
             return Ok(SocketAddr::new(ip, port));
         }
         if tokio::time::Instant::now() >= deadline {
-            anyhow::bail!("--dns-service {service}: no such Service with a cluster IP on the host ({found:?})");
+            anyhow::bail!(
+                "{flag} {service}: no such Service with a cluster IP on the host ({found:?})"
+            );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -166,9 +179,13 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
         None => format!("https://{}", crate::up::advertised(addr)),
     };
     let (endpoint_host, _) = host_and_port(&endpoint)?;
-    let tenant_api = match &args.tenant_api_address {
-        Some(address) => split_host_port(address)?,
-        None => host_and_port(&endpoint)?,
+    let tenant_api = match (&args.tenant_api_address, &args.tenant_api_service) {
+        (Some(address), _) => split_host_port(address)?,
+        (None, Some(service)) => {
+            let at = service_address(&host, "--tenant-api-service", service, "TCP", 443).await?;
+            (at.ip().to_string(), at.port())
+        }
+        (None, None) => host_and_port(&endpoint)?,
     };
 
     let mut hosts = vec![endpoint_host, tenant_api.0.clone(), "localhost".to_owned()];
@@ -224,7 +241,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     // They resolve through the tenants' DNS Service where there is one, else their node.
     let syncers = match (args.dns_listen, &args.dns_service) {
         (Some(listen), Some(service)) => {
-            let advertised = dns_service_address(&host, service).await?;
+            let advertised = service_address(&host, "--dns-service", service, "UDP", 53).await?;
             let upstream = crate::dns::upstream(&args.dns_upstream);
             let handle = tokio::runtime::Handle::current();
             let pods = PodAddresses::watch(host.clone(), &handle);

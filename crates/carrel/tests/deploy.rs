@@ -363,7 +363,8 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
     let host = up.host_kubeconfig();
     let objects = render("default");
 
-    // The service account, its ClusterRole and binding, as the manifests make them.
+    // The service account, its ClusterRole and binding, and the Services in front of carrel
+    // serve (their cluster IPs are what host pods are given), as the manifests make them.
     let rbac: Vec<&Value> = objects
         .iter()
         .filter(|o| {
@@ -372,7 +373,10 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
                 "Namespace" | "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
             )
         })
-        .chain([named(&objects, "Service", "carrel-dns")])
+        .chain([
+            named(&objects, "Service", "carrel-dns"),
+            named(&objects, "Service", "carrel-apiserver"),
+        ])
         .collect();
     let file = write_yaml(&up, "rbac.yaml", &rbac);
     ok(up.kubectl(&host, &["apply", "-f", &file]));
@@ -382,8 +386,8 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
     let kubeconfig = token_kubeconfig(&up, token.trim(), "serve.kubeconfig");
 
     // The manifests' arguments, their variables expanded as the kubelet expands them, with
-    // this machine's listener (one port for both runs, as a Service's is) and directory. The endpoint and the workloads' address are the
-    // Service's on a cluster; here they are left to default to the listener.
+    // this machine's listener (one port for both runs, as a Service's is) and directory. The
+    // endpoint is the load balancer's on a cluster; here it defaults to the listener.
     let container = container(&objects, "StatefulSet", "carrel-apiserver");
     let store = tempfile::tempdir().expect("serve's data dir");
     let args = expanded(&objects, &container);
@@ -395,10 +399,7 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
             ("--data-dir", store.path().to_string_lossy().into_owned()),
         ],
     );
-    let args: Vec<String> = args
-        .into_iter()
-        .filter(|a| !a.starts_with("--endpoint=") && !a.starts_with("--tenant-api-address="))
-        .collect();
+    let args: Vec<String> = args.into_iter().filter(|a| !a.starts_with("--endpoint=")).collect();
     assert!(args.iter().all(|a| !a.contains("$(")), "every variable expanded: {args:?}");
     let log = up.home.path().join("serve.log");
     let serve = Serve::start(&kubeconfig, &args, &log);
@@ -423,13 +424,37 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
     );
     tenants_dns_answers_each_tenant_pod(&up, &serve, &team);
     // The pod's in-cluster configuration names carrel serve, which serves its token's tenant.
+    // The pod's KUBERNETES_SERVICE_* name the Service carrel-apiserver's cluster IP, and so do
+    // the tenant's `kubernetes` Service's endpoints; connecting to the listener stands for the
+    // Service's forwarding, which this machine has no proxy for.
     let pod = PodView::of(&up, "team-a", "train");
-    assert_eq!(
-        pod.server(),
-        listener_of(&serve),
-        "the pod's KUBERNETES_SERVICE_* name carrel serve"
-    );
-    let in_cluster = pod.kubeconfig("in-cluster", &pod.server(), &pod.token());
+    let api_ip = ok(up.kubectl(
+        &host,
+        &[
+            "get",
+            "service",
+            "carrel-apiserver",
+            "-n",
+            "carrel-system",
+            "-o",
+            "jsonpath={.spec.clusterIP}",
+        ],
+    ));
+    assert_eq!(pod.server(), format!("https://{api_ip}:443"));
+    let endpoints = ok(up.kubectl(
+        &team,
+        &[
+            "get",
+            "endpointslice",
+            "kubernetes",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.endpoints[*].addresses[*]}",
+        ],
+    ));
+    assert_eq!(endpoints, api_ip);
+    let in_cluster = pod.kubeconfig("in-cluster", &listener_of(&serve), &pod.token());
     let user = ok(
         up.kubectl(&in_cluster, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])
     );
