@@ -148,7 +148,7 @@ pub fn on_update<'a>(rt: &ResourceType, old: &'a Value, new: &mut Value) -> Cow<
     }
 }
 
-/// The checks kube-apiserver makes on every write (see [`validation`]).
+/// The checks kube-apiserver makes on every write (see `validation`).
 pub use crate::validation::validate;
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub fn write(out: &mut Vec<u8>, value: &Value) {
 }
 
 /// An item of a list as the list writes it: an object of a kind of the table without its
-/// `kind` and `apiVersion`, anything else as [`write`] writes it.
+/// `kind` and `apiVersion`, anything else as [`write()`] writes it.
 pub fn write_item(out: &mut Vec<u8>, value: &Value) {
     let order = match object_order(value) {
         Order::Root(message) => Order::Item(message),

@@ -348,7 +348,7 @@ async fn over_a_connection(
 }
 
 /// A client of `server` in this process, acting as `user` with every permission: its requests
-/// carry no credential but a [`Loopback`] identity, which the server's authentication layer
+/// carry no credential but a `Loopback` identity, which the server's authentication layer
 /// takes to be `user` and its authorization layer allows everything (on a server served open,
 /// nothing is checked anyway). They go through the rest of the server's layers (audit, request
 /// info, admission) as any request does, under the server's base path (`/tenants/<name>`).

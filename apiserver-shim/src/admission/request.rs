@@ -1,6 +1,6 @@
 //! What admission is shown of one request, whichever check runs: who asks
 //! ([`Requester`]), the operation, the objects and the namespace ([`Attributes`]), and the
-//! `request` as policies read it and webhooks are sent it ([`request_value`]).
+//! `request` as policies read it and webhooks are sent it (`request_value`).
 
 use std::sync::Arc;
 

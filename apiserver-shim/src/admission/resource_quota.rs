@@ -7,7 +7,7 @@
 //! kube-apiserver's words (`exceeded quota: …`, `failed quota: …`).
 //!
 //! Usage is counted from the stored objects, listed while creates the quotas count are
-//! serialised ([`Api::create`] holds the admission lock from [`counting`] until the object is
+//! serialised ([`Api::create`] holds the admission lock from `counting` until the object is
 //! stored), so two creates cannot both take the last unit. kube-apiserver reads a quota's
 //! `status.used` instead, and writes it back after each admitted create; here the
 //! resourcequota controller (`carrel_controllers::resource_quota`) brings `status.used` up to

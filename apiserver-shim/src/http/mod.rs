@@ -2,11 +2,11 @@
 //! lists, tables, watch streams and `Status` errors out. Served under a base path, so the same
 //! router answers at `/` and at `/tenants/<name>/`.
 //!
-//! [`routing`] maps a path to what serves it; [`request`] reads queries, bodies and options and
-//! [`response`] writes answers; [`handlers`] holds one module per verb, [`watch`] the watch
-//! stream, [`documents`] discovery and OpenAPI, [`reviews`] the access endpoints, [`metrics`] the
-//! resource metrics API; [`identity`] authenticates and authorizes; [`tenants`] answers for a
-//! tenant that is not served; [`pod_room`] is the pod intake window.
+//! `routing` maps a path to what serves it; `request` reads queries, bodies and options and
+//! `response` writes answers; `handlers` holds one module per verb, `watch` the watch
+//! stream, `documents` discovery and OpenAPI, `reviews` the access endpoints, `metrics` the
+//! resource metrics API; `identity` authenticates and authorizes; `tenants` answers for a
+//! tenant that is not served; `pod_room` is the pod intake window.
 
 mod audit;
 pub mod clusters;

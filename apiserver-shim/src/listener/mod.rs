@@ -21,10 +21,10 @@
 //! - An early answer to a request whose body was not read (a 401 before a POST's body) first
 //!   reads and discards the body, up to [`DRAIN_LIMIT`] bytes, so that HTTP/2 clients see a
 //!
-//! [`limits`] holds the limits and flags, [`fd_reserve`] the descriptor reserve, [`gate`] the
+//! `limits` holds the limits and flags, `fd_reserve` the descriptor reserve, `gate` the
 //! connection gate, accept backoff and log limiting, [`serve`] the accept loop and connection
-//! serving, [`status_bodies`] the bodies of hyper's automatic error answers, [`body`] the body
-//! timeout and draining, and [`activity`] the idle tracking.
+//! serving, `status_bodies` the bodies of hyper's automatic error answers, `body` the body
+//! timeout and draining, and `activity` the idle tracking.
 
 mod activity;
 mod body;

@@ -3,7 +3,7 @@
 //!
 //! kubectl 1.32 and later send typed creates this way: the magic `k8s\0`, then a `runtime.Unknown`
 //! envelope holding the object's `apiVersion` and `kind` and the object's own protobuf encoding.
-//! The object is decoded by walking the protobuf wire format against [`schema`], a table generated
+//! The object is decoded by walking the protobuf wire format against `schema`, a table generated
 //! from k8s-pb (field numbers and types) and k8s-openapi (JSON names) by
 //! `cargo run -p xtask -- gen-protobuf`: there is no code per kind here, only the envelope and the
 //! few well-known types whose JSON is not an object (times, durations, int-or-strings, quantities,

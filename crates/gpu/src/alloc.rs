@@ -14,7 +14,7 @@
 //! (no hash-map iteration anywhere):
 //!
 //! 1. **loss** = `capacity(avail) − capacity(avail − slots taken)`, where `avail` is the GPU's
-//!    memory slots not held by claimed instances and [`capacity`](crate::layout::capacity) sums,
+//!    memory slots not held by claimed instances and [`capacity`] sums,
 //!    over the shapes, weight × how many instances of that shape alone still fit (weights 56 for
 //!    7g, 16 for 4g, 12 for 3g, 4 for 2g, 2 for the double-memory 1g, 1 for 1g: compute slices ×
 //!    memory slots). Taking slots from a GPU that is already cut up loses little; breaking up a

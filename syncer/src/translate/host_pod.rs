@@ -279,7 +279,7 @@ fn host_container(
 }
 
 /// The ephemeral containers tenant pod `pod` has and host pod `host` lacks, as the host pod
-/// gets them (each as [`host_container`] makes a container, the tenant's token mounted when the
+/// gets them (each as `host_container` makes a container, the tenant's token mounted when the
 /// host pod mounts it in its own containers): what the syncer adds through the host pod's
 /// `ephemeralcontainers` subresource after `kubectl debug` added them to the tenant pod.
 pub fn new_host_ephemeral_containers(

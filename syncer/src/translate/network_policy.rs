@@ -40,7 +40,7 @@ fn carrel_pods() -> NetworkPolicyPeer {
 
 /// The NetworkPolicy that keeps other tenants' pods away from `tenant`'s, in its host namespace
 /// `host_namespace`: it selects every pod there and, for ingress, admits traffic only from pods
-/// of the same namespace (the tenant's own) and from Carrel's ([`carrel_pods`]: the tenant's API
+/// of the same namespace (the tenant's own) and from Carrel's (`carrel_pods`: the tenant's API
 /// calls its webhooks). Egress is left alone.
 pub fn isolation_policy(tenant: &str, host_namespace: &str) -> NetworkPolicy {
     NetworkPolicy {

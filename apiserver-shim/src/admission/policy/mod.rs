@@ -6,7 +6,7 @@
 //! too.
 //!
 //! A binding selects its policy by `policyName`; the policy's `matchConstraints` and the
-//! binding's `matchResources` select the request ([`matching`]); the binding's `paramRef` gives
+//! binding's `matchResources` select the request (`matching`); the binding's `paramRef` gives
 //! the parameters (each matched one evaluated in turn); the policy's `matchConditions` must all
 //! be true; then its `validations` and `auditAnnotations` are evaluated, `variables` evaluated
 //! once each and only when read. A failed validation is denied (`Deny`: the request is refused

@@ -4,7 +4,7 @@
 //! The webhooks of a cluster are read from its own store, in configuration name order and in
 //! order within a configuration, once per change: every write of a configuration bumps
 //! [`changed`]'s generation. A webhook is called for a request its rules, `namespaceSelector`
-//! and `objectSelector` select ([`crate::admission::matching`], under its `matchPolicy`) and
+//! and `objectSelector` select (`crate::admission::matching`, under its `matchPolicy`) and
 //! whose `matchConditions` are all true. Mutating webhooks ([`mutate`]) are called one after
 //! another, each shown what the ones before it made of the object; a `JSONPatch` answer is
 //! applied and the object defaulted again; a webhook with `reinvocationPolicy: IfNeeded` is
@@ -19,7 +19,7 @@
 //! A request runs off its runtime's async workers, as every store call does; where the HTTP
 //! layer says so ([`on_request_thread`]), its thread drives its webhook calls on its own
 //! runtime, with no hand-off to another thread; elsewhere (a test, a caller of [`crate::Api`] of
-//! its own) they go out on a runtime of webhook calls ([`runtime`]).
+//! its own) they go out on a runtime of webhook calls (`runtime`).
 //!
 //! Left out, as kube-apiserver has them: `admissionReviewVersions` without `v1` (a webhook that
 //! accepts only `v1beta1` fails as a call that could not be made); `CONNECT` requests (exec,
