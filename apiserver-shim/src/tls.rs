@@ -105,6 +105,9 @@ impl Certificates {
         let key = rcgen::KeyPair::generate()?;
         let mut names = hosts.to_vec();
         names.push(format!("*.{TENANT_DOMAIN}"));
+        // Each name once, whether or not a caller named the default domain itself.
+        names.sort();
+        names.dedup();
         let mut leaf = rcgen::CertificateParams::new(names)?;
         leaf.distinguished_name.push(rcgen::DnType::CommonName, "carrel-apiserver");
         leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];

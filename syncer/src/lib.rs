@@ -141,6 +141,23 @@ pub struct Config {
     pub resync: Duration,
 }
 
+/// A [`Config::tenant_api`] given as HOST:PORT (a host name, an IPv4 address, or an IPv6 one in
+/// brackets) that does not read as one.
+#[derive(Debug, thiserror::Error)]
+#[error("not HOST:PORT: {0}")]
+pub struct NotHostPort(String);
+
+/// A [`Config::tenant_api`] given as HOST:PORT (`--tenant-api-address`).
+pub fn host_port(text: &str) -> Result<(String, u16), NotHostPort> {
+    let (host, port) = text.rsplit_once(':').ok_or_else(|| NotHostPort(text.to_owned()))?;
+    let port = port.parse().map_err(|_| NotHostPort(text.to_owned()))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(NotHostPort(text.to_owned()));
+    }
+    Ok((host.to_owned(), port))
+}
+
 /// Where a tenant's host pods reach its cluster DNS.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum ClusterDns {
@@ -683,6 +700,17 @@ fn tenant_key(host: &Pod) -> Option<Key> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tenant_api_address_is_host_and_port() {
+        assert_eq!(host_port("10.0.0.7:6443").unwrap(), ("10.0.0.7".to_owned(), 6443));
+        assert_eq!(host_port("10.96.0.1:443").unwrap(), ("10.96.0.1".to_owned(), 443));
+        assert_eq!(host_port("[fd00::1]:443").unwrap(), ("fd00::1".to_owned(), 443));
+        assert_eq!(host_port("api.carrel:443").unwrap(), ("api.carrel".to_owned(), 443));
+        for bad in ["10.0.0.7", "10.96.0.1", ":443", "h:99999", "h:x"] {
+            assert!(host_port(bad).is_err(), "{bad}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -10,7 +10,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use carrel_gpu::fit::Toleration;
 use carrel_machinery::tenancy::host_namespace;
-use carrel_syncer::{ClusterDns, Config, Syncer};
+use carrel_syncer::{host_port, ClusterDns, Config, Syncer};
 
 /// Sync a tenant's pods to a host cluster, pinned to claimed MIG devices.
 #[derive(Debug, Parser)]
@@ -65,22 +65,6 @@ struct Args {
 #[derive(Debug, thiserror::Error)]
 #[error("not a toleration in JSON: {0}")]
 struct NotAToleration(#[from] serde_json::Error);
-
-/// A `--tenant-api-address` that is not HOST:PORT.
-#[derive(Debug, thiserror::Error)]
-#[error("not HOST:PORT: {0}")]
-struct NotHostPort(String);
-
-/// HOST:PORT given on the command line.
-fn host_port(text: &str) -> Result<(String, u16), NotHostPort> {
-    let (host, port) = text.rsplit_once(':').ok_or_else(|| NotHostPort(text.to_owned()))?;
-    let port = port.parse().map_err(|_| NotHostPort(text.to_owned()))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
-        return Err(NotHostPort(text.to_owned()));
-    }
-    Ok((host.to_owned(), port))
-}
 
 /// A toleration given on the command line.
 fn toleration(text: &str) -> Result<Toleration, NotAToleration> {
@@ -176,15 +160,5 @@ mod tests {
         ]);
         let error = bad.unwrap_err().to_string();
         assert!(error.contains("not a toleration in JSON"), "{error}");
-    }
-
-    #[test]
-    fn a_tenant_api_address_is_host_and_port() {
-        assert_eq!(host_port("10.0.0.7:6443").unwrap(), ("10.0.0.7".to_owned(), 6443));
-        assert_eq!(host_port("[fd00::1]:443").unwrap(), ("fd00::1".to_owned(), 443));
-        assert_eq!(host_port("api.carrel:443").unwrap(), ("api.carrel".to_owned(), 443));
-        for bad in ["10.0.0.7", ":443", "h:99999", "h:x"] {
-            assert!(host_port(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -11,7 +11,7 @@
 //! - `manifests/base/generated/rbac.yaml`: the ClusterRoles of the API server's process (the
 //!   tenant manager's rules with its syncers') and of the node agent, from the rule lists the
 //!   components' own code keeps (`carrel_tenants::service_account::rules`,
-//!   `carrel_syncer::rbac::rules`, `carrel_node_agent::rbac::rules`), which `carrel up` grants
+//!   `carrel_syncer::rbac::process_rules`, `carrel_node_agent::rbac::rules`), which `carrel up` grants
 //!   its in-process clients too.
 
 use std::path::Path;
@@ -216,8 +216,7 @@ fn structural(schema: Value) -> Result<Value> {
 /// The ClusterRoles the manifests bind to the components' service accounts.
 pub fn cluster_roles() -> Vec<Value> {
     let mut apiserver = carrel_tenants::service_account::rules();
-    apiserver.extend(carrel_syncer::rbac::rules());
-    apiserver.extend(carrel_syncer::rbac::views_rules());
+    apiserver.extend(carrel_syncer::rbac::process_rules());
     vec![
         cluster_role(
             APISERVER_ROLE,

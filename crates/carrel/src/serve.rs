@@ -50,8 +50,9 @@ pub struct Args {
     /// Where tenants' workloads reach their tenant API, as HOST:PORT (the Service in front of
     /// this server): their host pods' `KUBERNETES_SERVICE_HOST`/`PORT` name it, and the serving
     /// certificate covers it. Default: --tenant-api-service's, else the endpoint's host and port.
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "tenant_api_service")]
-    tenant_api_address: Option<String>,
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "tenant_api_service",
+          value_parser = carrel_syncer::host_port)]
+    tenant_api_address: Option<(String, u16)>,
     /// The host Service in front of this server, as NAMESPACE/NAME: tenants' workloads reach
     /// their API at its cluster IP and TCP port (an address, which their DNS need not resolve),
     /// and each tenant's `default/kubernetes` Service and EndpointSlice show it.
@@ -148,13 +149,6 @@ async fn service_address(
     }
 }
 
-/// HOST:PORT.
-fn split_host_port(text: &str) -> anyhow::Result<(String, u16)> {
-    let (host, port) = text.rsplit_once(':').with_context(|| format!("{text} is not HOST:PORT"))?;
-    let port = port.parse().with_context(|| format!("{text} is not HOST:PORT"))?;
-    Ok((host.trim_start_matches('[').trim_end_matches(']').to_owned(), port))
-}
-
 /// Run until SIGTERM or Ctrl-C.
 pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> anyhow::Result<()> {
     match rlimit::increase_nofile_limit(u64::MAX) {
@@ -180,7 +174,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     };
     let (endpoint_host, _) = host_and_port(&endpoint)?;
     let tenant_api = match (&args.tenant_api_address, &args.tenant_api_service) {
-        (Some(address), _) => split_host_port(address)?,
+        (Some(address), _) => address.clone(),
         (None, Some(service)) => {
             let at = service_address(&host, "--tenant-api-service", service, "TCP", 443).await?;
             (at.ip().to_string(), at.port())
@@ -195,8 +189,6 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     hosts.extend(IN_CLUSTER_NAMES.iter().map(|n| (*n).to_owned()));
     hosts.push(args.service_cidr.first().to_string());
     hosts.push(format!("*.{}", args.tenant_domain));
-    hosts.sort();
-    hosts.dedup();
     let certs = Certificates::load_or_generate(&data.join("pki"), &hosts)
         .context("the serving certificates")?;
 
@@ -301,7 +293,5 @@ mod tests {
         assert_eq!(host_and_port("https://10.0.0.1:6443/").unwrap(), ("10.0.0.1".to_owned(), 6443));
         assert_eq!(host_and_port("https://[::1]:8443").unwrap(), ("::1".to_owned(), 8443));
         assert!(host_and_port("carrel").is_err());
-        assert_eq!(split_host_port("10.96.0.1:443").unwrap(), ("10.96.0.1".to_owned(), 443));
-        assert!(split_host_port("10.96.0.1").is_err());
     }
 }

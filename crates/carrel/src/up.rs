@@ -208,11 +208,8 @@ pub async fn up(args: Args) -> anyhow::Result<()> {
     // Syncers and node agents are the host's service accounts with the rules their code keeps
     // (`carrel_syncer::rbac`, `carrel_node_agent::rbac`), as the manifests grant them on a real
     // host: the host's RBAC holds them to least privilege here too.
-    let syncers_client = component_client(&host_server, &data, "syncer", {
-        let mut rules = carrel_syncer::rbac::rules();
-        rules.extend(carrel_syncer::rbac::views_rules());
-        rules
-    })?;
+    let syncers_client =
+        component_client(&host_server, &data, "syncer", carrel_syncer::rbac::process_rules())?;
     let agents_client =
         component_client(&host_server, &data, "node-agent", carrel_node_agent::rbac::rules())?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

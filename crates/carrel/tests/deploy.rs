@@ -177,7 +177,7 @@ fn every_overlay_renders_what_a_cluster_needs_and_the_host_accepts_it() {
 /// A `carrel serve` process, killed when dropped.
 struct Serve {
     child: Child,
-    /// Where it listens.
+    /// Where it listens, as a URL with no path: tenants' endpoint.
     endpoint: String,
     /// Where tenants' DNS listens, where it serves it.
     dns: Option<std::net::SocketAddr>,
@@ -296,11 +296,6 @@ fn tenants_dns_answers_each_tenant_pod(up: &Up, serve: &Serve, team: &Path) {
     let stranger = dig("127.0.0.10");
     assert!(!stranger.status.success(), "no answer for an address no tenant pod has: {stranger:?}");
     ok(up.kubectl(&host, &["delete", "pod", "dns-probe", "-n", "carrel-team-a", "--wait=false"]));
-}
-
-/// The root URL of `serve`'s listener.
-fn listener_of(serve: &Serve) -> String {
-    serve.endpoint.clone()
 }
 
 /// A port free on 127.0.0.1 now.
@@ -454,7 +449,7 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
         ],
     ));
     assert_eq!(endpoints, api_ip);
-    let in_cluster = pod.kubeconfig("in-cluster", &listener_of(&serve), &pod.token());
+    let in_cluster = pod.kubeconfig("in-cluster", &serve.endpoint, &pod.token());
     let user = ok(
         up.kubectl(&in_cluster, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"])
     );
@@ -474,7 +469,7 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
 
     // The tenant by its TLS server name alone, at an address of the admin's choosing: the
     // listener's root, with no path.
-    let root = listener_of(&serve);
+    let root = serve.endpoint.clone();
     let by_name = ok(up.carrel(&["tenant", "kubeconfig", "team-a", "--endpoint", &root]));
     assert!(by_name.contains("tls-server-name: team-a.tenants.carrel.local"), "{by_name}");
     assert!(by_name.contains(&format!("server: {root}\n")), "{by_name}");
