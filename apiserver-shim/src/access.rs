@@ -96,6 +96,11 @@ impl PeerCertificates {
         PeerCertificates(Arc::new(Peer { chain, verified: Mutex::new(None) }))
     }
 
+    /// The chain the client presented.
+    pub fn chain(&self) -> &[CertificateDer<'static>] {
+        &self.0.chain
+    }
+
     /// Whether the client presented no certificate.
     pub fn is_empty(&self) -> bool {
         self.0.chain.is_empty()

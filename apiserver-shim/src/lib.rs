@@ -29,6 +29,7 @@ pub mod object;
 pub mod object_names;
 pub mod openapi;
 pub mod patch;
+pub mod peer;
 pub mod protobuf;
 pub mod rbac;
 pub mod registry;

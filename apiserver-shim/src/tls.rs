@@ -74,6 +74,50 @@ pub const ADMIN_USER: &str = "carrel-admin";
 /// Its group: every permission.
 pub const ADMIN_GROUP: &str = crate::rbac::SYSTEM_MASTERS;
 
+/// A CA's certificate and key, as PEM: what serving and client certificates are issued from.
+#[derive(Clone)]
+pub struct Ca {
+    /// The certificate.
+    pub cert_pem: String,
+    /// Its private key.
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for Ca {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ca").field("cert_pem", &self.cert_pem).finish_non_exhaustive()
+    }
+}
+
+impl Ca {
+    /// A fresh CA.
+    pub fn generate() -> Result<Ca, TlsError> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        ca.distinguished_name.push(rcgen::DnType::CommonName, "carrel-ca");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
+        let cert = ca.self_signed(&key)?;
+        Ok(Ca { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    }
+
+    fn issuer(&self) -> Result<rcgen::Issuer<'static, rcgen::KeyPair>, TlsError> {
+        let key = rcgen::KeyPair::from_pem(&self.key_pem)?;
+        Ok(rcgen::Issuer::from_ca_cert_pem(&self.cert_pem, key)?)
+    }
+
+    /// A client certificate for user `user` in group `group`, and its key, as PEM.
+    pub fn client(&self, user: &str, group: &str) -> Result<(String, String), TlsError> {
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name.push(rcgen::DnType::CommonName, user);
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, group);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer()?)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
+
 /// A CA and a serving certificate it signed, as PEM.
 #[derive(Clone, Debug)]
 pub struct Certificates {
@@ -94,14 +138,15 @@ impl Certificates {
     /// A fresh CA, and a serving certificate for `hosts` (DNS names or IP addresses) and every
     /// tenant's server name (`*.`[`TENANT_DOMAIN`]) signed by it.
     pub fn generate(hosts: &[String]) -> Result<Certificates, TlsError> {
-        let ca_key = rcgen::KeyPair::generate()?;
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        ca.distinguished_name.push(rcgen::DnType::CommonName, "carrel-ca");
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::CrlSign];
-        let ca_cert = ca.self_signed(&ca_key)?;
-        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let ca = Ca::generate()?;
+        Certificates::issue(&ca, hosts)
+    }
 
+    /// A serving certificate for `hosts` and every tenant's server name (`*.`[`TENANT_DOMAIN`]),
+    /// and an admin certificate, from `ca`: what each of several replicas sharing one CA serves
+    /// with, so that a kubeconfig trusting the CA trusts all of them.
+    pub fn issue(ca: &Ca, hosts: &[String]) -> Result<Certificates, TlsError> {
+        let issuer = ca.issuer()?;
         let key = rcgen::KeyPair::generate()?;
         let mut names = hosts.to_vec();
         names.push(format!("*.{TENANT_DOMAIN}"));
@@ -112,19 +157,13 @@ impl Certificates {
         leaf.distinguished_name.push(rcgen::DnType::CommonName, "carrel-apiserver");
         leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let cert = leaf.signed_by(&key, &issuer)?;
-
-        let admin_key = rcgen::KeyPair::generate()?;
-        let mut admin = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        admin.distinguished_name.push(rcgen::DnType::CommonName, ADMIN_USER);
-        admin.distinguished_name.push(rcgen::DnType::OrganizationName, ADMIN_GROUP);
-        admin.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let admin_cert = admin.signed_by(&admin_key, &issuer)?;
+        let (admin_cert_pem, admin_key_pem) = ca.client(ADMIN_USER, ADMIN_GROUP)?;
         Ok(Certificates {
-            ca_pem: ca_cert.pem(),
+            ca_pem: ca.cert_pem.clone(),
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
-            admin_cert_pem: admin_cert.pem(),
-            admin_key_pem: admin_key.serialize_pem(),
+            admin_cert_pem,
+            admin_key_pem,
         })
     }
 

@@ -216,12 +216,13 @@ fn structural(schema: Value) -> Result<Value> {
 /// The ClusterRoles the manifests bind to the components' service accounts.
 pub fn cluster_roles() -> Vec<Value> {
     let mut apiserver = carrel_tenants::service_account::rules();
+    apiserver.extend(carrel_tenants::replicas::rules());
     apiserver.extend(carrel_syncer::rbac::process_rules());
     vec![
         cluster_role(
             APISERVER_ROLE,
             "carrel serve: the tenant manager and every tenant's syncer, with the pod logs, \
-             streams and metrics tenants read through the host",
+             streams and metrics tenants read through the host, and the replicas' Leases",
             merge(apiserver),
         ),
         cluster_role(

@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 use futures::future::{BoxFuture, FutureExt, Shared};
 use parking_lot::{Mutex, RwLock};
 
+use axum::extract::Request;
+use axum::response::Response;
+
 use super::Server;
 use crate::flowcontrol::{Classified, Classify, Flow, ObjectCount, Serving};
 use crate::status::ApiError;
@@ -35,6 +38,44 @@ pub trait Wake: Send + Sync + std::fmt::Debug {
     fn open(&self, name: &str) -> BoxFuture<'static, Result<Arc<Server>, ApiError>>;
     /// Tenant `name`'s cluster was closed while idle: stop what runs beside it.
     fn closed(&self, name: &str);
+}
+
+/// Where requests for tenants this listener does not serve go, where several API replicas
+/// serve tenants between them: given by whoever knows which replica serves which tenant.
+pub trait Forward: Send + Sync + std::fmt::Debug {
+    /// Answer `request`, for tenant `name`, which is not served here: forwarded to the replica
+    /// that serves it, or answered for it (a tenant being moved, or one whose replica has not
+    /// taken it up yet); given back when no replica serves the tenant, to be answered as for a
+    /// tenant that does not exist. A request another replica forwarded (marked
+    /// [`crate::peer::FromReplica`]) is never forwarded again.
+    fn forward(&self, name: &str, request: Request) -> Forwarded;
+}
+
+/// What [`Forward::forward`] did with a request.
+pub enum Forwarded {
+    /// It is answered by this future.
+    Answered(BoxFuture<'static, Response>),
+    /// No replica serves its tenant: here it is back.
+    NotServed(Box<Request>),
+}
+
+impl std::fmt::Debug for Forwarded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Forwarded::Answered(_) => f.write_str("Answered"),
+            Forwarded::NotServed(request) => f.debug_tuple("NotServed").field(request).finish(),
+        }
+    }
+}
+
+/// How a listener's replica recognises the others, and where it sends their tenants' requests.
+#[derive(Clone, Debug)]
+pub struct Replicas {
+    /// The CA of every replica's certificates: a client certificate from it in
+    /// [`crate::peer::REPLICAS_GROUP`] is another replica's.
+    pub ca: rustls::pki_types::CertificateDer<'static>,
+    /// Where requests for tenants served elsewhere go.
+    pub forward: Arc<dyn Forward>,
 }
 
 /// When idle tenants are closed, and what opens them again.
@@ -56,6 +97,8 @@ pub struct Clusters {
     idle: OnceLock<Idle>,
     /// The domain tenants are served under by TLS server name; [`TENANT_DOMAIN`] unless set.
     tenant_domain: OnceLock<String>,
+    /// The other replicas, where there are any.
+    replicas: OnceLock<Replicas>,
 }
 
 /// A mounted tenant: its cluster, what ends its long-running requests when it is dropped (and
@@ -145,6 +188,7 @@ impl Clusters {
             open: Arc::default(),
             idle: OnceLock::new(),
             tenant_domain: OnceLock::new(),
+            replicas: OnceLock::new(),
         }
     }
 
@@ -165,6 +209,17 @@ impl Clusters {
     /// idle from their next request on.
     pub fn set_idle(&self, idle: Idle) {
         let _ = self.idle.set(idle);
+    }
+
+    /// Serve beside other replicas: requests they forward are believed as theirs, and requests
+    /// for tenants not served here go where `replicas` says. Only the first call has an effect.
+    pub fn set_replicas(&self, replicas: Replicas) {
+        let _ = self.replicas.set(replicas);
+    }
+
+    /// The other replicas, where there are any.
+    pub(crate) fn replicas(&self) -> Option<&Replicas> {
+        self.replicas.get()
     }
 
     /// The host API.

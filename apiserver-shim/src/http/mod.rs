@@ -51,7 +51,7 @@ use crate::streams::PodStreams;
 use gate::GateLayer;
 use request_info::RequestInfo;
 
-pub use clusters::{Clusters, Idle, Wake};
+pub use clusters::{Clusters, Forward, Forwarded, Idle, Replicas, Wake};
 pub(crate) use routing::is_health;
 
 /// What the router serves.

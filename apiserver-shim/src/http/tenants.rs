@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 
-use super::clusters::{Route, TENANTS_PREFIX};
+use super::clusters::{Forwarded, Route, TENANTS_PREFIX};
 use super::{Clusters, Server};
 use crate::access::{self, PeerCertificates};
 use crate::listener::TlsServerName;
@@ -60,6 +60,7 @@ fn to_named_tenant(request: &mut Request, domain: &str) {
 
 impl Gate for SelectCluster {
     fn check(&self, mut request: Request) -> Step {
+        crate::peer::admit(&mut request, self.0.replicas().map(|r| &r.ca));
         to_named_tenant(&mut request, self.0.tenant_domain());
         match self.0.route(request.uri().path()) {
             Route::Open(server) => {
@@ -76,10 +77,29 @@ impl Gate for SelectCluster {
             match clusters.route(request.uri().path()) {
                 Route::Open(server) => go(server, request, next).await,
                 Route::Dormant(name) => dormant(&clusters, &name, request, next).await,
-                Route::Unknown => unknown_tenant(&clusters, request, next).await,
+                Route::Unknown => match forward(&clusters, request) {
+                    Forwarded::Answered(answer) => answer.await,
+                    Forwarded::NotServed(request) => {
+                        unknown_tenant(&clusters, *request, next).await
+                    }
+                },
             }
         })
     }
+}
+
+/// A request for a tenant not served here, forwarded to the replica that serves it: given back
+/// where none does.
+fn forward(clusters: &Clusters, request: Request) -> Forwarded {
+    let Some(replicas) = clusters.replicas() else {
+        return Forwarded::NotServed(Box::new(request));
+    };
+    let path = request.uri().path();
+    let Some(rest) = path.strip_prefix(super::clusters::TENANTS_PREFIX) else {
+        return Forwarded::NotServed(Box::new(request));
+    };
+    let name = rest.split('/').next().unwrap_or_default().to_owned();
+    replicas.forward.forward(&name, request)
 }
 
 async fn go<S: Next>(server: Arc<Server>, mut request: Request, next: S) -> Response {

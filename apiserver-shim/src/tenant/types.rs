@@ -127,6 +127,10 @@ pub struct TenantStatus {
     /// GPU slices held, per MIG profile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_usage: BTreeMap<String, i64>,
+    /// The API replica that serves the tenant from its volume, where several do (`carrel serve
+    /// --replica`): given by the replicas' assigner, changed by a move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
     /// When the tenant expires (RFC 3339), from its TTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,

@@ -36,7 +36,7 @@ enum Command {
     Up(up::Args),
     /// Serve tenants for a real host cluster: the tenant manager and the syncers, reaching the
     /// host as its client (in-cluster, or --host-kubeconfig), until SIGTERM.
-    Serve(serve::Args),
+    Serve(Box<serve::Args>),
     /// Create, list, inspect and delete tenants.
     #[command(subcommand)]
     Tenant(tenant::Command),
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Up(args) => up::up(args).await.map(|()| 0),
             Command::Serve(args) => {
-                serve::serve(cli.host_kubeconfig.as_deref(), args).await.map(|()| 0)
+                serve::serve(cli.host_kubeconfig.as_deref(), *args).await.map(|()| 0)
             }
             Command::Tenant(command) => {
                 tenant::run(cli.host_kubeconfig.as_deref(), command).await.map(|()| 0)

@@ -19,10 +19,12 @@ use carrel_apiserver::access::Security;
 use carrel_apiserver::http::{clusters_router, Clusters};
 use carrel_apiserver::intake::PodIntake;
 use carrel_apiserver::listener::{self, ListenerFlags};
-use carrel_apiserver::tls::{Certificates, IN_CLUSTER_NAMES, TENANT_DOMAIN};
+use carrel_apiserver::peer::{PeerClient, REPLICAS_GROUP};
+use carrel_apiserver::tls::{Ca, Certificates, IN_CLUSTER_NAMES, TENANT_DOMAIN};
 use carrel_apiserver::{Api, Server, ServiceNetwork};
 use carrel_store::{Options, SledStore};
 use carrel_syncer::ClusterDns;
+use carrel_tenants::replicas::{self, Replicas};
 use carrel_tenants::Manager;
 use k8s_openapi::api::core::v1::Service;
 
@@ -94,8 +96,77 @@ pub struct Args {
     /// naming this server's Service, `https://<tenant>.<domain>` reaches a tenant directly).
     #[arg(long, default_value = TENANT_DOMAIN)]
     tenant_domain: String,
+    /// This replica's name, where several serve tenants between them (a StatefulSet's pod
+    /// name): it serves the tenants whose `status.replica` names it, and forwards requests for
+    /// the others to theirs. Needs --serving-ca-secret and --replica-address.
+    #[arg(long, requires_all = ["serving_ca_secret", "replica_address"])]
+    replica: Option<String>,
+    /// Where the other replicas reach this one, as HOST:PORT (its pod IP and the listener's
+    /// port); the serving certificate covers the host.
+    #[arg(long, value_name = "HOST:PORT",
+          value_parser = carrel_syncer::host_port)]
+    replica_address: Option<(String, u16)>,
+    /// The host namespace of the replicas' Leases (membership, and the assigner's).
+    #[arg(long, default_value = "carrel-system")]
+    replica_namespace: String,
+    /// The host Secret (NAMESPACE/NAME) holding the serving CA every replica issues its
+    /// certificates from, made by the first replica to start: kubeconfigs trust every replica.
+    #[arg(long, value_name = "NAMESPACE/NAME")]
+    serving_ca_secret: Option<String>,
     #[command(flatten)]
     listener: ListenerFlags,
+}
+
+/// The serving CA in host Secret `NAMESPACE/NAME` (`ca.crt`, `ca.key`), made there if there is
+/// none yet; when two replicas make one at once, the first kept wins and both use it.
+async fn shared_ca(host: &kube::Client, secret: &str) -> anyhow::Result<Ca> {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::ByteString;
+    let (namespace, name) = secret
+        .split_once('/')
+        .with_context(|| format!("--serving-ca-secret {secret}: not NAMESPACE/NAME"))?;
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(host.clone(), namespace);
+    let read = |secret: &Secret| -> anyhow::Result<Ca> {
+        let data = secret.data.as_ref().context("no data")?;
+        let field = |key: &str| -> anyhow::Result<String> {
+            let bytes = data.get(key).with_context(|| format!("no {key}"))?;
+            Ok(String::from_utf8(bytes.0.clone())?)
+        };
+        Ok(Ca { cert_pem: field("ca.crt")?, key_pem: field("ca.key")? })
+    };
+    if let Some(found) = secrets.get_opt(name).await? {
+        return read(&found).with_context(|| format!("Secret {secret}"));
+    }
+    let ca = Ca::generate()?;
+    let data = [
+        ("ca.crt".to_owned(), ByteString(ca.cert_pem.clone().into_bytes())),
+        ("ca.key".to_owned(), ByteString(ca.key_pem.clone().into_bytes())),
+    ];
+    let made = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some([("app.kubernetes.io/part-of".to_owned(), "carrel".to_owned())].into()),
+            ..Default::default()
+        },
+        data: Some(data.into_iter().collect()),
+        ..Default::default()
+    };
+    match secrets.create(&kube::api::PostParams::default(), &made).await {
+        Ok(_) => Ok(ca),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let found = secrets.get(name).await?;
+            read(&found).with_context(|| format!("Secret {secret}"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `host` as the host of a `HOST:PORT`: an IPv6 address in brackets.
+fn bracketed(host: &str) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(ip)) => format!("[{ip}]"),
+        _ => host.to_owned(),
+    }
 }
 
 /// The host and port of an `https://host[:port][/…]` URL; 443 where it names none.
@@ -189,8 +260,19 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     hosts.extend(IN_CLUSTER_NAMES.iter().map(|n| (*n).to_owned()));
     hosts.push(args.service_cidr.first().to_string());
     hosts.push(format!("*.{}", args.tenant_domain));
-    let certs = Certificates::load_or_generate(&data.join("pki"), &hosts)
-        .context("the serving certificates")?;
+    if let Some((replica_host, _)) = &args.replica_address {
+        hosts.push(replica_host.clone());
+    }
+    let shared = match &args.serving_ca_secret {
+        Some(secret) => Some(shared_ca(&host, secret).await.context("the serving CA")?),
+        None => None,
+    };
+    let certs = match &shared {
+        // Issued afresh at each start: clients trust the CA, which stays.
+        Some(ca) => Certificates::issue(ca, &hosts).context("the serving certificates")?,
+        None => Certificates::load_or_generate(&data.join("pki"), &hosts)
+            .context("the serving certificates")?,
+    };
 
     // The root: an API nobody can authenticate to (its CA's key is thrown away at once).
     let front_store = SledStore::open(data.join("front"), Options::create())
@@ -247,6 +329,29 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     };
     let syncers = Arc::new(syncers);
     manager.set_hooks(syncers.clone());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut router = clusters_router(clusters.clone());
+    let mut replicas_task = None;
+    if let (Some(me), Some(address), Some(ca)) = (&args.replica, &args.replica_address, &shared) {
+        let (cert, key) = ca.client(&format!("carrel-replica:{me}"), REPLICAS_GROUP)?;
+        let peers = PeerClient::new(me, &ca.cert_pem, &cert, &key)?;
+        let address = format!("{}:{}", bracketed(&address.0), address.1);
+        let replicas = Replicas::new(
+            me,
+            &args.replica_namespace,
+            &address,
+            host.clone(),
+            peers,
+            clusters.clone(),
+        );
+        clusters.set_replicas(carrel_apiserver::http::Replicas {
+            ca: certs.ca_der()?,
+            forward: replicas.clone(),
+        });
+        manager.set_replicas(replicas.clone());
+        replicas_task = Some(tokio::spawn(replicas.run(stop_rx.clone())));
+        router = replicas::receiving(certs.ca_der()?, clusters.clone(), data).merge(router);
+    }
     if !args.tenant_idle_after.is_zero() {
         manager.close_idle_tenants(args.tenant_idle_after);
         syncers.open_idle_tenants_when_due(clusters.clone());
@@ -255,14 +360,15 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     descriptors(&mut limits, &clusters, &manager);
     manager.resume().await.context("resuming tenants")?;
     let config = certs.server_config().context("TLS configuration")?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let manager_task = tokio::spawn(manager.run(Duration::from_secs(1), stop_rx));
     announce(addr, &endpoint, clusters.names().len());
-    listener::serve(listener, Some(config), clusters_router(clusters), limits, shutdown_signal())
-        .await;
+    listener::serve(listener, Some(config), router, limits, shutdown_signal()).await;
     let _ = stop_tx.send(true);
     syncers.stop_all();
     let _ = manager_task.await;
+    if let Some(task) = replicas_task {
+        let _ = task.await;
+    }
     Ok(())
 }
 

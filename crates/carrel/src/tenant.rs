@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{DeleteParams, PostParams};
 
 use carrel_apiserver::tenant::types::{Tenant, TenantSpec};
+use carrel_tenants::replicas::MOVE_TO;
 use carrel_tenants::{host_namespace, owned_by, KUBECONFIG_SECRET};
 
 use crate::host::{self, explain};
@@ -39,6 +40,16 @@ pub enum Command {
         /// Wait until it is gone.
         #[arg(long)]
         wait: bool,
+    },
+    /// Move a tenant to another API replica (where several serve tenants between them): its
+    /// writes pause while its data is copied, then it is served there, nothing lost. Waits
+    /// until it is.
+    Move {
+        /// The tenant.
+        name: String,
+        /// The replica to serve it from (a pod name of the API server's StatefulSet).
+        #[arg(long)]
+        to: String,
     },
     /// Print a tenant's admin kubeconfig.
     Kubeconfig {
@@ -119,6 +130,10 @@ pub async fn run(host_kubeconfig: Option<&Path>, command: Command) -> anyhow::Re
             delete(&client, &name, wait).await?;
             say(&format!("tenant/{name} deleted"));
         }
+        Command::Move { name, to } => {
+            move_to(&client, &name, &to).await?;
+            say(&format!("tenant/{name} moved to replica {to}"));
+        }
         Command::Kubeconfig { name, endpoint } => {
             let config = kubeconfig(&client, &name).await?;
             let config = match endpoint {
@@ -185,6 +200,41 @@ pub async fn wait_ready(client: &kube::Client, name: &str) -> anyhow::Result<()>
         }
         progress.tick();
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Ask for tenant `name` to be served by replica `to`, and wait until it is, and Ready.
+pub async fn move_to(client: &kube::Client, name: &str, to: &str) -> anyhow::Result<()> {
+    let tenant = tenants(client).get(name).await.map_err(explain)?;
+    let replica = |t: &Tenant| t.status.as_ref().and_then(|s| s.replica.clone());
+    let Some(from) = replica(&tenant) else {
+        bail!(
+            "tenant {name} is not served by a replica (is the API server started with --replica?)"
+        );
+    };
+    if from != to {
+        let patch = serde_json::json!({"metadata": {"annotations": {MOVE_TO: to}}});
+        tenants(client)
+            .patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .await
+            .map_err(explain)
+            .with_context(|| format!("moving tenant {name}"))?;
+    }
+    let progress = Progress::start(&format!("moving tenant {name} from {from} to {to}"));
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let tenant = tenants(client).get(name).await.map_err(explain)?;
+        let asked = tenant.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MOVE_TO));
+        let ready = tenant.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Ready");
+        if replica(&tenant).as_deref() == Some(to) && !asked && ready {
+            progress.done();
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("tenant {name} was not served by {to} after {}s", WAIT.as_secs());
+        }
+        progress.tick();
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -214,6 +214,11 @@ impl Serve {
     }
 
     fn kill9(mut self) {
+        self.kill9_in_place();
+    }
+
+    /// SIGKILL, and wait for it to be gone.
+    fn kill9_in_place(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -305,14 +310,25 @@ fn free_port() -> u16 {
 }
 
 /// `container`'s arguments with `$(NAME)` replaced by its environment's values, those from
-/// ConfigMaps read from the rendered `objects`, as the kubelet expands them.
+/// ConfigMaps read from the rendered `objects` and those from the pod's fields as pod
+/// `carrel-apiserver-0` in `carrel-system` at 127.0.0.1 has them, as the kubelet expands them.
 fn expanded(objects: &[Value], container: &Value) -> Vec<String> {
+    expanded_as(objects, container, "carrel-apiserver-0")
+}
+
+/// [`expanded`], for the pod named `pod`.
+fn expanded_as(objects: &[Value], container: &Value, pod: &str) -> Vec<String> {
     let mut env = Vec::new();
     for variable in container["env"].as_array().into_iter().flatten() {
         let name = variable["name"].as_str().expect("a name");
-        let value = match variable["value"].as_str() {
-            Some(value) => value.to_owned(),
-            None => {
+        let field = variable["valueFrom"]["fieldRef"]["fieldPath"].as_str();
+        let value = match (variable["value"].as_str(), field) {
+            (Some(value), _) => value.to_owned(),
+            (None, Some("metadata.name")) => pod.to_owned(),
+            (None, Some("metadata.namespace")) => "carrel-system".to_owned(),
+            (None, Some("status.podIP")) => "127.0.0.1".to_owned(),
+            (None, Some(other)) => panic!("a field this test does not know: {other}"),
+            (None, None) => {
                 let key = &variable["valueFrom"]["configMapKeyRef"];
                 let map = key["name"].as_str().expect("a ConfigMap");
                 let map = objects
@@ -355,11 +371,38 @@ fn with_values(args: &[String], values: &[(&str, String)]) -> Vec<String> {
 fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow() {
     let data = tempfile::tempdir().expect("data dir");
     let up = Up::start_args(data.path(), &["--no-tenants", "--sim-nodes", "1"]);
-    let host = up.host_kubeconfig();
     let objects = render("default");
+    let kubeconfig = serve_account(&up, &objects);
 
-    // The service account, its ClusterRole and binding, and the Services in front of carrel
-    // serve (their cluster IPs are what host pods are given), as the manifests make them.
+    // The manifests' arguments, their variables expanded as the kubelet expands them, with
+    // this machine's listener (one port for both runs, as a Service's is) and directory. The
+    // endpoint is the load balancer's on a cluster; here it defaults to the listener.
+    let container = container(&objects, "StatefulSet", "carrel-apiserver");
+    let store = tempfile::tempdir().expect("serve's data dir");
+    let args = expanded(&objects, &container);
+    let port = free_port();
+    let args = with_values(
+        &args,
+        &[
+            ("--listen", format!("127.0.0.1:{port}")),
+            ("--dns-listen", "127.0.0.1:0".to_owned()),
+            ("--data-dir", store.path().to_string_lossy().into_owned()),
+            ("--replica-address", format!("127.0.0.1:{port}")),
+        ],
+    );
+    let args: Vec<String> = args.into_iter().filter(|a| !a.starts_with("--endpoint=")).collect();
+    assert!(args.iter().all(|a| !a.contains("$(")), "every variable expanded: {args:?}");
+    let log = up.home.path().join("serve.log");
+    let serve = Serve::start(&kubeconfig, &args, &log);
+    node_agent_runs_as_the_manifests_run_it(&up, &objects);
+    walkthrough(&up, &kubeconfig, &args, &log, serve);
+}
+
+/// The service account of `carrel serve`, its ClusterRole and binding, and the Services in front
+/// of it (their cluster IPs are what host pods are given), as the manifests make them, applied
+/// to `up`'s host: a kubeconfig of the host with a token of that account.
+fn serve_account(up: &Up, objects: &[Value]) -> PathBuf {
+    let host = up.host_kubeconfig();
     let rbac: Vec<&Value> = objects
         .iter()
         .filter(|o| {
@@ -369,44 +412,28 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
             )
         })
         .chain([
-            named(&objects, "Service", "carrel-dns"),
-            named(&objects, "Service", "carrel-apiserver"),
+            named(objects, "Service", "carrel-dns"),
+            named(objects, "Service", "carrel-apiserver"),
         ])
         .collect();
-    let file = write_yaml(&up, "rbac.yaml", &rbac);
+    let file = write_yaml(up, "rbac.yaml", &rbac);
     ok(up.kubectl(&host, &["apply", "-f", &file]));
-    let set = named(&objects, "StatefulSet", "carrel-apiserver");
+    let set = named(objects, "StatefulSet", "carrel-apiserver");
     let account = set["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("an SA");
     let token = ok(up.kubectl(&host, &["create", "token", account, "-n", "carrel-system"]));
-    let kubeconfig = token_kubeconfig(&up, token.trim(), "serve.kubeconfig");
+    token_kubeconfig(up, token.trim(), "serve.kubeconfig")
+}
 
-    // The manifests' arguments, their variables expanded as the kubelet expands them, with
-    // this machine's listener (one port for both runs, as a Service's is) and directory. The
-    // endpoint is the load balancer's on a cluster; here it defaults to the listener.
-    let container = container(&objects, "StatefulSet", "carrel-apiserver");
-    let store = tempfile::tempdir().expect("serve's data dir");
-    let args = expanded(&objects, &container);
-    let args = with_values(
-        &args,
-        &[
-            ("--listen", format!("127.0.0.1:{}", free_port())),
-            ("--dns-listen", "127.0.0.1:0".to_owned()),
-            ("--data-dir", store.path().to_string_lossy().into_owned()),
-        ],
-    );
-    let args: Vec<String> = args.into_iter().filter(|a| !a.starts_with("--endpoint=")).collect();
-    assert!(args.iter().all(|a| !a.contains("$(")), "every variable expanded: {args:?}");
-    let log = up.home.path().join("serve.log");
-    let serve = Serve::start(&kubeconfig, &args, &log);
-    node_agent_runs_as_the_manifests_run_it(&up, &objects);
-
-    // The README's walkthrough, through it.
-    let team = common::create(&up, "team-a", &["--gpu", "1g.18gb=1", "--wait"]);
+/// The README's walkthrough through `serve`, started with `args` as the host's `kubeconfig`
+/// allows, then `serve` killed and started again.
+fn walkthrough(up: &Up, kubeconfig: &Path, args: &[String], log: &Path, serve: Serve) {
+    let host = up.host_kubeconfig();
+    let team = common::create(up, "team-a", &["--gpu", "1g.18gb=1", "--wait"]);
     let tenant =
         ok(up.kubectl(&host, &["get", "tenant", "team-a", "-o", "jsonpath={.status.endpoint}"]));
     assert!(tenant.starts_with(&serve.endpoint), "{tenant} is served by {}", serve.endpoint);
-    common::apply(&up, &team, "train", TRAIN);
-    common::wait_running(&up, &team, "train");
+    common::apply(up, &team, "train", TRAIN);
+    common::wait_running(up, &team, "train");
     let node = ok(up.kubectl(&team, &["get", "pod", "train", "-o", "jsonpath={.spec.nodeName}"]));
     assert_eq!(node, "carrel-sim-0");
     let host_pod = ok(up.kubectl(
@@ -417,12 +444,12 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
         host_pod.contains("nvidia.com/gpu=MIG-"),
         "the host pod names its MIG device: {host_pod}"
     );
-    tenants_dns_answers_each_tenant_pod(&up, &serve, &team);
+    tenants_dns_answers_each_tenant_pod(up, &serve, &team);
     // The pod's in-cluster configuration names carrel serve, which serves its token's tenant.
     // The pod's KUBERNETES_SERVICE_* name the Service carrel-apiserver's cluster IP, and so do
     // the tenant's `kubernetes` Service's endpoints; connecting to the listener stands for the
     // Service's forwarding, which this machine has no proxy for.
-    let pod = PodView::of(&up, "team-a", "train");
+    let pod = PodView::of(up, "team-a", "train");
     let api_ip = ok(up.kubectl(
         &host,
         &[
@@ -482,14 +509,14 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
 
     let watch = Watch::start(&team);
     ok(up.kubectl(&team, &["create", "configmap", "kept", "--from-literal=a=1"]));
-    let log_text = std::fs::read_to_string(&log).expect("the log");
+    let log_text = std::fs::read_to_string(log).expect("the log");
     assert!(!log_text.to_lowercase().contains("forbidden"), "refused by the host:\n{log_text}");
     watch.wait_for("kept");
 
     // Killed and started again over the same volume: the tenant is served with its data, and
     // a client that watched throughout sees every change once.
     serve.kill9();
-    let serve = Serve::start(&kubeconfig, &args, &log);
+    let serve = Serve::start(kubeconfig, args, log);
     eventually("the tenant served again", Duration::from_secs(30), || {
         let out = up.kubectl(&team, &["get", "configmap", "kept", "-o", "jsonpath={.data.a}"]);
         (String::from_utf8_lossy(&out.stdout) == "1", out)
@@ -504,6 +531,184 @@ fn carrel_serve_runs_a_gpu_pod_against_a_host_it_reaches_as_the_manifests_allow(
     });
     drop(serve);
 }
+
+/// One replica of the manifests' StatefulSet, as pod `carrel-apiserver-<index>`: its own port
+/// and volume, every replica's kubeconfigs naming `endpoint` (the Service in front of them,
+/// which here is replica 0's port).
+struct Replica {
+    args: Vec<String>,
+    log: PathBuf,
+    _store: tempfile::TempDir,
+}
+
+impl Replica {
+    fn new(up: &Up, objects: &[Value], index: usize, port: u16, endpoint: u16) -> Replica {
+        let container = container(objects, "StatefulSet", "carrel-apiserver");
+        let store = tempfile::tempdir().expect("a replica's volume");
+        let args = with_values(
+            &expanded_as(objects, &container, &format!("carrel-apiserver-{index}")),
+            &[
+                ("--listen", format!("127.0.0.1:{port}")),
+                ("--dns-listen", "127.0.0.1:0".to_owned()),
+                ("--data-dir", store.path().to_string_lossy().into_owned()),
+                ("--replica-address", format!("127.0.0.1:{port}")),
+                ("--endpoint", format!("https://127.0.0.1:{endpoint}")),
+            ],
+        );
+        let log = up.home.path().join(format!("replica-{index}.log"));
+        Replica { args, log, _store: store }
+    }
+
+    fn start(&self, kubeconfig: &Path) -> Serve {
+        Serve::start(kubeconfig, &self.args, &self.log)
+    }
+}
+
+/// The replica serving tenant `name`, as its status says.
+fn replica_of(up: &Up, name: &str) -> String {
+    let path = ["get", "tenant", name, "-o", "jsonpath={.status.replica}"];
+    ok(up.kubectl(&up.host_kubeconfig(), &path))
+}
+
+#[test]
+fn tenants_spread_over_replicas_reach_theirs_through_any_and_move_with_a_watch_throughout() {
+    let data = tempfile::tempdir().expect("data dir");
+    let up = Up::start_args(data.path(), &["--no-tenants", "--sim-nodes", "1"]);
+    let host = up.host_kubeconfig();
+    let objects = render("default");
+    let kubeconfig = serve_account(&up, &objects);
+    let front = free_port();
+    let replicas: Vec<Replica> = (0..3)
+        .map(|i| Replica::new(&up, &objects, i, if i == 0 { front } else { free_port() }, front))
+        .collect();
+    let (r0, mut r1) = (replicas[0].start(&kubeconfig), replicas[1].start(&kubeconfig));
+    eventually("both replicas' Leases", Duration::from_secs(30), || {
+        let path =
+            ["get", "leases", "-n", "carrel-system", "-l", "carrel.dev/replica", "-o", "name"];
+        let out = ok(up.kubectl(&host, &path));
+        (out.lines().count() == 2, out)
+    });
+
+    // New tenants are spread by count; each one's kubeconfig names the front door (replica 0),
+    // which serves those of replica 1 by forwarding, the client's own certificate with them.
+    let teams: Vec<(String, PathBuf)> = (0..4)
+        .map(|i| {
+            let name = format!("team-{i}");
+            let kubeconfig = common::create(&up, &name, &["--wait"]);
+            (name, kubeconfig)
+        })
+        .collect();
+    let mut placed: Vec<String> = teams.iter().map(|(name, _)| replica_of(&up, name)).collect();
+    placed.sort();
+    assert_eq!(
+        placed,
+        ["carrel-apiserver-0", "carrel-apiserver-0", "carrel-apiserver-1", "carrel-apiserver-1"]
+    );
+    let (away, away_config) = teams
+        .iter()
+        .find(|(name, _)| replica_of(&up, name) == "carrel-apiserver-1")
+        .expect("a tenant of replica 1");
+    for (name, team) in &teams {
+        let config = std::fs::read_to_string(team).expect("the kubeconfig");
+        assert!(config.contains(&format!("https://127.0.0.1:{front}/tenants/{name}")), "{config}");
+        let user =
+            ok(up.kubectl(team, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]));
+        assert_eq!(user, "carrel-admin", "{name}, by certificate");
+        ok(up.kubectl(team, &["create", "configmap", "first", "--from-literal=a=1"]));
+    }
+    // A token of the tenant (its issuer names it) reaches it through the front door too.
+    let token = ok(up.kubectl(away_config, &["create", "token", "default"]));
+    let path = format!(
+        "https://127.0.0.1:{front}/tenants/{away}/api/v1/namespaces/default/configmaps/first"
+    );
+    let by_token = Command::new("curl")
+        .args(["-sk", "-H", &format!("Authorization: Bearer {}", token.trim()), &path])
+        .output()
+        .expect("curl");
+    let by_token = String::from_utf8_lossy(&by_token.stdout).into_owned();
+    assert!(by_token.contains("forbidden"), "authenticated as the tenant's account: {by_token}");
+    assert!(by_token.contains("system:serviceaccount:default:default"), "{by_token}");
+    // A client cannot pass a certificate off as forwarded: only a replica's connection may.
+    let admin: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(away_config).expect("read")).expect("yaml");
+    let cert = admin["users"][0]["user"]["client-certificate-data"].as_str().expect("a cert");
+    let pem = String::from_utf8(base64_decode(cert)).expect("pem");
+    let der: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let forged = Command::new("curl")
+        .args(["-sk", "-H", &format!("X-Carrel-Forwarded-Certificates: {der}"), &path])
+        .output()
+        .expect("curl");
+    let forged = String::from_utf8_lossy(&forged.stdout).into_owned();
+    assert!(forged.contains("\"code\":401"), "{forged}");
+
+    // A pod's streams pass through the front door: exec upgrades its connection.
+    common::apply(&up, away_config, "shell", SHELL);
+    common::wait_running(&up, away_config, "shell");
+    let said = ok(up.kubectl(away_config, &["exec", "shell", "--", "echo", "through"]));
+    assert_eq!(said, "through\n");
+
+    // Moved to replica 0 while a client watches through the front door: nothing lost, nothing
+    // twice, and what was written before is there.
+    let watch = Watch::start(away_config);
+    watch.wait_for("first");
+    let moved = ok(up.carrel(&["tenant", "move", away, "--to", "carrel-apiserver-0"]));
+    assert_eq!(moved, format!("tenant/{away} moved to replica carrel-apiserver-0\n"));
+    assert_eq!(replica_of(&up, away), "carrel-apiserver-0");
+    ok(up.kubectl(away_config, &["create", "configmap", "after-move", "--from-literal=b=2"]));
+    watch.wait_for("after-move");
+    watch.assert_no_event_twice();
+    let kept =
+        ok(up.kubectl(away_config, &["get", "configmap", "first", "-o", "jsonpath={.data.a}"]));
+    assert_eq!(kept, "1");
+
+    // Replica 1 killed with SIGKILL and started again over its volume: its tenants are served
+    // again, with their data.
+    let (other, other_config) = teams
+        .iter()
+        .find(|(name, _)| replica_of(&up, name) == "carrel-apiserver-1")
+        .expect("replica 1 still serves a tenant");
+    r1.kill9_in_place();
+    r1 = replicas[1].start(&kubeconfig);
+    eventually("replica 1's tenant served again", Duration::from_secs(60), || {
+        let out =
+            up.kubectl(other_config, &["get", "configmap", "first", "-o", "jsonpath={.data.a}"]);
+        (String::from_utf8_lossy(&out.stdout) == "1", out)
+    });
+    ok(up.kubectl(other_config, &["create", "configmap", "after-restart", "--from-literal=c=3"]));
+    assert_eq!(replica_of(&up, other), "carrel-apiserver-1");
+
+    // A replica added takes the next tenant: it has the fewest.
+    let r2 = replicas[2].start(&kubeconfig);
+    eventually("the third replica's Lease", Duration::from_secs(30), || {
+        let path =
+            ["get", "leases", "-n", "carrel-system", "-l", "carrel.dev/replica", "-o", "name"];
+        let out = ok(up.kubectl(&host, &path));
+        (out.lines().count() == 3, out)
+    });
+    let newest = common::create(&up, "team-new", &["--wait"]);
+    assert_eq!(replica_of(&up, "team-new"), "carrel-apiserver-2");
+    ok(up.kubectl(&newest, &["get", "namespaces"]));
+    for replica in &replicas {
+        let text = std::fs::read_to_string(&replica.log).expect("the log");
+        assert!(!text.to_lowercase().contains("forbidden"), "refused by the host:\n{text}");
+    }
+    drop((r0, r1, r2));
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).expect("base64")
+}
+
+const SHELL: &str = "apiVersion: v1
+kind: Pod
+metadata: {name: shell}
+spec:
+  containers:
+  - name: main
+    image: busybox
+    command: [sleep, infinity]
+";
 
 /// A kube-rs watcher of a tenant's ConfigMaps in `default`, run on a thread of its own, with
 /// every event it delivered: `(applied or listed again, name, resourceVersion)`.

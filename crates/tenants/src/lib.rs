@@ -15,6 +15,8 @@
 //! - [`host_namespace`](mod@host_namespace): the tenant's host namespace and its kubeconfig Secret;
 //! - [`identity`]: the tenant's admin credential, its in-process admin client and token issuer;
 //! - [`service_account`]: what the manager may do on a host, and its client of an in-process one;
+//! - [`replicas`]: tenants spread over several API replicas (membership, assignment,
+//!   forwarding, moves);
 //! - [`host`]: the host API as JSON objects, through the client.
 //!
 //! [`Clusters`]: carrel_apiserver::http::Clusters
@@ -23,6 +25,7 @@ pub mod host;
 pub mod host_namespace;
 pub mod identity;
 pub mod manager;
+pub mod replicas;
 pub mod service_account;
 pub mod tenant_cluster;
 pub mod tenant_status;

@@ -37,6 +37,7 @@ use carrel_machinery::tenancy::host_namespace;
 use crate::host::{self, code, Host};
 use crate::host_namespace::{self as namespace, NOT_OWNED};
 use crate::identity;
+use crate::replicas::{self, ReplicaError, Replicas};
 use crate::tenant_cluster::{self, TenantDir};
 use crate::tenant_status::{self, expires_at, ready_reason_is, Observed};
 
@@ -108,6 +109,9 @@ pub enum ManagerError {
         /// The host namespace.
         namespace: String,
     },
+    /// The tenant could not be moved to another replica.
+    #[error("{0}")]
+    Replica(#[from] ReplicaError),
     /// A blocking step (opening a store, making credentials, removing a directory) did not
     /// finish.
     #[error("a blocking task failed: {0}")]
@@ -174,6 +178,8 @@ pub struct Manager {
     host_claims: Arc<HostClaims>,
     /// The writer of `host_claims`' cache, until [`Manager::run`] starts its watch.
     host_claims_writer: Mutex<Option<reflector::store::Writer<Lease>>>,
+    /// Set where several replicas serve tenants between them: this one serves only its own.
+    replicas: OnceLock<Arc<Replicas>>,
 }
 
 /// The host-name claims of every tenant (Leases labelled
@@ -228,6 +234,7 @@ impl Manager {
             service_network: OnceLock::new(),
             host_claims: Arc::new(HostClaims(claims)),
             host_claims_writer: Mutex::new(Some(claims_writer)),
+            replicas: OnceLock::new(),
         }
     }
 
@@ -240,6 +247,20 @@ impl Manager {
 
     fn service_network(&self) -> carrel_apiserver::ServiceNetwork {
         self.service_network.get().cloned().unwrap_or_default()
+    }
+
+    /// Serve only the tenants whose `status.replica` names this replica of `replicas` (see
+    /// [`crate::replicas`]), moving them away when asked. Only the first call has an effect.
+    pub fn set_replicas(&self, replicas: Arc<Replicas>) {
+        let _ = self.replicas.set(replicas);
+    }
+
+    /// Whether this manager serves `tenant`: every tenant, unless replicas share them.
+    fn owns(&self, tenant: &Value) -> bool {
+        match self.replicas.get() {
+            Some(replicas) => replica_of(tenant) == Some(replicas.me()),
+            None => true,
+        }
     }
 
     /// Call `hooks` as tenants come and go. Only the first call has an effect.
@@ -359,6 +380,11 @@ impl Manager {
             self.unserve(name);
             return Ok(Next::OnChange);
         };
+        if let Some(replicas) = self.replicas.get() {
+            if let Some(next) = self.replica_step(replicas, name, &tenant).await? {
+                return Ok(next);
+            }
+        }
         if is_deleting(&tenant) {
             self.tear_down(name, tenant).await?;
             return Ok(Next::OnChange);
@@ -415,6 +441,11 @@ impl Manager {
         if let (Some(hooks), Some(server)) = (self.hooks.get(), self.clusters.tenant(name)) {
             hooks.serving(name, &server, &tenant);
         }
+        if let Some(replicas) = self.replicas.get() {
+            if move_target(&tenant) == Some(replicas.me()) {
+                self.moved_in(name).await?;
+            }
+        }
         Ok(expiry.map_or(Next::OnChange, Next::At))
     }
 
@@ -448,7 +479,7 @@ impl Manager {
             }
         }
         let mut usage = leases::usage(self.host.client()).await?;
-        for tenant in &tenants {
+        for tenant in tenants.iter().filter(|t| self.owns(t)) {
             let Some(name) = meta_str(tenant, "name") else { continue };
             self.write_usage(name, tenant, usage.remove(name).unwrap_or_default()).await?;
         }
@@ -516,6 +547,9 @@ impl Manager {
     /// Bring one tenant's GPU usage in line with the claims in the host.
     async fn refresh_usage(&self, name: &str) -> Result<(), ManagerError> {
         let Some(tenant) = self.host.get_opt(host::TENANTS, name).await? else { return Ok(()) };
+        if !self.owns(&tenant) {
+            return Ok(());
+        }
         let claims = leases::list(self.host.client(), Selection::Tenant(name)).await?;
         let usage = leases::usage_by_tenant(claims).remove(name).unwrap_or_default();
         self.write_usage(name, &tenant, usage).await
@@ -794,6 +828,137 @@ impl Manager {
     }
 }
 
+impl Manager {
+    /// Where replicas share tenants: what this replica does with `tenant` before (or instead of)
+    /// serving it. `None` when it is this replica's to serve (or tear down) as usual.
+    async fn replica_step(
+        &self,
+        replicas: &Replicas,
+        name: &str,
+        tenant: &Value,
+    ) -> Result<Option<Next>, ManagerError> {
+        let me = replicas.me();
+        let dir = self.dir(name);
+        match replica_of(tenant) {
+            Some(replica) if replica == me => {
+                match move_target(tenant).filter(|to| *to != me) {
+                    Some(to) if !is_deleting(tenant) => {
+                        self.move_out(replicas, name, tenant, to).await.map(Some)
+                    }
+                    _ => {
+                        // Served here again (a move that did not finish, or was called off).
+                        let path = dir.path.clone();
+                        let unmarked =
+                            tokio::task::spawn_blocking(move || replicas::unmark_moved(&path));
+                        unmarked.await?.map_err(|source| ManagerError::Io {
+                            tenant: name.into(),
+                            path: dir.path.clone(),
+                            source,
+                        })?;
+                        Ok(None)
+                    }
+                }
+            }
+            None if tenant.get("status").is_some()
+                && dir.is_made()
+                && !replicas::was_moved(&dir.path) =>
+            {
+                // Served before replicas shared tenants: its data is here, so it is this
+                // replica's.
+                let mut status = tenant["status"].clone();
+                status["replica"] = json!(me);
+                tracing::info!(tenant = %name, replica = %me, "claiming the tenant whose data is here");
+                self.write_status(name, tenant, status).await?;
+                Ok(Some(Next::OnChange))
+            }
+            _ => {
+                // Another replica's, or none's yet: nothing of it is served here, and what was
+                // sent away is let go once the other replica has it.
+                if self.clusters.contains(name) {
+                    self.unserve(name);
+                }
+                if replica_of(tenant).is_some() && replicas::was_moved(&dir.path) {
+                    let path = dir.path.clone();
+                    let removed =
+                        tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&path));
+                    removed.await?.map_err(|source| ManagerError::Io {
+                        tenant: name.into(),
+                        path: dir.path.clone(),
+                        source,
+                    })?;
+                    tracing::info!(tenant = %name, "the moved tenant's data here is removed");
+                }
+                Ok(Some(Next::OnChange))
+            }
+        }
+    }
+
+    /// Move tenant `name` to replica `to`: stop serving it, send its closed store and
+    /// credentials there, and only then name `to` in its status.
+    async fn move_out(
+        &self,
+        replicas: &Replicas,
+        name: &str,
+        tenant: &Value,
+        to: &str,
+    ) -> Result<Next, ManagerError> {
+        if !replicas.is_live(to) {
+            tracing::warn!(tenant = %name, to, "not moving the tenant: the replica is not live");
+            return Ok(Next::Retry);
+        }
+        tracing::info!(tenant = %name, to, "moving the tenant");
+        let dir = self.dir(name);
+        {
+            let _lifecycle = self.lifecycle.write().await;
+            self.unserve(name);
+            if dir.is_made() {
+                // Waits for the requests still holding its store to let it go.
+                let closed = tokio::task::spawn_blocking({
+                    let dir = dir.clone();
+                    move || tenant_cluster::close_store(&dir)
+                });
+                closed.await??;
+            }
+        }
+        replicas.send(name, &dir.path, to).await.map_err(ManagerError::Replica)?;
+        let path = dir.path.clone();
+        let (marker, target) = (path.clone(), to.to_owned());
+        let marked = tokio::task::spawn_blocking(move || replicas::mark_moved(&marker, &target));
+        marked.await?.map_err(|source| ManagerError::Io { tenant: name.into(), path, source })?;
+        let mut status = tenant.get("status").cloned().unwrap_or_else(|| json!({}));
+        status["replica"] = json!(to);
+        self.write_status(name, tenant, status).await?;
+        tracing::info!(tenant = %name, to, "tenant moved");
+        Ok(Next::OnChange)
+    }
+
+    /// Tenant `name` was moved here and is served: the move is done.
+    async fn moved_in(&self, name: &str) -> Result<(), ManagerError> {
+        let mut tenant = self.host.get(host::TENANTS, name).await?;
+        if let Some(annotations) =
+            tenant.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
+        {
+            annotations.remove(replicas::MOVE_TO);
+        }
+        self.host.replace(host::TENANTS, name, &tenant).await?;
+        tracing::info!(tenant = %name, "serving the tenant moved here");
+        Ok(())
+    }
+}
+
+/// The replica `tenant`'s status names.
+fn replica_of(tenant: &Value) -> Option<&str> {
+    tenant.pointer("/status/replica").and_then(Value::as_str)
+}
+
+/// The replica `tenant` is asked to move to.
+fn move_target(tenant: &Value) -> Option<&str> {
+    tenant
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(replicas::MOVE_TO))
+        .and_then(Value::as_str)
+}
+
 /// Release every host-name claim of tenant `name` (the hosts its Ingresses served), which its
 /// syncer took: the tenant is gone, and the hosts are free for others.
 async fn release_hosts(host: &kube::Client, name: &str) -> Result<(), ManagerError> {
@@ -908,6 +1073,8 @@ fn acted_on(tenant: &Tenant) -> Option<u64> {
         "finalizers": meta.finalizers,
         "deletionTimestamp": meta.deletion_timestamp,
         "spec": tenant.spec,
+        // Which replica serves it: the assigner's write, or a move's.
+        "replica": tenant.status.as_ref().and_then(|s| s.replica.as_ref()),
     });
     Some(BuildHasherDefault::<DefaultHasher>::default().hash_one(acted_on.to_string()))
 }

@@ -110,6 +110,16 @@ pub fn open_api(
     Ok(TenantApi { api, admission })
 }
 
+/// Wait until nothing in this process holds tenant `dir`'s store any more (the requests and
+/// controllers of a cluster just unmounted let it go), and leave it closed. Blocks.
+pub fn close_store(dir: &TenantDir) -> Result<(), ManagerError> {
+    let options = Options { lock_wait: CLOSING_WAIT, ..Options::default() };
+    let store = SledStore::open(dir.path.join("store"), options)
+        .map_err(|source| ManagerError::Store { tenant: dir.name.clone(), source })?;
+    drop(store);
+    Ok(())
+}
+
 /// Tenant `dir`'s credentials, made on first use and kept in its `pki/`: its CA, its
 /// service-account token key, and the admin client certificate its kubeconfig carries (see
 /// [`identity::admin_credential`]). Key generation and file writes: blocks.

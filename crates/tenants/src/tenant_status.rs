@@ -122,8 +122,9 @@ pub fn status(tenant: &Value, observed: Observed<'_>) -> Value {
         status["expiresAt"] = json!(expiry.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     }
     // What others write in the status stays: the GPU usage (the manager's own, from the
-    // claims) and when the tenant is next due to wake (its controllers').
-    for kept in ["gpuUsage", "nextWakeTime"] {
+    // claims), when the tenant is next due to wake (its controllers') and the replica serving
+    // it (the assigner's, or a move's).
+    for kept in ["gpuUsage", "nextWakeTime", "replica"] {
         if let Some(value) = tenant.pointer(&format!("/status/{kept}")) {
             status[kept] = value.clone();
         }
