@@ -280,23 +280,31 @@ impl PeerClient {
         Ok(Response::from_parts(parts, Body::new(body)))
     }
 
-    /// PUT `body` at `path` on replica `address`, as this replica.
-    pub async fn put(&self, address: &str, path: &str, body: Vec<u8>) -> Result<(), PeerError> {
+    /// Send `body` (of `content_type`) with `method` to `path` on replica `address`, as this
+    /// replica: the body of its answer, which must be a success.
+    pub async fn call(
+        &self,
+        method: axum::http::Method,
+        address: &str,
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Result<bytes::Bytes, PeerError> {
+        use http_body_util::BodyExt as _;
         let request = Request::builder()
-            .method("PUT")
+            .method(method)
             .uri(format!("https://{address}{path}"))
-            .header(header::CONTENT_TYPE, "application/x-tar")
+            .header(header::CONTENT_TYPE, content_type)
             .body(Body::from(body))
             .map_err(|_| PeerError::Address(address.to_owned()))?;
         let mut sender = self.sender(address).await?;
         let http = |source| PeerError::Http { address: address.to_owned(), source };
         let response = sender.send_request(request).await.map_err(http)?;
         let status = response.status();
-        if status.is_success() {
-            return Ok(());
-        }
-        use http_body_util::BodyExt as _;
         let body = response.into_body().collect().await.map_err(http)?.to_bytes();
+        if status.is_success() {
+            return Ok(body);
+        }
         let body = String::from_utf8_lossy(&body).into_owned();
         Err(PeerError::Refused { address: address.to_owned(), status, body })
     }

@@ -17,8 +17,9 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, Event};
@@ -26,7 +27,8 @@ use kube::runtime::WatchStreamExt;
 use parking_lot::{Mutex, RwLock};
 
 use carrel_apiserver::http::Clusters;
-use carrel_dns::{Resolver, SharedServer, SharedZone, DEFAULT_DOMAIN};
+use carrel_dns::{Answerer, Protocol, Relay, Resolver, SharedServer, SharedZone, DEFAULT_DOMAIN};
+use carrel_tenants::replicas::{DnsAnswers, Replicas};
 
 use carrel_tenants::host_namespace;
 
@@ -56,6 +58,9 @@ pub struct TenantDns {
     /// Started with the first tenant.
     server: Mutex<Option<SharedServer>>,
     tenants: Arc<Mutex<Tenants>>,
+    /// Where several replicas serve tenants between them: the others, which the queries of
+    /// their tenants' pods that reach this one are relayed to.
+    replicas: Arc<OnceLock<Arc<Replicas>>>,
 }
 
 /// The tenants served, by name and by address.
@@ -104,6 +109,7 @@ impl TenantDns {
             clusters,
             server: Mutex::default(),
             tenants: Arc::default(),
+            replicas: Arc::default(),
         })
     }
 
@@ -125,6 +131,7 @@ impl TenantDns {
             clusters,
             server: Mutex::default(),
             tenants: Arc::default(),
+            replicas: Arc::default(),
         })
     }
 
@@ -149,11 +156,14 @@ impl TenantDns {
         let tenants = self.tenants.clone();
         let started = match &self.routing {
             Routing::BySource { listen, pods, .. } => {
-                let pods = pods.clone();
+                let (pods, replicas) = (pods.clone(), self.replicas.clone());
                 let route: carrel_dns::SourceRoute = Arc::new(move |source| {
                     let name = pods.tenant_of(source)?;
-                    let tenants = tenants.lock();
-                    Some(tenants.by_name.get(&name)?.resolver.clone())
+                    if let Some(served) = tenants.lock().by_name.get(&name) {
+                        return Some(Answerer::Here(served.resolver.clone()));
+                    }
+                    let replicas = replicas.get()?.clone();
+                    Some(Answerer::Relayed(Arc::new(ToReplica { replicas, tenant: name })))
                 });
                 SharedServer::start_by_source(*listen, route)
             }
@@ -257,12 +267,49 @@ impl TenantDns {
         served.follow = Some(AbortOnDrop(task));
     }
 
+    /// Relay the queries of tenants that other `replicas` serve to theirs (by source only).
+    /// Only the first call has an effect.
+    pub fn relay_to(&self, replicas: Arc<Replicas>) {
+        let _ = self.replicas.set(replicas);
+    }
+
     /// `tenant` is no longer served: its address answers no more.
     pub fn gone(&self, tenant: &str) {
         let mut tenants = self.tenants.lock();
         if let Some(addr) = tenants.by_name.remove(tenant).and_then(|served| served.addr) {
             tenants.by_addr.remove(&addr);
         }
+    }
+}
+
+/// Relays a tenant's DNS queries to the replica that serves it.
+#[derive(Debug)]
+struct ToReplica {
+    replicas: Arc<Replicas>,
+    tenant: String,
+}
+
+impl Relay for ToReplica {
+    fn relay(&self, query: Vec<u8>, protocol: Protocol) -> BoxFuture<'static, Option<Vec<u8>>> {
+        let (replicas, tenant) = (self.replicas.clone(), self.tenant.clone());
+        Box::pin(async move { replicas.relay_dns(&tenant, query, protocol == Protocol::Tcp).await })
+    }
+}
+
+impl DnsAnswers for TenantDns {
+    fn answer(
+        &self,
+        tenant: &str,
+        query: Vec<u8>,
+        tcp: bool,
+    ) -> BoxFuture<'static, Option<Vec<u8>>> {
+        let resolver = self.tenants.lock().by_name.get(tenant).map(|s| s.resolver.clone());
+        Box::pin(async move {
+            let protocol = if tcp { Protocol::Tcp } else { Protocol::Udp };
+            // The relaying replica is the one this query came from.
+            let from = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
+            carrel_dns::answer(&resolver?, query, from, protocol).await
+        })
     }
 }
 

@@ -313,6 +313,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
     // Host pods never resolve through a tenant's `kube-dns` address: on a real host, the tenth
     // of its Service network is the host's own DNS, which knows every tenant's host Services.
     // They resolve through the tenants' DNS Service where there is one, else their node.
+    let mut tenant_dns = None;
     let syncers = match (args.dns_listen, &args.dns_service) {
         (Some(listen), Some(service)) => {
             let advertised = service_address(&host, "--dns-service", service, "UDP", 53).await?;
@@ -323,6 +324,7 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
                 TenantDns::by_source(listen, advertised, pods, upstream, handle, clusters.clone());
             let bound = dns.start().context("tenants' DNS could not start")?;
             announce_dns(bound, advertised);
+            tenant_dns = Some(dns.clone());
             syncers.with_dns(dns).with_cluster_dns(ClusterDns::At(advertised.ip().to_string()))
         }
         _ => syncers.with_cluster_dns(ClusterDns::Node),
@@ -349,8 +351,13 @@ pub async fn serve(host_kubeconfig: Option<&std::path::Path>, args: Args) -> any
             forward: replicas.clone(),
         });
         manager.set_replicas(replicas.clone());
-        replicas_task = Some(tokio::spawn(replicas.run(stop_rx.clone())));
-        router = replicas::receiving(certs.ca_der()?, clusters.clone(), data).merge(router);
+        replicas_task = Some(tokio::spawn(replicas.clone().run(stop_rx.clone())));
+        if let Some(dns) = &tenant_dns {
+            dns.relay_to(replicas.clone());
+        }
+        let answers = tenant_dns.clone().map(|dns| dns as Arc<dyn replicas::DnsAnswers>);
+        router =
+            replicas::receiving(certs.ca_der()?, clusters.clone(), data, answers).merge(router);
     }
     if !args.tenant_idle_after.is_zero() {
         manager.close_idle_tenants(args.tenant_idle_after);

@@ -261,16 +261,37 @@ fn tenants_dns_answers_each_tenant_pod(up: &Up, serve: &Serve, team: &Path) {
     assert_eq!(status, format!("{service_ip}:53"));
 
     // A host pod of team-a's at 127.0.0.9 (a loopback address this machine can send from).
+    let web = web_service(up, team);
+    dns_probe(up, "team-a", "127.0.0.9");
+    let dns = serve.dns.expect("carrel serve serves tenants' DNS");
+    eventually("team-a's pod resolves team-a's web", Duration::from_secs(30), || {
+        let out = dig_web(dns, "127.0.0.9");
+        (String::from_utf8_lossy(&out.stdout).trim() == web, out)
+    });
+    let stranger = dig_web(dns, "127.0.0.10");
+    assert!(!stranger.status.success(), "no answer for an address no tenant pod has: {stranger:?}");
+    ok(up.kubectl(&host, &["delete", "pod", "dns-probe", "-n", "carrel-team-a", "--wait=false"]));
+}
+
+/// A Service `web` in the tenant of `team`: its cluster IP.
+fn web_service(up: &Up, team: &Path) -> String {
     ok(up.kubectl(team, &["create", "service", "clusterip", "web", "--tcp=80"]));
-    let web = ok(up.kubectl(team, &["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]));
+    ok(up.kubectl(team, &["get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"]))
+}
+
+/// A host pod `dns-probe` of `tenant`'s, at address `ip` (one this machine can send from).
+fn dns_probe(up: &Up, tenant: &str, ip: &str) {
+    let host = up.host_kubeconfig();
+    let namespace = format!("carrel-{tenant}");
     let probe = serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "dns-probe", "namespace": "carrel-team-a",
-                     "labels": {"carrel.dev/tenant": "team-a"}},
+        "metadata": {"name": "dns-probe", "namespace": namespace,
+                     "labels": {"carrel.dev/tenant": tenant}},
         "spec": {"nodeName": "nowhere", "containers": [{"name": "c", "image": "probe"}]},
     });
     let file = write_yaml(up, "probe.yaml", &[&probe]);
     ok(up.kubectl(&host, &["apply", "-f", &file]));
+    let status = serde_json::json!({"status": {"podIP": ip, "podIPs": [{"ip": ip}]}}).to_string();
     ok(up.kubectl(
         &host,
         &[
@@ -278,29 +299,23 @@ fn tenants_dns_answers_each_tenant_pod(up: &Up, serve: &Serve, team: &Path) {
             "pod",
             "dns-probe",
             "-n",
-            "carrel-team-a",
+            &namespace,
             "--subresource=status",
             "--type=merge",
             "-p",
-            r#"{"status": {"podIP": "127.0.0.9", "podIPs": [{"ip": "127.0.0.9"}]}}"#,
+            &status,
         ],
     ));
-    let dns = serve.dns.expect("carrel serve serves tenants' DNS");
-    let dig = |source: &str| {
-        Command::new("dig")
-            .args(["+short", "+time=1", "+tries=1", "-b", source])
-            .arg(format!("@{}", dns.ip()))
-            .args(["-p", &dns.port().to_string(), "web.default.svc.cluster.local", "A"])
-            .output()
-            .expect("dig (dnsutils) runs")
-    };
-    eventually("team-a's pod resolves team-a's web", Duration::from_secs(30), || {
-        let out = dig("127.0.0.9");
-        (String::from_utf8_lossy(&out.stdout).trim() == web, out)
-    });
-    let stranger = dig("127.0.0.10");
-    assert!(!stranger.status.success(), "no answer for an address no tenant pod has: {stranger:?}");
-    ok(up.kubectl(&host, &["delete", "pod", "dns-probe", "-n", "carrel-team-a", "--wait=false"]));
+}
+
+/// `dig` asking `dns` for `web.default.svc.cluster.local` from address `source`.
+fn dig_web(dns: std::net::SocketAddr, source: &str) -> std::process::Output {
+    Command::new("dig")
+        .args(["+short", "+time=1", "+tries=1", "-b", source])
+        .arg(format!("@{}", dns.ip()))
+        .args(["-p", &dns.port().to_string(), "web.default.svc.cluster.local", "A"])
+        .output()
+        .expect("dig (dnsutils) runs")
 }
 
 /// A port free on 127.0.0.1 now.
@@ -646,6 +661,22 @@ fn tenants_spread_over_replicas_reach_theirs_through_any_and_move_with_a_watch_t
     common::wait_running(&up, away_config, "shell");
     let said = ok(up.kubectl(away_config, &["exec", "shell", "--", "echo", "through"]));
     assert_eq!(said, "through\n");
+
+    // Its pods' DNS queries reach whichever replica the DNS Service picks: replica 0 relays
+    // them to replica 1, which answers with the tenant's names.
+    let web = web_service(&up, away_config);
+    dns_probe(&up, away, "127.0.0.11");
+    for (replica, serve) in [("0", &r0), ("1", &r1)] {
+        let dns = serve.dns.expect("tenants' DNS");
+        eventually(
+            &format!("{away}'s pod resolves web at replica {replica}"),
+            Duration::from_secs(30),
+            || {
+                let out = dig_web(dns, "127.0.0.11");
+                (String::from_utf8_lossy(&out.stdout).trim() == web, out)
+            },
+        );
+    }
 
     // Moved to replica 0 while a client watches through the front door: nothing lost, nothing
     // twice, and what was written before is there.

@@ -21,10 +21,11 @@ mod zone;
 
 pub use error::{DnsError, Result};
 pub use follow::follow;
+pub use hickory_server::net::xfer::Protocol;
 pub use resolver::{
     parse_resolv_conf, upstream_from_resolv_conf, OnPending, Resolver, SharedZone, FORWARD_TIMEOUT,
     PENDING_WAIT,
 };
 pub use server::Server;
-pub use shared::{Route, SharedServer, SourceRoute};
+pub use shared::{answer, Answerer, Relay, Route, SharedServer, SourceRoute};
 pub use zone::{Lookup, Outcome, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL, TTL};

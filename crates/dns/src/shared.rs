@@ -18,6 +18,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use hickory_server::net::runtime::TokioTime;
 use hickory_server::net::xfer::Protocol;
 use hickory_server::proto::op::{
@@ -44,8 +45,33 @@ use crate::server::bind_both;
 /// Which cluster answers at an address: its handler (a [`Resolver`]), or `None`.
 pub type Route<H = Resolver> = Arc<dyn Fn(Ipv4Addr) -> Option<H> + Send + Sync>;
 
-/// Which cluster answers queries from an address: its handler (a [`Resolver`]), or `None`.
-pub type SourceRoute<H = Resolver> = Arc<dyn Fn(IpAddr) -> Option<H> + Send + Sync>;
+/// Which cluster answers queries from an address, and where: its handler (a [`Resolver`]) here,
+/// or another server it is served by; `None` for none.
+pub type SourceRoute<H = Resolver> = Arc<dyn Fn(IpAddr) -> Option<Answerer<H>> + Send + Sync>;
+
+/// Who answers a cluster's queries.
+#[derive(Clone, Debug)]
+pub enum Answerer<H = Resolver> {
+    /// Its handler, here.
+    Here(H),
+    /// Another server, which the encoded query is relayed to (the replica serving the cluster).
+    Relayed(Arc<dyn Relay>),
+}
+
+/// Relays a cluster's encoded queries to the server that answers them.
+pub trait Relay: Send + Sync + std::fmt::Debug {
+    /// The encoded answer to the encoded `query`, which came over `protocol`; `None` for none.
+    fn relay(&self, query: Vec<u8>, protocol: Protocol) -> BoxFuture<'static, Option<Vec<u8>>>;
+}
+
+impl<H: RequestHandler> Answerer<H> {
+    async fn answer(&self, raw: Vec<u8>, src: SocketAddr, protocol: Protocol) -> Option<Vec<u8>> {
+        match self {
+            Answerer::Here(handler) => answer(handler, raw, src, protocol).await,
+            Answerer::Relayed(relay) => relay.relay(raw, protocol).await,
+        }
+    }
+}
 
 /// How long a TCP connection may stay idle between queries.
 const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -85,7 +111,8 @@ impl SharedServer {
             port: bound.port(),
             udp: tokio::spawn(serve_udp(udp, route.clone())),
             tcp: tokio::spawn(serve_tcp(tcp, move |stream: &TcpStream, _| {
-                stream.local_addr().ok().and_then(|local| route_to(&route, local.ip()))
+                let local = stream.local_addr().ok()?;
+                route_to(&route, local.ip()).map(Answerer::Here)
             })),
         })
     }
@@ -136,7 +163,7 @@ async fn serve_udp_by_source<H: RequestHandler + Clone>(
         };
         let (raw, socket) = (buf[..len].to_vec(), socket.clone());
         tokio::spawn(async move {
-            if let Some(answer) = answer(&resolver, raw, src, Protocol::Udp).await {
+            if let Some(answer) = resolver.answer(raw, src, Protocol::Udp).await {
                 if let Err(e) = socket.send_to(&answer, src).await {
                     debug!(error = %e, %src, "sending a DNS answer");
                 }
@@ -235,7 +262,7 @@ async fn send_from(
 async fn serve_tcp<H, F>(listener: TcpListener, pick: F)
 where
     H: RequestHandler + Clone,
-    F: Fn(&TcpStream, SocketAddr) -> Option<H>,
+    F: Fn(&TcpStream, SocketAddr) -> Option<Answerer<H>>,
 {
     loop {
         let (stream, src) = match listener.accept().await {
@@ -251,7 +278,11 @@ where
 }
 
 /// Queries on one TCP connection, each with its two-byte length, answered in turn.
-async fn serve_connection<H: RequestHandler>(mut stream: TcpStream, src: SocketAddr, resolver: H) {
+async fn serve_connection<H: RequestHandler>(
+    mut stream: TcpStream,
+    src: SocketAddr,
+    resolver: Answerer<H>,
+) {
     loop {
         let Ok(Ok(len)) = tokio::time::timeout(TCP_IDLE, stream.read_u16()).await else {
             return;
@@ -260,7 +291,7 @@ async fn serve_connection<H: RequestHandler>(mut stream: TcpStream, src: SocketA
         if stream.read_exact(&mut raw).await.is_err() {
             return;
         }
-        let Some(answer) = answer(&resolver, raw, src, Protocol::Tcp).await else { continue };
+        let Some(answer) = resolver.answer(raw, src, Protocol::Tcp).await else { continue };
         let Ok(len) = u16::try_from(answer.len()) else { return };
         if stream.write_u16(len).await.is_err() || stream.write_all(&answer).await.is_err() {
             return;
@@ -268,8 +299,9 @@ async fn serve_connection<H: RequestHandler>(mut stream: TcpStream, src: SocketA
     }
 }
 
-/// `resolver`'s answer to the query in `raw`, encoded; `None` for what is not a DNS message.
-async fn answer<H: RequestHandler>(
+/// `resolver`'s answer to the query in `raw` from `src` over `protocol`, encoded; `None` for
+/// what is not a DNS message. What a server that is relayed queries ([`Relay`]) answers with.
+pub async fn answer<H: RequestHandler>(
     resolver: &H,
     raw: Vec<u8>,
     src: SocketAddr,

@@ -8,7 +8,10 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use carrel_dns::{Resolver, Server, SharedZone, Zone, DEFAULT_DOMAIN, SERVICE_NAME_LABEL};
+use carrel_dns::{
+    Answerer, Protocol, Relay, Resolver, Server, SharedZone, Zone, DEFAULT_DOMAIN,
+    SERVICE_NAME_LABEL,
+};
 use hickory_server::net::client::{Client, ClientHandle};
 use hickory_server::net::runtime::TokioRuntimeProvider;
 use hickory_server::net::tcp::TcpClientStream;
@@ -303,9 +306,23 @@ fn dig_from(source: Ipv4Addr, server: SocketAddr, name: &str, tcp: bool) -> Opti
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shared_address_answers_each_cluster_for_its_own_clients() {
     let (a, b) = (Ipv4Addr::new(127, 0, 0, 2), Ipv4Addr::new(127, 0, 0, 3));
+    // A cluster another server answers: its clients' queries are relayed there, over the
+    // protocol they came by.
+    let c = Ipv4Addr::new(127, 0, 0, 5);
+    let elsewhere = Arc::new(Elsewhere {
+        resolver: Resolver::new(SharedZone::new(zone("10.96.0.30")), vec![]),
+        protocols: Arc::default(),
+    });
     let zones = std::collections::HashMap::from([
-        (std::net::IpAddr::V4(a), Resolver::new(SharedZone::new(zone("10.96.0.10")), vec![])),
-        (std::net::IpAddr::V4(b), Resolver::new(SharedZone::new(zone("10.96.0.20")), vec![])),
+        (
+            std::net::IpAddr::V4(a),
+            Answerer::Here(Resolver::new(SharedZone::new(zone("10.96.0.10")), vec![])),
+        ),
+        (
+            std::net::IpAddr::V4(b),
+            Answerer::Here(Resolver::new(SharedZone::new(zone("10.96.0.20")), vec![])),
+        ),
+        (std::net::IpAddr::V4(c), Answerer::Relayed(elsewhere.clone())),
     ]);
     let route: carrel_dns::SourceRoute = Arc::new(move |source| zones.get(&source).cloned());
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
@@ -325,5 +342,32 @@ async fn one_shared_address_answers_each_cluster_for_its_own_clients() {
     assert_eq!(b_tcp.as_deref(), Some("10.96.0.20"));
     // A client whose address names no cluster gets no answer at all.
     assert_eq!(nobody, None);
+    let relayed =
+        tokio::task::spawn_blocking(move || [false, true].map(|tcp| dig_from(c, at, name, tcp)))
+            .await
+            .unwrap();
+    assert_eq!(relayed, [Some("10.96.0.30".to_owned()), Some("10.96.0.30".to_owned())]);
+    assert_eq!(*elsewhere.protocols.lock().unwrap(), [Protocol::Udp, Protocol::Tcp]);
     drop(server);
+}
+
+/// Another server of a cluster: answers relayed queries with its resolver, as a replica
+/// answers those relayed to it, and records the protocol each came by.
+#[derive(Debug)]
+struct Elsewhere {
+    resolver: Resolver,
+    protocols: Arc<std::sync::Mutex<Vec<Protocol>>>,
+}
+
+impl Relay for Elsewhere {
+    fn relay(
+        &self,
+        query: Vec<u8>,
+        protocol: Protocol,
+    ) -> futures::future::BoxFuture<'static, Option<Vec<u8>>> {
+        self.protocols.lock().unwrap().push(protocol);
+        let resolver = self.resolver.clone();
+        let from = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
+        Box::pin(async move { carrel_dns::answer(&resolver, query, from, protocol).await })
+    }
 }

@@ -26,8 +26,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::header;
+use axum::http::{header, Method};
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -57,6 +58,11 @@ pub const ASSIGNER: &str = "carrel-tenant-assigner";
 pub const MOVE_TO: &str = "carrel.dev/move-to";
 /// The path a replica receives a moved tenant's data at: `<prefix><tenant>`.
 pub const RECEIVE_PREFIX: &str = "/carrel/replicas/tenants/";
+/// The path a replica answers relayed DNS queries of its tenants at: `<prefix><tenant>`, a DNS
+/// message as body (`application/dns-message`, as DNS over HTTPS sends it).
+pub const DNS_PREFIX: &str = "/carrel/replicas/dns/";
+/// The media type of a DNS message.
+const DNS_MESSAGE: &str = "application/dns-message";
 /// Left in a tenant's directory once it was sent away: its data here is no longer the tenant's.
 const MOVED_MARKER: &str = "moved-to";
 
@@ -391,9 +397,31 @@ impl Replicas {
         };
         let packed = packed.map_err(|source| ReplicaError::Io { tenant: name.into(), source })?;
         let bytes = packed.len();
-        self.peers.put(&address, &format!("{RECEIVE_PREFIX}{name}"), packed).await?;
+        let path = format!("{RECEIVE_PREFIX}{name}");
+        self.peers.call(Method::PUT, &address, &path, "application/x-tar", packed).await?;
         tracing::info!(tenant = %name, to, bytes, "tenant data sent");
         Ok(())
+    }
+
+    /// The answer of the replica serving `tenant` to its DNS `query` (which came over TCP
+    /// when `tcp`), where another live replica serves it; `None` where none does, or it did not
+    /// answer.
+    pub async fn relay_dns(&self, tenant: &str, query: Vec<u8>, tcp: bool) -> Option<Vec<u8>> {
+        let replica =
+            self.tenants.get(&ObjectRef::new(tenant))?.status.as_ref()?.replica.clone()?;
+        if replica == self.me {
+            return None;
+        }
+        let address = self.address_of(&replica)?;
+        let protocol = if tcp { "tcp" } else { "udp" };
+        let path = format!("{DNS_PREFIX}{tenant}?protocol={protocol}");
+        match self.peers.call(Method::POST, &address, &path, DNS_MESSAGE, query).await {
+            Ok(answer) => Some(answer.to_vec()),
+            Err(e) => {
+                tracing::debug!(%tenant, %replica, error = %e, "relaying a DNS query");
+                None
+            }
+        }
     }
 
     /// Whether replica `name` is live.
@@ -460,18 +488,56 @@ impl Forward for Replicas {
     }
 }
 
-/// The route a replica receives moved tenants' data on ([`RECEIVE_PREFIX`]), keeping them under
-/// `data/tenants`: only another replica of CA `ca` may send, and never a tenant `clusters`
-/// serves here.
+/// Answers the DNS queries of this replica's tenants that other replicas relay.
+pub trait DnsAnswers: Send + Sync + std::fmt::Debug {
+    /// Tenant `tenant`'s encoded answer to the encoded `query` (which came over TCP when `tcp`);
+    /// `None` where this replica does not serve its DNS.
+    fn answer(
+        &self,
+        tenant: &str,
+        query: Vec<u8>,
+        tcp: bool,
+    ) -> BoxFuture<'static, Option<Vec<u8>>>;
+}
+
+/// The routes other replicas reach this one on, for replicas of CA `ca` only: moved tenants'
+/// data received ([`RECEIVE_PREFIX`], kept under `data/tenants`, never for a tenant `clusters`
+/// serves here), and relayed DNS queries answered by `dns` ([`DNS_PREFIX`]).
 pub fn receiving(
     ca: CertificateDer<'static>,
     clusters: Arc<Clusters>,
     data: &Path,
+    dns: Option<Arc<dyn DnsAnswers>>,
 ) -> axum::Router {
-    let state = Arc::new(Receiving { ca, clusters, tenants: data.join("tenants") });
+    let state = Arc::new(Receiving { ca, clusters, tenants: data.join("tenants"), dns });
     axum::Router::new()
         .route(&format!("{RECEIVE_PREFIX}{{name}}"), axum::routing::put(receive_tenant))
+        .route(&format!("{DNS_PREFIX}{{name}}"), axum::routing::post(answer_dns))
         .with_state(state)
+}
+
+/// Answer a DNS query of one of this replica's tenants that another replica relayed.
+async fn answer_dns(
+    axum::extract::State(state): axum::extract::State<Arc<Receiving>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    mut request: Request,
+) -> Response {
+    carrel_apiserver::peer::admit(&mut request, Some(&state.ca));
+    if request.extensions().get::<FromReplica>().is_none() {
+        return ApiError::unauthorized().into_response();
+    }
+    let tcp = request.uri().query().is_some_and(|q| q.contains("protocol=tcp"));
+    let Some(dns) = state.dns.clone() else {
+        return ApiError::not_found("", "dns", &name).into_response();
+    };
+    let query = match axum::body::to_bytes(request.into_body(), 64 * 1024).await {
+        Ok(query) => query.to_vec(),
+        Err(e) => return ApiError::bad_request(format!("reading the query: {e}")).into_response(),
+    };
+    match dns.answer(&name, query, tcp).await {
+        Some(answer) => ([(header::CONTENT_TYPE, DNS_MESSAGE)], answer).into_response(),
+        None => ApiError::not_found("", "dns", &name).into_response(),
+    }
 }
 
 /// Receive a moved tenant's data from the replica that served it (`PUT
@@ -515,6 +581,7 @@ struct Receiving {
     ca: CertificateDer<'static>,
     clusters: Arc<Clusters>,
     tenants: PathBuf,
+    dns: Option<Arc<dyn DnsAnswers>>,
 }
 
 /// Tenant `dir`'s files as a tar archive.
