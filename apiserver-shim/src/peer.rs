@@ -309,3 +309,62 @@ impl PeerClient {
         Err(PeerError::Refused { address: address.to_owned(), status, body })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::Ca;
+
+    fn der(pem: &str) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
+    }
+
+    /// A request whose connection presented `chain`, claiming `forwarded` was the client's.
+    fn request(chain: Vec<CertificateDer<'static>>, forwarded: &CertificateDer<'_>) -> Request {
+        let mut request = Request::new(Body::empty());
+        request.extensions_mut().insert(PeerCertificates::new(chain));
+        let encoded = base64::engine::general_purpose::STANDARD.encode(forwarded.as_ref());
+        let headers = request.headers_mut();
+        headers.insert(FORWARDED_CERTIFICATES, HeaderValue::from_str(&encoded).unwrap());
+        headers.insert(FORWARDED_BY, HeaderValue::from_static("r1"));
+        request
+    }
+
+    fn presented(request: &Request) -> Vec<CertificateDer<'static>> {
+        request.extensions().get::<PeerCertificates>().unwrap().chain().to_vec()
+    }
+
+    #[test]
+    fn only_a_replicas_connection_may_forward_a_clients_certificate() {
+        let ca = Ca::generate().unwrap();
+        let ca_der = der(&ca.cert_pem);
+        let client = der(&ca.client("alice", "team").unwrap().0);
+        let replica = der(&ca.client("carrel-replica:r1", REPLICAS_GROUP).unwrap().0);
+
+        // A replica's connection: the forwarded certificate stands in for the connection's.
+        let mut from_replica = request(vec![replica.clone()], &client);
+        admit(&mut from_replica, Some(&ca_der));
+        assert_eq!(presented(&from_replica), vec![client.clone()]);
+        let by = from_replica.extensions().get::<FromReplica>().unwrap();
+        assert_eq!(by.0, "carrel-replica:r1");
+        assert!(!from_replica.headers().contains_key(FORWARDED_CERTIFICATES));
+
+        // A client of the same CA outside the replicas' group, another CA's replica, or no
+        // replicas at all: the headers are dropped, the connection's own certificate stays.
+        let other = Ca::generate().unwrap();
+        let foreign = der(&other.client("carrel-replica:r9", REPLICAS_GROUP).unwrap().0);
+        for (chain, ca) in [
+            (vec![client.clone()], Some(&ca_der)),
+            (vec![foreign.clone()], Some(&ca_der)),
+            (vec![replica.clone()], None),
+            (vec![], Some(&ca_der)),
+        ] {
+            let mut claimed = request(chain.clone(), &replica);
+            admit(&mut claimed, ca);
+            assert_eq!(presented(&claimed), chain);
+            assert!(claimed.extensions().get::<FromReplica>().is_none());
+            assert!(!claimed.headers().contains_key(FORWARDED_CERTIFICATES));
+            assert!(!claimed.headers().contains_key(FORWARDED_BY));
+        }
+    }
+}

@@ -361,31 +361,22 @@ impl Replicas {
         }
     }
 
-    /// The live replica to give a new tenant: the fewest tenants, then the fewest open, then by
-    /// name.
+    /// The live replica to give a new tenant ([`least_loaded`]), counting the assignments this
+    /// replica made that its view does not show yet.
     fn least_loaded(&self) -> Option<String> {
-        let live = self.live();
-        let mut counts: HashMap<&str, usize> = live.iter().map(|m| (m.name.as_str(), 0)).collect();
         let tenants = self.tenants.state();
         let mut pending = self.pending.lock();
+        let mut assigned: Vec<&str> = Vec::with_capacity(tenants.len() + pending.len());
         for tenant in &tenants {
             let Some(name) = tenant.metadata.name.as_deref() else { continue };
             let replica = tenant.status.as_ref().and_then(|s| s.replica.as_deref());
-            if replica.is_some() {
+            if let Some(replica) = replica {
                 pending.remove(name);
-            }
-            if let Some(count) = replica.and_then(|r| counts.get_mut(r)) {
-                *count += 1;
+                assigned.push(replica);
             }
         }
-        for replica in pending.values() {
-            if let Some(count) = counts.get_mut(replica.as_str()) {
-                *count += 1;
-            }
-        }
-        live.iter()
-            .min_by_key(|m| (counts.get(m.name.as_str()).copied().unwrap_or(0), m.load))
-            .map(|m| m.name.clone())
+        assigned.extend(pending.values().map(String::as_str));
+        least_loaded(&self.live(), assigned)
     }
 
     /// Send tenant `name`'s data (its directory `dir`, its store closed) to replica `to`.
@@ -428,6 +419,23 @@ impl Replicas {
     pub fn is_live(&self, name: &str) -> bool {
         self.address_of(name).is_some()
     }
+}
+
+/// Of the `live` replicas, the one to give a new tenant, given the replica of each tenant
+/// `assigned`: the fewest tenants, then the fewest open (its load), then the first by name.
+fn least_loaded<'a>(
+    live: &[Member],
+    assigned: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let mut counts: HashMap<&str, usize> = live.iter().map(|m| (m.name.as_str(), 0)).collect();
+    for replica in assigned {
+        if let Some(count) = counts.get_mut(replica) {
+            *count += 1;
+        }
+    }
+    live.iter()
+        .min_by_key(|m| (counts.get(m.name.as_str()).copied().unwrap_or(0), m.load, &m.name))
+        .map(|m| m.name.clone())
 }
 
 /// Whether `lease`'s holder still holds it at `now`.
@@ -699,6 +707,24 @@ mod tests {
         for bad in ["", "../etc", "a/b", "A", ".incoming-x"] {
             assert!(receive(to.path(), bad, &[]).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_new_tenant_goes_to_the_live_replica_with_the_fewest_then_the_least_load() {
+        let member = |name: &str, load: u64| Member {
+            name: name.to_owned(),
+            address: format!("{name}:6443"),
+            load,
+        };
+        let live = [member("r0", 5), member("r1", 0), member("r2", 0)];
+        // By count first, whatever the load.
+        assert_eq!(least_loaded(&live, ["r1", "r2", "r2"]).as_deref(), Some("r0"));
+        // Equal counts: the least load, then the name.
+        assert_eq!(least_loaded(&live, ["r0", "r1", "r2"]).as_deref(), Some("r1"));
+        assert_eq!(least_loaded(&live, []).as_deref(), Some("r1"));
+        // Tenants of a replica that is not live count for none.
+        assert_eq!(least_loaded(&live[..2], ["r1", "gone", "gone"]).as_deref(), Some("r0"));
+        assert_eq!(least_loaded(&[], ["r0"]), None);
     }
 
     #[test]
