@@ -84,6 +84,11 @@ pub enum PeerError {
 /// connection's, and the request is marked [`FromReplica`]; otherwise whatever forwarding
 /// headers it carries are dropped, so that no client can claim another's certificate.
 pub fn admit(request: &mut Request, ca: Option<&CertificateDer<'static>>) {
+    // Every request a replica sends names it: no other request costs a certificate check.
+    if !request.headers().contains_key(FORWARDED_BY) {
+        request.headers_mut().remove(FORWARDED_CERTIFICATES);
+        return;
+    }
     let replica = ca.and_then(|ca| {
         let peer = request.extensions().get::<PeerCertificates>()?;
         let user = peer.user_for(ca, UnixTime::now()).ok()?;
@@ -217,7 +222,9 @@ impl PeerClient {
         };
         answered.unwrap_or_else(|e| {
             tracing::warn!(error = %e, "forwarding a request to its tenant's replica failed");
-            ApiError::unavailable(e.to_string()).into_response()
+            // The replica may be restarting: clients retry after a second.
+            ApiError::ServiceUnavailable { message: e.to_string(), retry_after: Some(1) }
+                .into_response()
         })
     }
 
@@ -295,6 +302,7 @@ impl PeerClient {
             .method(method)
             .uri(format!("https://{address}{path}"))
             .header(header::CONTENT_TYPE, content_type)
+            .header(FORWARDED_BY, &self.me)
             .body(Body::from(body))
             .map_err(|_| PeerError::Address(address.to_owned()))?;
         let mut sender = self.sender(address).await?;

@@ -355,7 +355,12 @@ impl Manager {
         let tenants = self.host.list(host::TENANTS, None).await?;
         let names: Vec<String> =
             tenants.iter().filter_map(|t| meta_str(t, "name").map(str::to_owned)).collect();
-        for name in &names {
+        for tenant in &tenants {
+            let Some(name) = meta_str(tenant, "name") else { continue };
+            let typed = serde_json::from_value::<Tenant>(tenant.clone());
+            if typed.is_ok_and(|t| self.elsewhere(&t)) {
+                continue;
+            }
             if let Err(e) = self.reconcile(name).await {
                 tracing::warn!(tenant = %name, error = %e, "reconciling a tenant failed");
             }
@@ -946,6 +951,26 @@ impl Manager {
     }
 }
 
+impl Manager {
+    /// Whether `tenant` (as the controller's cache has it) is another replica's, or none's
+    /// yet, and nothing of it is here: served, sent away, or data that predates replicas.
+    fn elsewhere(&self, tenant: &Tenant) -> bool {
+        let (Some(replicas), Some(name)) = (self.replicas.get(), tenant.metadata.name.as_deref())
+        else {
+            return false;
+        };
+        let dir = self.dir(name);
+        match tenant.status.as_ref().map(|s| s.replica.as_deref()) {
+            Some(Some(replica)) if replica == replicas.me() => false,
+            Some(Some(_)) => !self.clusters.contains(name) && !replicas::was_moved(&dir.path),
+            // Served before replicas shared tenants: claimed by the replica holding its data.
+            Some(None) => !dir.is_made(),
+            // New: the assigner gives it a replica, which is a change.
+            None => true,
+        }
+    }
+}
+
 /// The replica `tenant`'s status names.
 fn replica_of(tenant: &Value) -> Option<&str> {
     tenant.pointer("/status/replica").and_then(Value::as_str)
@@ -1047,6 +1072,10 @@ async fn reconcile(tenant: Arc<Tenant>, context: Arc<Context>) -> Result<Action,
     let _running = Running::start(&context.in_flight);
     let Some(name) = tenant.metadata.name.as_deref() else { return Ok(Action::await_change()) };
     let manager = &context.manager;
+    if manager.elsewhere(&tenant) {
+        // Another replica's, with nothing of it here: not even a read of it.
+        return Ok(Action::await_change());
+    }
     let next = manager.reconcile_next(name).await?;
     if let Err(e) = manager.refresh_usage(name).await {
         tracing::debug!(tenant = %name, error = %e, "writing the tenant's GPU usage failed");
