@@ -693,11 +693,14 @@ fn tenants_spread_over_replicas_reach_theirs_through_any_and_move_with_a_watch_t
     assert_eq!(kept, "1");
 
     // Replica 1 killed with SIGKILL and started again over its volume: its tenants are served
-    // again, with their data.
+    // again, with their data, and a client watching one through the front door throughout
+    // misses nothing and sees nothing twice.
     let (other, other_config) = teams
         .iter()
         .find(|(name, _)| replica_of(&up, name) == "carrel-apiserver-1")
         .expect("replica 1 still serves a tenant");
+    let watch = Watch::start(other_config);
+    watch.wait_for("first");
     r1.kill9_in_place();
     r1 = replicas[1].start(&kubeconfig);
     eventually("replica 1's tenant served again", Duration::from_secs(60), || {
@@ -706,6 +709,8 @@ fn tenants_spread_over_replicas_reach_theirs_through_any_and_move_with_a_watch_t
         (String::from_utf8_lossy(&out.stdout) == "1", out)
     });
     ok(up.kubectl(other_config, &["create", "configmap", "after-restart", "--from-literal=c=3"]));
+    watch.wait_for("after-restart");
+    watch.assert_no_event_twice();
     assert_eq!(replica_of(&up, other), "carrel-apiserver-1");
 
     // A replica added takes the next tenant: it has the fewest.
