@@ -319,9 +319,14 @@ fn at_endpoint(kubeconfig: &str, endpoint: &str) -> anyhow::Result<String> {
 async fn list(client: &kube::Client) -> anyhow::Result<()> {
     let items = tenants(client).list(&Default::default()).await.map_err(explain)?.items;
     let now = chrono::Utc::now();
-    let mut rows =
-        vec![["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT", "DNS"]
-            .map(str::to_owned)];
+    // Which replica serves each tenant, where several share them.
+    let replicas = items.iter().any(|t| t.status.as_ref().is_some_and(|s| s.replica.is_some()));
+    let mut header =
+        vec!["NAME", "PHASE", "AGE", "EXPIRES", "GPU QUOTA", "GPU USAGE", "ENDPOINT", "DNS"];
+    if replicas {
+        header.push("REPLICA");
+    }
+    let mut rows: Vec<Vec<String>> = vec![header.into_iter().map(str::to_owned).collect()];
     for t in items {
         let status = t.status.clone().unwrap_or_default();
         let spec = t.spec.clone().unwrap_or_default();
@@ -335,7 +340,7 @@ async fn list(client: &kube::Client) -> anyhow::Result<()> {
             .as_deref()
             .and_then(|e| chrono::DateTime::parse_from_rfc3339(e).ok())
             .map(|e| format!("in {}", human(e.with_timezone(&chrono::Utc) - now)));
-        rows.push([
+        let mut row = vec![
             t.metadata.name.clone().unwrap_or_default(),
             status.phase.clone().unwrap_or_else(|| "Pending".into()),
             age.unwrap_or_else(|| "-".into()),
@@ -344,10 +349,15 @@ async fn list(client: &kube::Client) -> anyhow::Result<()> {
             pairs(&status.gpu_usage),
             status.endpoint.clone().unwrap_or_else(|| "-".into()),
             status.dns_endpoint.clone().unwrap_or_else(|| "-".into()),
-        ]);
+        ];
+        if replicas {
+            row.push(status.replica.clone().unwrap_or_else(|| "-".into()));
+        }
+        rows.push(row);
     }
+    let columns = rows[0].len();
     let widths: Vec<usize> =
-        (0..8).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
+        (0..columns).map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0)).collect();
     for row in rows {
         let cells: Vec<String> =
             row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();

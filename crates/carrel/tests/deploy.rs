@@ -613,6 +613,8 @@ fn tenants_spread_over_replicas_reach_theirs_through_any_and_move_with_a_watch_t
             (name, kubeconfig)
         })
         .collect();
+    let listed = ok(up.carrel(&["tenant", "list"]));
+    assert!(listed.lines().next().is_some_and(|h| h.ends_with("REPLICA")), "{listed}");
     let mut placed: Vec<String> = teams.iter().map(|(name, _)| replica_of(&up, name)).collect();
     placed.sort();
     assert_eq!(
