@@ -287,15 +287,15 @@ impl PeerClient {
         Ok(Response::from_parts(parts, Body::new(body)))
     }
 
-    /// Send `body` (of `content_type`) with `method` to `path` on replica `address`, as this
-    /// replica: the body of its answer, which must be a success.
+    /// Send `body` (of `content_type`, streamed) with `method` to `path` on replica `address`,
+    /// as this replica: the body of its answer, which must be a success.
     pub async fn call(
         &self,
         method: axum::http::Method,
         address: &str,
         path: &str,
         content_type: &str,
-        body: Vec<u8>,
+        body: Body,
     ) -> Result<bytes::Bytes, PeerError> {
         use http_body_util::BodyExt as _;
         let request = Request::builder()
@@ -303,7 +303,7 @@ impl PeerClient {
             .uri(format!("https://{address}{path}"))
             .header(header::CONTENT_TYPE, content_type)
             .header(FORWARDED_BY, &self.me)
-            .body(Body::from(body))
+            .body(body)
             .map_err(|_| PeerError::Address(address.to_owned()))?;
         let mut sender = self.sender(address).await?;
         let http = |source| PeerError::Http { address: address.to_owned(), source };

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, Method};
 use axum::response::{IntoResponse, Response};
@@ -382,14 +383,25 @@ impl Replicas {
     /// Send tenant `name`'s data (its directory `dir`, its store closed) to replica `to`.
     pub async fn send(&self, name: &str, dir: &Path, to: &str) -> Result<(), ReplicaError> {
         let address = self.address_of(to).ok_or_else(|| ReplicaError::NotLive(to.to_owned()))?;
+        let io = |source| ReplicaError::Io { tenant: name.into(), source };
+        // Packed into a file beside the tenant's directory, then streamed from it: a tenant's
+        // store is never held in memory whole.
+        let archive = dir.with_file_name(format!(".outgoing-{name}.tar"));
         let packed = {
-            let dir = dir.to_owned();
-            tokio::task::spawn_blocking(move || pack(&dir)).await?
+            let (dir, archive) = (dir.to_owned(), archive.clone());
+            tokio::task::spawn_blocking(move || pack(&dir, &archive)).await?
         };
-        let packed = packed.map_err(|source| ReplicaError::Io { tenant: name.into(), source })?;
-        let bytes = packed.len();
-        let path = format!("{RECEIVE_PREFIX}{name}");
-        self.peers.call(Method::PUT, &address, &path, "application/x-tar", packed).await?;
+        let sent = async {
+            let bytes = packed.map_err(io)?;
+            let file = tokio::fs::File::open(&archive).await.map_err(io)?;
+            let path = format!("{RECEIVE_PREFIX}{name}");
+            let body = Body::from_stream(chunks(file));
+            self.peers.call(Method::PUT, &address, &path, "application/x-tar", body).await?;
+            Ok::<_, ReplicaError>(bytes)
+        }
+        .await;
+        let _ = tokio::fs::remove_file(&archive).await;
+        let bytes = sent?;
         tracing::info!(tenant = %name, to, bytes, "tenant data sent");
         Ok(())
     }
@@ -406,7 +418,7 @@ impl Replicas {
         let address = self.address_of(&replica)?;
         let protocol = if tcp { "tcp" } else { "udp" };
         let path = format!("{DNS_PREFIX}{tenant}?protocol={protocol}");
-        match self.peers.call(Method::POST, &address, &path, DNS_MESSAGE, query).await {
+        match self.peers.call(Method::POST, &address, &path, DNS_MESSAGE, Body::from(query)).await {
             Ok(answer) => Some(answer.to_vec()),
             Err(e) => {
                 tracing::debug!(%tenant, %replica, error = %e, "relaying a DNS query");
@@ -564,15 +576,25 @@ async fn receive_tenant(
         let message = format!("tenant {name} is served here: it is not received again");
         return ApiError::conflict(GROUP, "tenants", &name, &message).into_response();
     }
-    let body = match axum::body::to_bytes(request.into_body(), usize::MAX).await {
-        Ok(body) => body,
-        Err(e) => return ApiError::bad_request(format!("reading the tenant: {e}")).into_response(),
-    };
+    if !valid_name(&name) {
+        return ApiError::bad_request(format!("{name:?} is not a tenant name")).into_response();
+    }
+    // Written to a file as it comes, then unpacked from it: never held in memory whole.
+    let archive = state.tenants.join(format!(".incoming-{name}.tar"));
+    if let Err(e) = save(request.into_body(), &state.tenants, &archive).await {
+        let _ = tokio::fs::remove_file(&archive).await;
+        return ApiError::bad_request(format!("reading tenant {name}: {e}")).into_response();
+    }
     let tenants = state.tenants.clone();
     let stored = {
-        let name = name.clone();
-        tokio::task::spawn_blocking(move || receive(&tenants, &name, &body)).await
+        let (name, archive) = (name.clone(), archive.clone());
+        tokio::task::spawn_blocking(move || {
+            let file = std::fs::File::open(&archive)?;
+            receive(&tenants, &name, std::io::BufReader::new(file))
+        })
+        .await
     };
+    let _ = tokio::fs::remove_file(&archive).await;
     match stored {
         Ok(Ok(())) => {
             tracing::info!(tenant = %name, %from, "received a moved tenant's data");
@@ -592,9 +614,43 @@ struct Receiving {
     dns: Option<Arc<dyn DnsAnswers>>,
 }
 
-/// Tenant `dir`'s files as a tar archive.
-fn pack(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut builder = tar::Builder::new(Vec::new());
+/// `body`, written to `path` (in directory `dir`, made if missing) as it arrives.
+async fn save(body: Body, dir: &Path, path: &Path) -> std::io::Result<()> {
+    use http_body_util::BodyExt as _;
+    use tokio::io::AsyncWriteExt as _;
+    tokio::fs::create_dir_all(dir).await?;
+    let mut file = tokio::fs::File::create(path).await?;
+    let mut body = body;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(std::io::Error::other)?;
+        if let Ok(data) = frame.into_data() {
+            file.write_all(&data).await?;
+        }
+    }
+    file.flush().await
+}
+
+/// `file`'s bytes, a chunk at a time.
+fn chunks(
+    file: tokio::fs::File,
+) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    use tokio::io::AsyncReadExt as _;
+    futures::stream::unfold(file, |mut file| async move {
+        let mut chunk = vec![0u8; 256 * 1024];
+        match file.read(&mut chunk).await {
+            Ok(0) => None,
+            Ok(read) => {
+                chunk.truncate(read);
+                Some((Ok(bytes::Bytes::from(chunk)), file))
+            }
+            Err(e) => Some((Err(e), file)),
+        }
+    })
+}
+
+/// Tenant `dir`'s files as a tar archive written to `archive`: its size.
+fn pack(dir: &Path, archive: &Path) -> std::io::Result<u64> {
+    let mut builder = tar::Builder::new(std::io::BufWriter::new(std::fs::File::create(archive)?));
     builder.follow_symlinks(false);
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
@@ -609,17 +665,16 @@ fn pack(dir: &Path) -> std::io::Result<Vec<u8>> {
             builder.append_path_with_name(&path, &name)?;
         }
     }
-    builder.into_inner()
+    let file = builder.into_inner()?.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(file.metadata()?.len())
 }
 
 /// Receive tenant `name`'s data, sent by its replica ([`Replicas::send`]), into `tenants/<name>`:
 /// unpacked beside it, synced, then renamed into place (replacing what an earlier, unfinished
 /// move left).
-pub fn receive(tenants: &Path, name: &str, archive: &[u8]) -> std::io::Result<()> {
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if !valid {
+pub fn receive(tenants: &Path, name: &str, archive: impl std::io::Read) -> std::io::Result<()> {
+    if !valid_name(name) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("{name:?} is not a tenant name"),
@@ -639,6 +694,13 @@ pub fn receive(tenants: &Path, name: &str, archive: &[u8]) -> std::io::Result<()
     }
     std::fs::rename(&incoming, &target)?;
     std::fs::File::open(tenants)?.sync_all()
+}
+
+/// Whether `name` can be a tenant's (a DNS label): nothing else names a directory here.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// `fsync` every file and directory under `dir`.
@@ -688,11 +750,13 @@ mod tests {
         std::fs::write(dir.join("store/db/conf"), b"sled").unwrap();
         std::fs::write(dir.join("pki/ca.crt"), b"ca").unwrap();
         mark_moved(&dir, "r1").unwrap();
-        let archive = pack(&dir).unwrap();
+        let archive = from.path().join("team-a.tar");
+        let size = pack(&dir, &archive).unwrap();
+        assert_eq!(size, std::fs::metadata(&archive).unwrap().len());
 
         let to = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(to.path().join("team-a/stale")).unwrap();
-        receive(to.path(), "team-a", &archive).unwrap();
+        receive(to.path(), "team-a", std::fs::File::open(&archive).unwrap()).unwrap();
         let got = to.path().join("team-a");
         assert_eq!(std::fs::read(got.join("store/db/conf")).unwrap(), b"sled");
         assert_eq!(std::fs::read(got.join("pki/ca.crt")).unwrap(), b"ca");
@@ -705,7 +769,7 @@ mod tests {
     fn only_a_tenant_name_is_received() {
         let to = tempfile::tempdir().unwrap();
         for bad in ["", "../etc", "a/b", "A", ".incoming-x"] {
-            assert!(receive(to.path(), bad, &[]).is_err(), "{bad:?}");
+            assert!(receive(to.path(), bad, &[][..]).is_err(), "{bad:?}");
         }
     }
 
