@@ -260,7 +260,28 @@ impl Replicas {
             () = tenants => {}
             () = renew => {}
         }
-        self.leader.store(false, Ordering::Relaxed);
+        // Stopping: another replica may assign at once, and this one is not live.
+        if self.leader.swap(false, Ordering::Relaxed) {
+            self.release(ASSIGNER).await;
+        }
+        self.release(&format!("carrel-replica-{}", self.me)).await;
+    }
+
+    /// Give up Lease `name` if this replica holds it (its holder emptied and its time run out,
+    /// as client-go's leader election releases one).
+    async fn release(&self, name: &str) {
+        let leases: kube::Api<Lease> = kube::Api::namespaced(self.host.clone(), &self.namespace);
+        let Ok(Some(mut lease)) = leases.get_opt(name).await else { return };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.me.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(MicroTime(Timestamp::now() - SignedDuration::from_secs(1)));
+        if let Err(e) = leases.replace(name, &PostParams::default(), &lease).await {
+            tracing::debug!(lease = %name, error = %e, "releasing a Lease");
+        }
     }
 
     /// Renew this replica's membership Lease, with its address and load.
