@@ -145,10 +145,13 @@ pub(super) async fn watch_stream(
                     }
                 }
                 _ = ticker.tick(), if bookmarks => {
+                    // Every event up to the store's progress has been sent (or filtered out):
+                    // a quiet watch's bookmark still names a revision inside the history.
+                    let progress = watch.progress().max(last);
                     let bookmark = json!({
                         "kind": rt.kind,
                         "apiVersion": rt.group_version(),
-                        "metadata": {"resourceVersion": last.to_string()},
+                        "metadata": {"resourceVersion": progress.to_string()},
                     });
                     if tx.send(encoder.raw("BOOKMARK", &bookmark)).await.is_err() {
                         return;

@@ -5,7 +5,7 @@
 //! [`Error::WatcherTooSlow`](crate::Error::WatcherTooSlow) after draining what it has), so a
 //! slow watcher costs neither writers nor other watchers anything.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -56,12 +56,18 @@ pub(crate) struct Subscription {
     pub published: Revision,
     pub rx: mpsc::Receiver<Arc<Event>>,
     pub end: Arc<EndSignal>,
+    /// The hub's published revision as it rises.
+    pub progress: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Hub {
     state: Mutex<State>,
     capacity: usize,
+    /// [`State::published`], readable without the lock: it is raised only after the events up
+    /// to it were offered, so a watcher whose queue is empty after reading it has every event
+    /// of its prefix up to it.
+    progress: Arc<AtomicU64>,
 }
 
 impl Hub {
@@ -69,6 +75,7 @@ impl Hub {
         Hub {
             state: Mutex::new(State { published, ..State::default() }),
             capacity: capacity.max(1),
+            progress: Arc::new(AtomicU64::new(published)),
         }
     }
 
@@ -80,7 +87,7 @@ impl Hub {
         let (tx, rx) = mpsc::channel(self.capacity);
         let end = Arc::new(EndSignal::default());
         state.subscribers.push(Subscriber { prefix: prefix.to_owned(), tx, end: end.clone() });
-        Ok(Subscription { published: state.published, rx, end })
+        Ok(Subscription { published: state.published, rx, end, progress: self.progress.clone() })
     }
 
     /// Offer durable events, in revision order, up to and including `through`.
@@ -103,6 +110,7 @@ impl Hub {
             });
         }
         state.published = state.published.max(through);
+        self.progress.store(state.published, Ordering::Release);
     }
 
     /// End every watcher with [`Error::Closed`] and refuse new ones.

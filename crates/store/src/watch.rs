@@ -1,6 +1,7 @@
 //! A watch: first the history a watcher asked for, read from the log, then live events.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::mpsc::{self, error::TryRecvError};
@@ -23,6 +24,10 @@ pub struct Watch {
     live: mpsc::Receiver<Arc<Event>>,
     end: Arc<EndSignal>,
     done: bool,
+    /// The store's published revision (see [`Watch::progress`]).
+    published: Arc<AtomicU64>,
+    /// The highest progress seen: every event of the prefix up to it was delivered.
+    progressed: Revision,
 }
 
 impl fmt::Debug for Watch {
@@ -43,7 +48,34 @@ enum Step {
 
 impl Watch {
     pub(crate) fn new(after: Revision, backlog: Backlog, live: Subscription) -> Watch {
-        Watch { last: after, backlog: Some(backlog), live: live.rx, end: live.end, done: false }
+        Watch {
+            last: after,
+            backlog: Some(backlog),
+            live: live.rx,
+            end: live.end,
+            done: false,
+            published: live.progress,
+            progressed: after,
+        }
+    }
+
+    /// A revision this watch has delivered every event of its prefix up to, never lower than
+    /// it said before: the store's latest published revision when nothing is waiting to be
+    /// delivered, else what it had reached. What a bookmark carries, as etcd's progress
+    /// notifications and kube-apiserver's bookmarks do, so that a watch of a quiet prefix
+    /// resumes from a revision still in the history.
+    pub fn progress(&mut self) -> Revision {
+        self.progressed = self.progressed.max(self.last);
+        if self.done || self.backlog.is_some() {
+            return self.progressed;
+        }
+        // Read before looking at the queue: the hub raises it only after offering every event
+        // up to it, so an empty queue now means each of those of this prefix was delivered.
+        let published = self.published.load(Ordering::Acquire);
+        if self.live.is_empty() {
+            self.progressed = self.progressed.max(published);
+        }
+        self.progressed
     }
 
     /// The revision of the last event delivered (or the watch's start).

@@ -770,3 +770,30 @@ fn a_watcher_whose_history_is_compacted_mid_replay_is_expired() {
     }
     assert!(last < 550);
 }
+
+#[test]
+fn a_quiet_watch_makes_progress_with_the_store_and_never_past_what_it_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open_new(tmp.path());
+    let mut watch = store.watch("/cm/", 0).unwrap();
+    assert!(watch.try_next().is_none());
+    store.create("/other/a", v("1")).unwrap();
+    store.create("/other/b", v("2")).unwrap();
+    // Nothing of its prefix happened: it has seen everything up to the store's revision.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while watch.progress() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(watch.progress(), 2);
+    // An event of its prefix not yet taken holds it back, until it is delivered.
+    store.create("/cm/x", v("3")).unwrap();
+    store.create("/other/c", v("4")).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(watch.progress(), 2, "not past an event still waiting");
+    assert_eq!(watch.blocking_next().unwrap().unwrap().revision, 3);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while watch.progress() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(watch.progress(), 4);
+}
