@@ -151,13 +151,21 @@ async fn shared_ca(host: &kube::Client, secret: &str) -> anyhow::Result<Ca> {
         data: Some(data.into_iter().collect()),
         ..Default::default()
     };
-    match secrets.create(&kube::api::PostParams::default(), &made).await {
-        Ok(_) => Ok(ca),
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            let found = secrets.get(name).await?;
-            read(&found).with_context(|| format!("Secret {secret}"))
+    // A fresh install may apply the namespace beside this server: waited for up to a minute.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match secrets.create(&kube::api::PostParams::default(), &made).await {
+            Ok(_) => return Ok(ca),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let found = secrets.get(name).await?;
+                return read(&found).with_context(|| format!("Secret {secret}"));
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 && tokio::time::Instant::now() < deadline => {
+                tracing::info!(%secret, "waiting for the Secret's namespace");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("creating Secret {secret}")),
         }
-        Err(e) => Err(e.into()),
     }
 }
 
