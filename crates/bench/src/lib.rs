@@ -279,3 +279,80 @@ mod tests {
         assert_eq!(median(vec![]), Duration::ZERO);
     }
 }
+
+/// What a process holds, read from `/proc/<pid>`: memory, threads, descriptors (those on files
+/// under a directory counted apart: a server's tenant stores) and CPU time used.
+#[derive(Clone, Copy, Debug)]
+pub struct Held {
+    /// Open descriptors.
+    pub fds: usize,
+    /// Descriptors on files under the directory asked about.
+    pub store_fds: usize,
+    /// Threads.
+    pub threads: usize,
+    /// `VmRSS`, KiB.
+    pub rss_kib: f64,
+    /// `RssAnon`, KiB.
+    pub anon_kib: f64,
+    /// `RssFile`, KiB.
+    pub file_kib: f64,
+    /// utime + stime, in clock ticks.
+    pub cpu_ticks: u64,
+    /// When it was read.
+    pub at: Instant,
+}
+
+impl Held {
+    /// Process `pid` now, counting apart its descriptors on files under `stores`.
+    pub fn of(pid: u32, stores: &std::path::Path) -> Held {
+        let (mut fds, mut store_fds) = (0, 0);
+        if let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+            for entry in entries.flatten() {
+                fds += 1;
+                if std::fs::read_link(entry.path()).is_ok_and(|t| t.starts_with(stores)) {
+                    store_fds += 1;
+                }
+            }
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let field = |name: &str| -> f64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0.0)
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command's closing parenthesis: state is field 0, utime 11, stime 12.
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        Held {
+            fds,
+            store_fds,
+            threads: field("Threads:") as usize,
+            rss_kib: field("VmRSS:"),
+            anon_kib: field("RssAnon:"),
+            file_kib: field("RssFile:"),
+            cpu_ticks: ticks(11) + ticks(12),
+            at: Instant::now(),
+        }
+    }
+
+    /// The CPU used between `earlier` and this reading, in % of one core.
+    pub fn cpu_since(&self, earlier: &Held) -> f64 {
+        let ticks = self.cpu_ticks.saturating_sub(earlier.cpu_ticks) as f64;
+        let seconds = self.at.duration_since(earlier.at).as_secs_f64().max(1e-9);
+        100.0 * ticks / clock_ticks() / seconds
+    }
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100, Linux's, if that cannot be run).
+pub fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
+        .filter(|&t: &f64| t > 0.0)
+        .unwrap_or(100.0)
+}

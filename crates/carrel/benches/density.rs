@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use carrel_apiserver::tenant::types::{Tenant, TenantSpec};
-use carrel_bench::{ms, rate, ratio, runtime, section, verdict, Run, Table};
+use carrel_bench::{clock_ticks, ms, rate, ratio, runtime, section, verdict, Held, Run, Table};
 use carrel_tenants::{host_namespace, KUBECONFIG_SECRET};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -176,53 +176,9 @@ fn start(idle_after: &str) -> BenchResult<Up> {
     Ok(up)
 }
 
-/// What the process holds, from `/proc/<pid>`.
-#[derive(Clone, Copy, Debug, Default)]
-struct Held {
-    fds: usize,
-    /// Descriptors on files under the tenants' store directories.
-    store_fds: usize,
-    threads: usize,
-    rss_kib: f64,
-    anon_kib: f64,
-    file_kib: f64,
-    /// utime + stime, in clock ticks.
-    cpu_ticks: u64,
-}
-
+/// `up`'s process, its descriptors on its tenants' stores counted apart.
 fn held(up: &Up) -> Held {
-    let pid = up.pid;
-    let tenants = up.data.join("tenants");
-    let (mut fds, mut store_fds) = (0, 0);
-    if let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
-        for entry in entries.flatten() {
-            fds += 1;
-            if std::fs::read_link(entry.path()).is_ok_and(|t| t.starts_with(&tenants)) {
-                store_fds += 1;
-            }
-        }
-    }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0.0)
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command's closing parenthesis: state is field 0, utime 11, stime 12.
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-    Held {
-        fds,
-        store_fds,
-        threads: field("Threads:") as usize,
-        rss_kib: field("VmRSS:"),
-        anon_kib: field("RssAnon:"),
-        file_kib: field("RssFile:"),
-        cpu_ticks: ticks(11) + ticks(12),
-    }
+    Held::of(up.pid, &up.data.join("tenants"))
 }
 
 fn describe(h: &Held) -> String {
@@ -235,17 +191,6 @@ fn describe(h: &Held) -> String {
         h.store_fds,
         h.threads
     )
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100, Linux's, if that cannot be run).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .filter(|&t: &f64| t > 0.0)
-        .unwrap_or(100.0)
 }
 
 /// The process's CPU over `window` of doing nothing on our side: seconds and % of one core.

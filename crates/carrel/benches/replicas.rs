@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use carrel_apiserver::tenant::types::{Tenant, TenantSpec};
-use carrel_bench::{median, ms, ratio, runtime, section, verdict, Run, Table};
+use carrel_bench::{median, ms, ratio, runtime, section, verdict, Held, Run, Table};
 use carrel_tenants::{host_namespace, KUBECONFIG_SECRET};
 use futures::StreamExt as _;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -197,72 +197,9 @@ fn free_port() -> BenchResult<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// What a process holds, from `/proc/<pid>`.
-#[derive(Clone, Copy, Debug, Default)]
-struct Held {
-    rss_kib: f64,
-    anon_kib: f64,
-    threads: f64,
-    fds: f64,
-    /// Descriptors on files under the data dir's `tenants/`: open tenants' stores.
-    store_fds: usize,
-    /// utime + stime, in clock ticks.
-    cpu_ticks: u64,
-    at: Option<Instant>,
-}
-
-impl Held {
-    /// The CPU used between `earlier` and this reading, in % of one core.
-    fn cpu_since(&self, earlier: &Held) -> f64 {
-        let (Some(now), Some(then)) = (self.at, earlier.at) else { return 0.0 };
-        let ticks = self.cpu_ticks.saturating_sub(earlier.cpu_ticks) as f64;
-        100.0 * ticks / clock_ticks() / now.duration_since(then).as_secs_f64().max(1e-9)
-    }
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100, Linux's, if that cannot be run).
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .filter(|&t: &f64| t > 0.0)
-        .unwrap_or(100.0)
-}
-
+/// Process `pid`, its descriptors on its tenants' stores (under `data/tenants`) counted apart.
 fn held(pid: u32, data: &Path) -> Held {
-    let tenants = data.join("tenants");
-    let (mut fds, mut store_fds) = (0, 0);
-    if let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
-        for entry in entries.flatten() {
-            fds += 1;
-            if std::fs::read_link(entry.path()).is_ok_and(|t| t.starts_with(&tenants)) {
-                store_fds += 1;
-            }
-        }
-    }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0.0)
-    };
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command's closing parenthesis: state is field 0, utime 11, stime 12.
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
-    Held {
-        rss_kib: field("VmRSS:"),
-        anon_kib: field("RssAnon:"),
-        threads: field("Threads:"),
-        fds: f64::from(fds),
-        store_fds,
-        cpu_ticks: ticks(11) + ticks(12),
-        at: Some(Instant::now()),
-    }
+    Held::of(pid, &data.join("tenants"))
 }
 
 fn describe(h: &Held) -> String {
@@ -1045,7 +982,7 @@ fn main() -> BenchResult<()> {
         .map(|(l, f)| format!("{:.2}%", l.cpu_since(f)))
         .chain([format!("host {:.2}%", host_later.cpu_since(&host_full))])
         .collect();
-    let window = later[0].at.zip(full[0].at).map_or(0.0, |(l, f)| (l - f).as_secs_f64());
+    let window = (later[0].at - full[0].at).as_secs_f64();
     table.row(
         &format!("idle CPU, {window:.0} s before the latency (% of a core)"),
         cpu.join(" / "),
@@ -1152,7 +1089,11 @@ fn spread_rows(
                 "{} -> {}, {} -> {} ({} on stores)",
                 e.threads, f.threads, e.fds, f.fds, f.store_fds
             ),
-            format!("per tenant {:.3}, {:.3}", (f.threads - e.threads) / n, (f.fds - e.fds) / n),
+            format!(
+                "per tenant {:.3}, {:.3}",
+                (f.threads as f64 - e.threads as f64) / n,
+                (f.fds as f64 - e.fds as f64) / n
+            ),
             String::new(),
             String::new(),
         );
