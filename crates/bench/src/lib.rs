@@ -356,3 +356,16 @@ pub fn clock_ticks() -> f64 {
         .filter(|&t: &f64| t > 0.0)
         .unwrap_or(100.0)
 }
+
+/// `f`'s value, or why not: its error, or no answer within `limit`, each prefixed with `what`.
+pub async fn bounded<T, E: std::fmt::Display>(
+    limit: Duration,
+    what: &str,
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{what}: {e}")),
+        Err(_) => Err(format!("{what}: no answer within {limit:?}")),
+    }
+}

@@ -336,18 +336,11 @@ async fn client_from(kubeconfig: Kubeconfig) -> BenchResult<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-async fn bounded<T, E>(
+async fn bounded<T, E: std::fmt::Display>(
     what: &str,
     f: impl std::future::Future<Output = Result<T, E>>,
-) -> BenchResult<T>
-where
-    E: std::fmt::Display,
-{
-    match tokio::time::timeout(REQUEST_TIMEOUT, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {e}").into()),
-        Err(_) => Err(format!("{what}: no answer within {REQUEST_TIMEOUT:?}").into()),
-    }
+) -> BenchResult<T> {
+    Ok(carrel_bench::bounded(REQUEST_TIMEOUT, what, f).await?)
 }
 
 /// The tenants seen Ready on a host watch, and when the count last grew.

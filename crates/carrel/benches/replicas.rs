@@ -277,18 +277,11 @@ async fn client_from(kubeconfig: &str) -> BenchResult<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
-async fn bounded<T, E>(
+async fn bounded<T, E: std::fmt::Display>(
     what: &str,
     f: impl std::future::Future<Output = Result<T, E>>,
-) -> BenchResult<T>
-where
-    E: std::fmt::Display,
-{
-    match tokio::time::timeout(REQUEST_TIMEOUT, f).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(format!("{what}: {e}").into()),
-        Err(_) => Err(format!("{what}: no answer within {REQUEST_TIMEOUT:?}").into()),
-    }
+) -> BenchResult<T> {
+    Ok(carrel_bench::bounded(REQUEST_TIMEOUT, what, f).await?)
 }
 
 /// POST a `Tenant` to the host API, as `carrel tenant create` does.
